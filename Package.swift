@@ -1,0 +1,61 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "fidosim",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "fidosim", targets: ["fidosim"]),
+        .library(name: "CTAPCBOR", targets: ["CTAPCBOR"]),
+        .library(name: "CTAPHID", targets: ["CTAPHID"]),
+        .library(name: "CTAPCore", targets: ["CTAPCore"]),
+        .library(name: "HIDBridge", targets: ["HIDBridge"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        .target(name: "CTAPCBOR", swiftSettings: swiftSettings),
+        .target(name: "CTAPHID", swiftSettings: swiftSettings),
+        .target(
+            name: "CTAPCore",
+            dependencies: [
+                "CTAPCBOR",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HIDBridge",
+            dependencies: [
+                "CTAPCBOR", "CTAPHID", "CTAPCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "fidosim",
+            dependencies: [
+                "HIDBridge", "CTAPCore", "CTAPCBOR",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR"], swiftSettings: swiftSettings),
+        .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "CTAPCoreTests",
+            dependencies: ["CTAPCore", "CTAPCBOR", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "HIDBridgeTests", dependencies: ["HIDBridge", "CTAPHID", "CTAPCore"], swiftSettings: swiftSettings),
+    ]
+)

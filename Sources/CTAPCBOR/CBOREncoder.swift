@@ -1,0 +1,94 @@
+/// Encodes ``CBORValue``s in the CTAP2 canonical CBOR encoding form (CTAP 2.1 §8).
+///
+/// The form is:
+/// - integers, lengths and counts use the shortest head that holds them;
+/// - strings, arrays and maps have definite lengths;
+/// - map keys are sorted by major type, then by the length of their encoding, then byte-wise by their encoding;
+/// - `false`, `true`, `null` and `undefined` are 0xf4, 0xf5, 0xf6 and 0xf7.
+///
+/// Text strings are written as their own UTF-8 bytes, without normalization.
+public enum CBOREncoder {
+    /// Returns the CTAP2 canonical encoding of `value`.
+    public static func encode(_ value: CBORValue) -> [UInt8] {
+        var output: [UInt8] = []
+        self.append(value, to: &output)
+        return output
+    }
+
+    /// Whether the encoded key `lhs` sorts before the encoded key `rhs` in CTAP2 canonical order.
+    ///
+    /// Keys of a lower major type come first, then shorter encodings, then the byte-wise lower encoding.
+    public static func canonicalKeyPrecedes(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        let lhsMajor = lhs.first.map { $0 >> 5 } ?? 0
+        let rhsMajor = rhs.first.map { $0 >> 5 } ?? 0
+        if lhsMajor != rhsMajor {
+            return lhsMajor < rhsMajor
+        }
+        if lhs.count != rhs.count {
+            return lhs.count < rhs.count
+        }
+        return lhs.lexicographicallyPrecedes(rhs)
+    }
+
+    private static func append(_ value: CBORValue, to output: inout [UInt8]) {
+        switch value {
+        case .unsigned(let n):
+            self.appendHead(majorType: 0, argument: n, to: &output)
+        case .negative(let n):
+            self.appendHead(majorType: 1, argument: n, to: &output)
+        case .byteString(let bytes):
+            self.appendHead(majorType: 2, argument: UInt64(bytes.count), to: &output)
+            output.append(contentsOf: bytes)
+        case .textString(let text):
+            let utf8 = text.utf8
+            self.appendHead(majorType: 3, argument: UInt64(utf8.count), to: &output)
+            output.append(contentsOf: utf8)
+        case .array(let elements):
+            self.appendHead(majorType: 4, argument: UInt64(elements.count), to: &output)
+            for element in elements {
+                self.append(element, to: &output)
+            }
+        case .map(let entries):
+            self.appendHead(majorType: 5, argument: UInt64(entries.count), to: &output)
+            let sorted = entries.map { (key: self.encode($0.key), value: $0.value) }
+                .sorted { self.canonicalKeyPrecedes($0.key, $1.key) }
+            for entry in sorted {
+                output.append(contentsOf: entry.key)
+                self.append(entry.value, to: &output)
+            }
+        case .boolean(let flag):
+            output.append(flag ? 0xf5 : 0xf4)
+        case .null:
+            output.append(0xf6)
+        case .undefined:
+            output.append(0xf7)
+        }
+    }
+
+    /// Appends the shortest head for `majorType` and `argument`.
+    private static func appendHead(majorType: UInt8, argument: UInt64, to output: inout [UInt8]) {
+        let major = majorType << 5
+        switch argument {
+        case 0..<24:
+            output.append(major | UInt8(argument))
+        case 24...0xff:
+            output.append(major | 24)
+            output.append(UInt8(argument))
+        case 0x100...0xffff:
+            output.append(major | 25)
+            self.appendBigEndian(argument, byteCount: 2, to: &output)
+        case 0x1_0000...0xffff_ffff:
+            output.append(major | 26)
+            self.appendBigEndian(argument, byteCount: 4, to: &output)
+        default:
+            output.append(major | 27)
+            self.appendBigEndian(argument, byteCount: 8, to: &output)
+        }
+    }
+
+    private static func appendBigEndian(_ value: UInt64, byteCount: Int, to output: inout [UInt8]) {
+        for index in stride(from: byteCount - 1, through: 0, by: -1) {
+            output.append(UInt8(truncatingIfNeeded: value >> (index * 8)))
+        }
+    }
+}

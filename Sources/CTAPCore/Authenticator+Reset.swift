@@ -1,0 +1,17 @@
+extension Authenticator {
+    /// authenticatorReset (0x07): only within the reset window after power-up, and only with a touch.
+    mutating func reset(now: Duration) throws(CTAPError) -> AuthenticatorOutcome {
+        if configuration.resetWindowEnabled && now - powerUpTime > configuration.resetWindow {
+            throw CTAPError(.notAllowed, "reset is only allowed within \(configuration.resetWindow) of power-up")
+        }
+        return askPresence(.reset, PresencePrompt(command: "reset"))
+    }
+
+    /// Wipes every credential and replaces the device secret, so no old credential id opens again.
+    mutating func finishReset() throws(CTAPError) -> [UInt8] {
+        try storage.wipe(newDeviceSecret: entropy.bytes(32))
+        sealingKey = CredentialID.sealingKey(deviceSecret: storage.deviceSecret)
+        nextAssertion = nil
+        return [CTAPStatus.ok.rawValue]
+    }
+}

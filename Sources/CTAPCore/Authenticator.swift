@@ -1,0 +1,213 @@
+import CTAPCBOR
+import Crypto
+
+/// What the bridge must do next for a request.
+public enum AuthenticatorOutcome: Equatable, Sendable {
+    /// The complete response: a CTAP2 status byte and CBOR, or U2F response data and status word.
+    case response([UInt8])
+    /// The request waits for a touch; call ``Authenticator/resume(_:now:)`` with the user's answer.
+    case needsUserPresence(PresencePrompt)
+}
+
+/// What the user is asked to approve with a touch, for prompts and logs.
+public struct PresencePrompt: Equatable, Sendable {
+    public enum Kind: Equatable, Sendable { case ctap2, u2f }
+    public var command: String
+    public var rpId: String?
+    public var userName: String?
+    public var protocolKind: Kind
+
+    public init(command: String, rpId: String? = nil, userName: String? = nil, protocolKind: Kind = .ctap2) {
+        self.command = command
+        self.rpId = rpId
+        self.userName = userName
+        self.protocolKind = protocolKind
+    }
+}
+
+/// The user's answer to a presence request.
+public enum PresenceResult: Equatable, Sendable {
+    case approved
+    case denied
+    case timedOut
+    case cancelled
+}
+
+/// CTAP2 command bytes.
+public enum CTAPCommand: UInt8, Sendable {
+    case makeCredential = 0x01
+    case getAssertion = 0x02
+    case getInfo = 0x04
+    case clientPIN = 0x06
+    case reset = 0x07
+    case getNextAssertion = 0x08
+    case selection = 0x0B
+}
+
+/// The authenticator: CTAP2 and U2F commands over whole messages.
+///
+/// Pure: time arrives as an argument (a monotonic offset since the process started), randomness comes
+/// from an injected ``EntropySource``, and persistent state lives in an injected ``AuthenticatorStorage``.
+/// A request that needs user presence returns ``AuthenticatorOutcome/needsUserPresence(_:)``; the owner
+/// asks the user and calls ``resume(_:now:)``.
+public struct Authenticator: Sendable {
+    public let configuration: AuthenticatorConfiguration
+    public internal(set) var storage: any AuthenticatorStorage
+    var entropy: EntropySource
+    var sealingKey: SymmetricKey
+    var powerUpTime: Duration
+    var pending: PendingOperation?
+    var nextAssertion: NextAssertionState?
+
+    public init(
+        configuration: AuthenticatorConfiguration = .init(),
+        storage: any AuthenticatorStorage,
+        entropy: EntropySource,
+        now: Duration
+    ) throws(CTAPError) {
+        self.configuration = configuration
+        self.storage = storage
+        self.entropy = entropy
+        self.sealingKey = CredentialID.sealingKey(deviceSecret: storage.deviceSecret)
+        self.powerUpTime = now
+        if self.storage.u2fAttestation == nil {
+            try provisionSelfSignedU2FAttestation()
+        }
+    }
+
+    /// Simulates removing and re-inserting the key: volatile state is cleared, persistent state kept.
+    public mutating func powerCycle(now: Duration) {
+        pending = nil
+        nextAssertion = nil
+        powerUpTime = now
+    }
+
+    /// The prompt of the request waiting for user presence, if any.
+    public var pendingPrompt: PresencePrompt? { pending?.prompt }
+
+    /// Handles one CTAPHID_CBOR message: a command byte followed by CBOR parameters.
+    public mutating func handleCBOR(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
+        guard let first = message.first else { return .response([CTAPStatus.invalidLength.rawValue]) }
+        pending = nil
+        let params = message.dropFirst()
+        guard let command = CTAPCommand(rawValue: first), command != .clientPIN else {
+            nextAssertion = nil
+            return .response([CTAPStatus.invalidCommand.rawValue])
+        }
+        if command != .getNextAssertion { nextAssertion = nil }
+        do {
+            switch command {
+            case .getInfo: return .response(Self.success(getInfo()))
+            case .makeCredential: return try makeCredential(RequestParameters(cbor: params), now: now)
+            case .getAssertion: return try getAssertion(RequestParameters(cbor: params), now: now)
+            case .getNextAssertion: return try getNextAssertion(now: now)
+            case .reset: return try reset(now: now)
+            case .selection: return askPresence(.selection, PresencePrompt(command: "selection"))
+            case .clientPIN: return .response([CTAPStatus.invalidCommand.rawValue])
+            }
+        } catch {
+            return .response([error.status.rawValue])
+        }
+    }
+
+    /// Continues the pending request with the user's answer.
+    public mutating func resume(_ presence: PresenceResult, now: Duration) -> AuthenticatorOutcome {
+        guard let operation = pending else {
+            return .response([CTAPStatus.other.rawValue])
+        }
+        pending = nil
+        let isU2F = operation.prompt.protocolKind == .u2f
+        if presence != .approved {
+            if isU2F { return .response(U2FStatus.conditionsNotSatisfied.bytes) }
+            switch presence {
+            case .approved, .denied: return .response([CTAPStatus.operationDenied.rawValue])
+            case .timedOut: return .response([CTAPStatus.userActionTimeout.rawValue])
+            case .cancelled: return .response([CTAPStatus.keepaliveCancel.rawValue])
+            }
+        }
+        do {
+            return .response(try finish(operation, now: now))
+        } catch {
+            return .response(isU2F ? U2FStatus.wrongData.bytes : [error.status.rawValue])
+        }
+    }
+
+    /// Ends the pending request because the host cancelled it; returns its response, if one was pending.
+    public mutating func cancel() -> [UInt8]? {
+        guard pending != nil else { return nil }
+        if case .response(let bytes) = resume(.cancelled, now: powerUpTime) { return bytes }
+        return nil
+    }
+
+    /// Drops the pending request without a response (the host resynchronised its channel).
+    public mutating func abort() {
+        pending = nil
+    }
+
+    // MARK: - Internals
+
+    mutating func askPresence(_ operation: PendingOperation.Kind, _ prompt: PresencePrompt) -> AuthenticatorOutcome {
+        pending = PendingOperation(kind: operation, prompt: prompt)
+        return .needsUserPresence(prompt)
+    }
+
+    mutating func finish(_ operation: PendingOperation, now: Duration) throws(CTAPError) -> [UInt8] {
+        switch operation.kind {
+        case .makeCredential(let plan): return Self.success(try finishMakeCredential(plan))
+        case .excluded: return [CTAPStatus.credentialExcluded.rawValue]
+        case .pinProbe: return [CTAPStatus.pinNotSet.rawValue]
+        case .getAssertion(let plan): return Self.success(try finishGetAssertion(plan, now: now))
+        case .reset: return try finishReset()
+        case .selection: return [CTAPStatus.ok.rawValue]
+        case .u2fRegister(let request): return try finishU2FRegister(request)
+        case .u2fAuthenticate(let request): return try finishU2FAuthenticate(request, userPresent: true)
+        }
+    }
+
+    static func success(_ value: CBORValue) -> [UInt8] {
+        [CTAPStatus.ok.rawValue] + value.encoded()
+    }
+
+    /// A fresh P-256 key from the injected entropy.
+    mutating func newPrivateKey() -> P256.Signing.PrivateKey {
+        while true {
+            var raw = entropy.bytes(32)
+            defer { wipe(&raw) }
+            if let key = try? P256.Signing.PrivateKey(rawRepresentation: raw) { return key }
+        }
+    }
+
+    mutating func provisionSelfSignedU2FAttestation() throws(CTAPError) {
+        let key = newPrivateKey()
+        var serial = entropy.bytes(8)
+        serial[0] &= 0x7F
+        let certificate = try SelfSignedCertificate.make(
+            key: key, commonName: "fidosim U2F self attestation", serial: serial)
+        try storage.setU2FAttestation(privateKey: Array(key.rawRepresentation), certificate: certificate)
+    }
+
+    static func sign(_ data: [UInt8], with rawKey: [UInt8]) throws(CTAPError) -> [UInt8] {
+        do {
+            let key = try P256.Signing.PrivateKey(rawRepresentation: rawKey)
+            return Array(try key.signature(for: data).derRepresentation)
+        } catch {
+            throw CTAPError(.other, "signing failed: \(error)")
+        }
+    }
+}
+
+/// A request waiting for user presence.
+struct PendingOperation: Sendable {
+    enum Kind: Sendable {
+        case makeCredential(MakeCredentialPlan)
+        case excluded
+        case pinProbe
+        case getAssertion(AssertionPlan)
+        case reset
+        case selection
+        case u2fRegister(U2FRegisterRequest)
+        case u2fAuthenticate(U2FAuthenticateRequest)
+    }
+    var kind: Kind
+    var prompt: PresencePrompt
+}

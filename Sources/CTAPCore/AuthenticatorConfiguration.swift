@@ -1,0 +1,40 @@
+/// Static settings of an authenticator: identity, limits and run options.
+public struct AuthenticatorConfiguration: Sendable, Equatable {
+    /// The AAGUID reported in getInfo and attested credential data.
+    public var aaguid: [UInt8]
+    /// When true, authenticatorReset is refused more than ``resetWindow`` after power-up.
+    public var resetWindowEnabled: Bool
+    /// How long after power-up authenticatorReset is allowed.
+    public var resetWindow: Duration
+    /// How long the state for authenticatorGetNextAssertion lives after the previous assertion.
+    public var getNextAssertionTimeout: Duration
+    /// The most discoverable credentials the key holds.
+    public var maxResidentCredentials: Int
+    /// The largest CTAP message the transport accepts (reported as maxMsgSize).
+    public var maxMessageSize: Int
+    /// Firmware version reported in getInfo.
+    public var firmwareVersion: Int
+
+    /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
+    public static let fidosimAAGUID: [UInt8] = [
+        0xF1, 0xD0, 0xF1, 0xD0, 0x51, 0x57, 0x4E, 0x00, 0x8A, 0x6E, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01,
+    ]
+
+    public init(
+        aaguid: [UInt8] = AuthenticatorConfiguration.fidosimAAGUID,
+        resetWindowEnabled: Bool = true,
+        resetWindow: Duration = .seconds(10),
+        getNextAssertionTimeout: Duration = .seconds(30),
+        maxResidentCredentials: Int = 100,
+        maxMessageSize: Int = 7609,
+        firmwareVersion: Int = 1
+    ) {
+        self.aaguid = aaguid
+        self.resetWindowEnabled = resetWindowEnabled
+        self.resetWindow = resetWindow
+        self.getNextAssertionTimeout = getNextAssertionTimeout
+        self.maxResidentCredentials = maxResidentCredentials
+        self.maxMessageSize = maxMessageSize
+        self.firmwareVersion = firmwareVersion
+    }
+}

@@ -1,0 +1,72 @@
+/// The persistent state of a key: everything that survives a power cycle.
+///
+/// Implementations commit each mutation before returning, so that a caller can rely on the order of
+/// persistence (a signature counter is committed before the signature that carries it is released).
+public protocol AuthenticatorStorage: Sendable {
+    /// The 32-byte secret that seals credential ids; replaced by ``wipe(newDeviceSecret:)``.
+    var deviceSecret: [UInt8] { get }
+    /// The current value of the global signature counter.
+    var signCounter: UInt32 { get }
+    /// All discoverable credentials, in no particular order.
+    var residentCredentials: [ResidentCredential] { get }
+    /// The U2F attestation key (raw P-256 scalar) and its DER certificate, if provisioned.
+    var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { get }
+
+    /// Increments the signature counter, commits it, and returns the new value.
+    mutating func incrementSignCounter() throws(CTAPError) -> UInt32
+    /// Stores a discoverable credential, replacing one with the same rpIdHash and user id.
+    mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError)
+    /// Deletes a discoverable credential by id; returns whether one was deleted.
+    @discardableResult mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool
+    /// Stores the U2F attestation key and certificate.
+    mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError)
+    /// Deletes every credential and installs a new device secret (authenticatorReset).
+    mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError)
+}
+
+/// Storage held in memory: state survives a power cycle of the simulated key, not the process.
+public struct MemoryStorage: AuthenticatorStorage {
+    public private(set) var deviceSecret: [UInt8]
+    public private(set) var signCounter: UInt32 = 0
+    public private(set) var residentCredentials: [ResidentCredential] = []
+    private var attestationKey: [UInt8]?
+    private var attestationCertificate: [UInt8]?
+
+    public init(deviceSecret: [UInt8]) {
+        precondition(deviceSecret.count == 32, "device secret must be 32 bytes")
+        self.deviceSecret = deviceSecret
+    }
+
+    public var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? {
+        guard let attestationKey, let attestationCertificate else { return nil }
+        return (attestationKey, attestationCertificate)
+    }
+
+    public mutating func incrementSignCounter() throws(CTAPError) -> UInt32 {
+        guard signCounter < UInt32.max else { throw CTAPError(.other, "signature counter exhausted") }
+        signCounter += 1
+        return signCounter
+    }
+
+    public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
+        residentCredentials.removeAll { $0.rpIdHash == credential.rpIdHash && $0.user.id == credential.user.id }
+        residentCredentials.append(credential)
+    }
+
+    @discardableResult
+    public mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
+        let before = residentCredentials.count
+        residentCredentials.removeAll { $0.id == id }
+        return residentCredentials.count != before
+    }
+
+    public mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
+        attestationKey = privateKey
+        attestationCertificate = certificate
+    }
+
+    public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
+        residentCredentials.removeAll()
+        deviceSecret = newDeviceSecret
+    }
+}

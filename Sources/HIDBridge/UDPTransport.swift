@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An error from a transport, with a message that says what to do.
+public struct TransportError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The UDP transport of solo1's simulation: one datagram is one raw 64-byte CTAPHID report, without a
+/// report-id byte; answers go to the address of the latest sender.
+public final class UDPTransport {
+    public let host: String
+    public let port: UInt16
+    let fd: Int32
+    var peer = sockaddr_in()
+    var hasPeer = false
+
+    /// Binds a UDP socket on `host:port` (IPv4 dotted quad or `localhost`).
+    public init(host: String, port: UInt16) throws(TransportError) {
+        self.host = host
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        let numeric = host == "localhost" ? "127.0.0.1" : host
+        guard inet_pton(AF_INET, numeric, &address.sin_addr) == 1 else {
+            throw TransportError("invalid --host '\(host)': give an IPv4 address such as 127.0.0.1")
+        }
+        #if canImport(Glibc)
+        let socketType = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        #else
+        let socketType = SOCK_DGRAM
+        #endif
+        let fd = socket(AF_INET, socketType, 0)
+        guard fd >= 0 else { throw TransportError("cannot create a UDP socket: \(Self.errnoText())") }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else {
+            let reason = Self.errnoText()
+            close(fd)
+            throw TransportError("cannot listen on udp \(host):\(port): \(reason)")
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        self.port = UInt16(bigEndian: actual.sin_port)
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// The file descriptor to poll for incoming datagrams.
+    public var descriptor: Int32 { fd }
+
+    /// Reads one datagram without blocking; nil when none is waiting. Oversized datagrams are truncated
+    /// to 65 bytes so that the framing layer sees and drops them.
+    public func receive() -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: 65)
+        var from = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let count = buffer.withUnsafeMutableBytes { raw in
+            withUnsafeMutablePointer(to: &from) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(fd, raw.baseAddress, raw.count, Int32(MSG_DONTWAIT), $0, &length)
+                }
+            }
+        }
+        guard count >= 0 else { return nil }
+        peer = from
+        hasPeer = true
+        return Array(buffer.prefix(count))
+    }
+
+    /// Sends one report to the latest sender.
+    public func send(_ report: [UInt8]) {
+        guard hasPeer else { return }
+        _ = report.withUnsafeBytes { raw in
+            withUnsafePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+    }
+
+    static func errnoText() -> String { String(cString: strerror(errno)) }
+}

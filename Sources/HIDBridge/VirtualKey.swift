@@ -1,0 +1,146 @@
+import CTAPCore
+import CTAPHID
+
+/// Something the I/O loop must do for a ``VirtualKey``.
+public enum KeyOutput: Equatable, Sendable {
+    /// Send one 64-byte report to the host.
+    case report([UInt8])
+    /// Ask the person at the terminal to touch the key (prompt mode).
+    case prompt(PresencePrompt)
+    /// The host asked the key to identify itself.
+    case wink
+}
+
+/// A whole virtual security key without I/O: CTAPHID framing, the authenticator and the simulated user.
+///
+/// Reports and time go in, reports and prompts come out; the I/O loop only moves bytes and sleeps until
+/// ``nextDeadline``.
+public struct VirtualKey: Sendable {
+    public private(set) var hid: CTAPHIDMachine
+    public private(set) var authenticator: Authenticator
+    public var presence: PresenceMode
+    /// How long a prompt waits for a touch before the request fails with USER_ACTION_TIMEOUT.
+    public var presenceTimeout: Duration = .seconds(30)
+    /// How long a touch given in prompt mode stays valid for the next U2F request.
+    public var u2fTouchValidity: Duration = .seconds(10)
+
+    struct PresenceWait: Sendable {
+        var channel: UInt32
+        /// When the automatic answer is given (approve/deny modes) or the prompt times out.
+        var deadline: Duration
+        var answer: PresenceResult
+    }
+
+    var waiting: PresenceWait?
+    var lastTouch: Duration?
+
+    public init(hid: CTAPHIDMachine, authenticator: Authenticator, presence: PresenceMode) {
+        self.hid = hid
+        self.authenticator = authenticator
+        self.presence = presence
+    }
+
+    /// The earliest time ``tick(now:)`` has work to do.
+    public var nextDeadline: Duration? {
+        [hid.nextDeadline, waiting?.deadline].compactMap { $0 }.min()
+    }
+
+    /// The request waiting for a touch, if any.
+    public var pendingPrompt: PresencePrompt? { waiting == nil ? nil : authenticator.pendingPrompt }
+
+    /// A report from the host.
+    public mutating func receive(report: [UInt8], now: Duration) -> [KeyOutput] {
+        perform(hid.receive(report: report, now: now), now: now)
+    }
+
+    /// Lets time pass: keepalives, timeouts, automatic touches.
+    public mutating func tick(now: Duration) -> [KeyOutput] {
+        var out: [KeyOutput] = []
+        if let wait = waiting, now >= wait.deadline {
+            waiting = nil
+            out += answer(authenticator.resume(wait.answer, now: now), channel: wait.channel, now: now)
+        }
+        out += perform(hid.tick(now: now), now: now)
+        return out
+    }
+
+    /// The person touched the key (prompt mode, or the control plane).
+    public mutating func touch(now: Duration) -> [KeyOutput] {
+        guard let wait = waiting else {
+            lastTouch = now
+            return []
+        }
+        waiting = nil
+        return answer(authenticator.resume(.approved, now: now), channel: wait.channel, now: now)
+    }
+
+    /// Unplugs and re-plugs the key: volatile state goes, persistent state stays.
+    public mutating func powerCycle(now: Duration) {
+        hid.powerCycle()
+        authenticator.powerCycle(now: now)
+        waiting = nil
+        lastTouch = nil
+    }
+
+    mutating func perform(_ actions: [CTAPHIDAction], now: Duration) -> [KeyOutput] {
+        var out: [KeyOutput] = []
+        for action in actions {
+            switch action {
+            case .send(let report):
+                out.append(.report(report))
+            case .wink:
+                out.append(.wink)
+            case .deliver(let channel, let command, let payload):
+                let outcome =
+                    command == .msg
+                    ? authenticator.handleU2F(payload, now: now) : authenticator.handleCBOR(payload, now: now)
+                out += answer(outcome, channel: channel, now: now)
+            case .cancel(let channel):
+                waiting = nil
+                if let response = authenticator.cancel() {
+                    out += perform(hid.complete(channel: channel, payload: response, now: now), now: now)
+                }
+            case .abort:
+                waiting = nil
+                authenticator.abort()
+            }
+        }
+        return out
+    }
+
+    mutating func answer(_ outcome: AuthenticatorOutcome, channel: UInt32, now: Duration) -> [KeyOutput] {
+        switch outcome {
+        case .response(let bytes):
+            return perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
+        case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f:
+            // U2F has no keepalive: the request answers at once, and the host polls until it succeeds.
+            let result: PresenceResult
+            var out: [KeyOutput] = []
+            switch presence {
+            case .approve: result = .approved
+            case .deny: result = .denied
+            case .prompt:
+                if let touched = lastTouch, now - touched <= u2fTouchValidity {
+                    lastTouch = nil
+                    result = .approved
+                } else {
+                    result = .denied
+                    out.append(.prompt(prompt))
+                }
+            }
+            return out + answer(authenticator.resume(result, now: now), channel: channel, now: now)
+        case .needsUserPresence(let prompt):
+            var out = perform(hid.setKeepaliveStatus(.upNeeded, now: now), now: now)
+            switch presence {
+            case .approve(let delay):
+                waiting = PresenceWait(channel: channel, deadline: now + delay, answer: .approved)
+            case .deny(let delay):
+                waiting = PresenceWait(channel: channel, deadline: now + delay, answer: .denied)
+            case .prompt:
+                waiting = PresenceWait(channel: channel, deadline: now + presenceTimeout, answer: .timedOut)
+                out.append(.prompt(prompt))
+            }
+            return out
+        }
+    }
+}

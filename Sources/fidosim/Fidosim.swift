@@ -1,0 +1,17 @@
+import ArgumentParser
+
+@main
+struct Fidosim: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fidosim",
+        abstract: "A FIDO2 / U2F security key whose firmware runs on this Linux host.",
+        discussion: """
+            `fidosim serve` starts a virtual key. On the UDP transport it speaks raw CTAPHID, one 64-byte \
+            report per datagram (the convention of solo1's simulation), so python-fido2 and libfido2 \
+            with a UDP transport can use it without root.
+            """,
+        version: "0.1.0",
+        subcommands: [Serve.self],
+        defaultSubcommand: nil
+    )
+}

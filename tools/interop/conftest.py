@@ -1,0 +1,191 @@
+"""Fixtures: run `fidosim serve --transport udp` as a subprocess, one per test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # make `import udp_device` work in any import mode
+    sys.path.insert(0, str(HERE))
+
+from udp_device import open_udp_device, power_cycle, wait_until_ready  # noqa: E402
+
+REPO = HERE.parents[1]
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT = 10.0
+SHUTDOWN_TIMEOUT = 5.0
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "sim_args(*args): extra command-line arguments for `fidosim serve` "
+        '(e.g. @pytest.mark.sim_args("--presence", "deny"))',
+    )
+
+
+def fidosim_binary() -> Path:
+    env = os.environ.get("FIDOSIM_BIN")
+    return Path(env).expanduser().absolute() if env else REPO / ".build" / "debug" / "fidosim"
+
+
+def free_udp_port(host: str = HOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _merge_args(base: list[str], extra: list[str]) -> list[str]:
+    """Append extra args; an extra `--opt value` replaces the default `--opt value`."""
+    out = list(base)
+    i = 0
+    while i < len(extra):
+        opt = extra[i]
+        val = extra[i + 1] if i + 1 < len(extra) and not extra[i + 1].startswith("--") else None
+        if opt in out and val is not None:
+            j = out.index(opt)
+            if j + 1 < len(out) and not out[j + 1].startswith("--"):
+                out[j + 1] = val
+            else:
+                out[j + 1:j + 1] = [val]
+        else:
+            out.append(opt)
+            if val is not None:
+                out.append(val)
+        i += 2 if val is not None else 1
+    return out
+
+
+class Simulator:
+    """A running `fidosim serve --transport udp` process."""
+
+    def __init__(self, extra_args=()):
+        self.binary = fidosim_binary()
+        self.host = HOST
+        self.port = free_udp_port(self.host)
+        base = [
+            str(self.binary), "serve",
+            "--transport", "udp",
+            "--host", self.host,
+            "--port", str(self.port),
+            "--presence", "approve",
+            "--flash", "memory",
+            "--log-level", "warning",
+        ]
+        self.command = _merge_args(base, list(extra_args))
+        self._devices = []
+        self._stdout = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()
+        self.process: subprocess.Popen | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> None:
+        if not self.binary.exists():
+            pytest.fail(
+                f"fidosim binary not found at {self.binary} "
+                "(build it with `swift build` or set FIDOSIM_BIN)"
+            )
+        self.process = subprocess.Popen(
+            self.command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._stdout,
+            stderr=self._stderr,
+        )
+        ready = wait_until_ready(
+            self.host, self.port, total=STARTUP_TIMEOUT,
+            is_alive=lambda: self.process.poll() is None,
+        )
+        if not ready:
+            code = self.process.poll()
+            if code is None:
+                self.process.kill()
+                self.process.wait()
+                pytest.fail(
+                    f"fidosim did not answer CTAPHID_INIT within {STARTUP_TIMEOUT} s\n"
+                    f"command: {self.command}\nstderr:\n{self.stderr()}"
+                )
+            pytest.fail(
+                f"fidosim exited with code {code} during start-up\n"
+                f"command: {self.command}\nstderr:\n{self.stderr()}"
+            )
+
+    def stop(self) -> int | None:
+        """SIGTERM, wait; returns the exit code (None if it had to be killed)."""
+        for dev in self._devices:
+            try:
+                dev.close()
+            except Exception:
+                pass
+        self._devices.clear()
+        if self.process is None:
+            return None
+        if self.process.poll() is not None:
+            return self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=SHUTDOWN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return None
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    # -- helpers for tests -------------------------------------------------
+
+    def device(self):
+        """A fresh CtapHidDevice (new socket, new CTAPHID channel)."""
+        dev = open_udp_device(self.host, self.port)
+        self._devices.append(dev)
+        return dev
+
+    def power_cycle(self) -> None:
+        for dev in self._devices:
+            try:
+                dev.close()
+            except Exception:
+                pass
+        self._devices.clear()
+        power_cycle(self.host, self.port)
+        assert self.process.poll() is None, (
+            f"fidosim exited after power cycle:\n{self.stderr()}"
+        )
+
+
+def _run_simulator(extra_args):
+    sim = Simulator(extra_args)
+    sim.start()
+    try:
+        yield sim
+    finally:
+        still_running = sim.process.poll() is None
+        code = sim.stop()
+        err = sim.stderr()
+        sim._stdout.close()
+        sim._stderr.close()
+        assert still_running, (
+            f"fidosim died during the test (exit code {code})\nstderr:\n{err}"
+        )
+        assert code is not None, (
+            f"fidosim did not exit within {SHUTDOWN_TIMEOUT} s of SIGTERM\nstderr:\n{err}"
+        )
+        assert code == 0, f"fidosim exited with code {code} on SIGTERM\nstderr:\n{err}"
+
+
+@pytest.fixture
+def sim(request):
+    """A fresh simulator per test. Extra args via @pytest.mark.sim_args(...)."""
+    marker = request.node.get_closest_marker("sim_args")
+    extra = list(marker.args) if marker else []
+    yield from _run_simulator(extra)

@@ -1,0 +1,153 @@
+"""python-fido2 transport for `fidosim serve --transport udp`.
+
+One UDP datagram carries exactly one raw 64-byte CTAPHID report (no report-id
+byte) in each direction; the simulator answers to the sender's address.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+from fido2.hid import CTAPHID, TYPE_INIT, CtapHidDevice
+from fido2.hid.base import CtapHidConnection, HidDescriptor
+
+REPORT_SIZE = 64
+BROADCAST_CID = 0xFFFFFFFF
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8111
+
+# Magic datagram: the simulator treats it as "unplug and plug back in". No reply.
+POWER_CYCLE = bytes.fromhex(
+    "ac1052ca95e569de69e02ebff333485f13f9b2da34c5a8a340526697a9ab2e0b"
+    "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc"
+)
+assert len(POWER_CYCLE) == REPORT_SIZE
+
+
+class UdpReadTimeout(TimeoutError):
+    """No CTAPHID report arrived from the simulator in time."""
+
+
+class UdpCtapHidConnection(CtapHidConnection):
+    """CtapHidConnection over a connected UDP socket."""
+
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                 timeout: float = 5.0):
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Long responses (e.g. a 7 KB PING echo) arrive as >100 datagrams in a burst.
+        try:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        except OSError:
+            pass
+        self._sock.bind((host, 0))
+        # connect() makes the kernel drop datagrams from any other address.
+        self._sock.connect((host, port))
+        self._sock.settimeout(timeout)
+
+    def write_packet(self, data: bytes) -> None:
+        data = bytes(data)
+        if len(data) != REPORT_SIZE:
+            raise ValueError(f"CTAPHID report must be {REPORT_SIZE} bytes, got {len(data)}")
+        sent = self._sock.send(data)
+        if sent != REPORT_SIZE:
+            raise OSError(f"short UDP send: {sent} of {REPORT_SIZE} bytes")
+
+    def read_packet(self) -> bytes:
+        try:
+            data = self._sock.recv(4096)
+        except socket.timeout as e:
+            raise UdpReadTimeout(
+                f"no CTAPHID report from udp:{self.host}:{self.port} "
+                f"within {self.timeout} s"
+            ) from e
+        if len(data) != REPORT_SIZE:
+            raise OSError(
+                f"expected a {REPORT_SIZE}-byte datagram, got {len(data)} bytes: {data.hex()}"
+            )
+        return data
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def descriptor_for(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> HidDescriptor:
+    return HidDescriptor(
+        path=f"udp:{host}:{port}",
+        vid=0,
+        pid=0,
+        report_size_in=REPORT_SIZE,
+        report_size_out=REPORT_SIZE,
+        product_name="fidosim",
+        serial_number=None,
+    )
+
+
+def open_udp_device(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                    timeout: float = 5.0) -> CtapHidDevice:
+    """Open a CtapHidDevice over UDP (the constructor performs CTAPHID_INIT)."""
+    conn = UdpCtapHidConnection(host, port, timeout)
+    try:
+        return CtapHidDevice(descriptor_for(host, port), conn)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def probe_init(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+               timeout: float = 0.2) -> bool:
+    """Send one CTAPHID_INIT on the broadcast channel; True if a matching reply came."""
+    nonce = os.urandom(8)
+    packet = struct.pack(">IBH", BROADCAST_CID, TYPE_INIT | CTAPHID.INIT, len(nonce)) + nonce
+    packet = packet.ljust(REPORT_SIZE, b"\0")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        s.connect((host, port))
+        s.settimeout(timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            s.send(packet)
+            while time.monotonic() < deadline:
+                s.settimeout(max(0.001, deadline - time.monotonic()))
+                data = s.recv(4096)
+                if (
+                    len(data) == REPORT_SIZE
+                    and struct.unpack_from(">IBH", data) == (BROADCAST_CID, TYPE_INIT | CTAPHID.INIT, 17)
+                    and data[7:15] == nonce
+                ):
+                    return True
+        except (socket.timeout, ConnectionRefusedError, OSError):
+            return False
+    return False
+
+
+def wait_until_ready(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                     total: float = 2.0, is_alive=None) -> bool:
+    """Poll CTAPHID_INIT until answered or `total` seconds pass.
+
+    `is_alive` (optional callable) lets a caller stop early when the process died.
+    """
+    deadline = time.monotonic() + total
+    while time.monotonic() < deadline:
+        if is_alive is not None and not is_alive():
+            return False
+        if probe_init(host, port, timeout=min(0.2, max(0.01, deadline - time.monotonic()))):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def power_cycle(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                total: float = 2.0) -> None:
+    """Send the power-cycle datagram, then wait until the key answers INIT again."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(POWER_CYCLE, (host, port))
+    if not wait_until_ready(host, port, total=total):
+        raise UdpReadTimeout(
+            f"udp:{host}:{port} did not answer CTAPHID_INIT within {total} s after power cycle"
+        )
