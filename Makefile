@@ -1,0 +1,49 @@
+# fidosim: `make run` starts a virtual key, `make test` runs every test. Both install what is missing.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+SWIFT ?= $(shell command -v swift || echo /opt/swift/usr/bin/swift)
+PYTHON ?= python3
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BIN := .build/debug/fidosim
+SERVE_ARGS ?=
+
+# Debian packages the tests need, as command:package pairs (installed only when the command is missing).
+DEB_COMMANDS := python3:python3 pip3:python3-pip
+# PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
+PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
+
+.PHONY: help deps build run test unit-test interop clean
+
+help:
+	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
+	@echo "make test       install what is missing, build, run the Swift tests and the python-fido2 interop suite"
+	@echo "make unit-test  swift test only"
+	@echo "make interop    the python-fido2 interop suite against the built binary"
+
+deps:
+	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install Swift 6.3 (swift.org) and put it on PATH"; exit 1; }
+	@missing=""; for pair in $(DEB_COMMANDS); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	@for spec in $(PY_MODULES); do mod=$${spec%%=*}; req=$${spec#*=}; \
+	  $(PYTHON) -c "import $$mod" 2>/dev/null || { echo "installing $$req from PyPI"; \
+	    $(PYTHON) -m pip install -q "$$req" || $(PYTHON) -m pip install -q --break-system-packages "$$req"; }; \
+	done
+
+build: deps
+	$(SWIFT) build --product fidosim
+
+run: build
+	$(BIN) serve $(SERVE_ARGS)
+
+unit-test: deps
+	$(SWIFT) test
+
+interop: build
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop
+
+test: unit-test interop
+
+clean:
+	rm -rf .build
