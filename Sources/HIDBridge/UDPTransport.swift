@@ -93,3 +93,16 @@ public final class UDPTransport {
 
     static func errnoText() -> String { String(cString: strerror(errno)) }
 }
+
+extension UDPTransport {
+    /// Sends one datagram to `127.0.0.1:port` and makes it the peer (for tests and local tools).
+    public func sendTo(port: UInt16, _ bytes: [UInt8]) throws(TransportError) {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        peer = address
+        hasPeer = true
+        send(bytes)
+    }
+}
