@@ -13,7 +13,7 @@ DEB_COMMANDS := python3:python3 pip3:python3-pip
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
-.PHONY: help deps build run test unit-test interop clean
+.PHONY: help deps build run test unit-test interop e2e e2e-deps install-udev clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -44,6 +44,17 @@ interop: build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop
 
 test: unit-test interop
+
+# Give the logged-in user and the fidosim group access to /dev/uhid and to the key's hidraw node.
+install-udev:
+	$(SUDO) groupadd -f fidosim
+	$(SUDO) install -D -m 0644 udev/70-fidosim.rules /etc/udev/rules.d/70-fidosim.rules
+	$(SUDO) install -D -m 0644 udev/fidosim-uhid.conf /etc/modules-load.d/fidosim-uhid.conf
+	-$(SUDO) modprobe uhid
+	@if command -v udevadm >/dev/null; then $(SUDO) udevadm control --reload-rules && \
+	  $(SUDO) udevadm trigger --subsystem-match=misc --subsystem-match=hidraw; \
+	else echo "udevadm not found: the rules apply once udev runs"; fi
+	@echo "installed; add yourself to the fidosim group (sudo usermod -aG fidosim \$$USER) and log in again"
 
 clean:
 	rm -rf .build

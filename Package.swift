@@ -32,10 +32,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .systemLibrary(name: "CUHID", path: "Sources/CUHID"),
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore",
+                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -9,24 +9,21 @@ import Synchronization
 
 /// Set by SIGINT/SIGTERM; the run loop stops when it sees it.
 let stopRequested = Atomic<Bool>(false)
+/// Set by SIGUSR1; the run loop power-cycles the key when it sees it.
+let powerCycleRequested = Atomic<Bool>(false)
 
-/// The I/O loop of a virtual key on the UDP transport: moves reports, keeps time, asks the user.
+/// The I/O loop of a virtual key: moves reports, keeps time, asks the user.
 ///
 /// It runs on the calling thread until SIGINT or SIGTERM; the ``VirtualKey`` it owns is touched by
 /// nothing else.
 public final class DeviceRunner {
-    /// The exact datagram that power-cycles the key (solo1's simulation convention).
-    public static let powerCycleDatagram: [UInt8] = Array(
-        hex: "ac1052ca95e569de69e02ebff333485f13f9b2da34c5a8a340526697a9ab2e0b"
-            + "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc")
-
     var key: VirtualKey
-    let transport: UDPTransport
+    let transport: any ReportTransport
     let logger: Logger
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
 
-    public init(key: VirtualKey, transport: UDPTransport, logger: Logger) {
+    public init(key: VirtualKey, transport: any ReportTransport, logger: Logger) {
         self.key = key
         self.transport = transport
         self.logger = logger
@@ -35,11 +32,12 @@ public final class DeviceRunner {
 
     var now: Duration { clock.now - start }
 
-    /// Installs the SIGINT/SIGTERM handlers that end ``run()``.
+    /// Installs the SIGINT/SIGTERM handlers that end ``run()`` and the SIGUSR1 handler that power-cycles the key.
     public static func installSignalHandlers() {
         for sig in [SIGINT, SIGTERM] {
             signal(sig) { _ in stopRequested.store(true, ordering: .relaxed) }
         }
+        signal(SIGUSR1) { _ in powerCycleRequested.store(true, ordering: .relaxed) }
     }
 
     /// Serves until SIGINT or SIGTERM.
@@ -62,26 +60,43 @@ public final class DeviceRunner {
                 break
             }
             if fds[0].revents & Int16(POLLIN) != 0 {
-                while let datagram = transport.receive() {
-                    handle(datagram: datagram)
-                }
+                // Drain first, then handle: a slow handler must not make the kernel drop queued reports.
+                var events: [TransportEvent] = []
+                while let event = transport.receive() { events.append(event) }
+                for event in events { handle(event) }
             }
             if stdinOpen && fds[1].revents != 0 {
                 stdinOpen = readTouchFromStdin()
+            }
+            if powerCycleRequested.exchange(false, ordering: .relaxed) {
+                powerCycle()
             }
             emit(key.tick(now: now))
         }
         logger.info("stopping")
     }
 
-    func handle(datagram: [UInt8]) {
-        if datagram == Self.powerCycleDatagram {
-            key.powerCycle(now: now)
-            logger.notice("power cycle: volatile state cleared")
-            return
+    func handle(_ event: TransportEvent) {
+        switch event {
+        case .report(let report):
+            logger.trace("report in: \(report.hexString)")
+            emit(key.receive(report: report, now: now))
+        case .powerCycle:
+            powerCycle()
+        case .note(let text):
+            logger.info("\(text)")
         }
-        logger.trace("report in: \(datagram.hexString)")
-        emit(key.receive(report: datagram, now: now))
+    }
+
+    /// Unplugs and re-plugs the key: the transport's device goes away and returns, volatile state is cleared.
+    func powerCycle() {
+        key.powerCycle(now: now)
+        do {
+            try transport.replug()
+        } catch {
+            logger.error("power cycle: \(error)")
+        }
+        logger.notice("power cycle: volatile state cleared")
     }
 
     /// Reads a line from the terminal; any line is a touch. Returns false at end of input.
@@ -104,6 +119,8 @@ public final class DeviceRunner {
                 transport.send(report)
             case .wink:
                 logger.notice("wink")
+            case .processed(let summary):
+                logger.info("\(summary)")
             case .prompt(let prompt):
                 var line = "fidosim: touch requested: \(prompt.command)"
                 if let rp = prompt.rpId { line += " for \(rp)" }
@@ -161,4 +178,11 @@ public func printLine(_ line: String) {
         if n <= 0 { return }
         offset += n
     }
+}
+
+/// Writes a line to standard error at once.
+public func printError(_ line: String) {
+    var bytes = Array(line.utf8)
+    bytes.append(UInt8(ascii: "\n"))
+    _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
 }

@@ -12,7 +12,7 @@ public struct TransportError: Error, CustomStringConvertible, Sendable {
 
 /// The UDP transport of solo1's simulation: one datagram is one raw 64-byte CTAPHID report, without a
 /// report-id byte; answers go to the address of the latest sender.
-public final class UDPTransport {
+public final class UDPTransport: ReportTransport {
     public let host: String
     public let port: UInt16
     let fd: Int32
@@ -60,9 +60,25 @@ public final class UDPTransport {
     /// The file descriptor to poll for incoming datagrams.
     public var descriptor: Int32 { fd }
 
+    /// The exact datagram that power-cycles the key (solo1's simulation convention).
+    public static let powerCycleDatagram: [UInt8] = Array(
+        hex: "ac1052ca95e569de69e02ebff333485f13f9b2da34c5a8a340526697a9ab2e0b"
+            + "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc")
+
+    public var summary: String { "udp \(host):\(port)" }
+
+    /// Reads one datagram without blocking: a report, or the power-cycle datagram.
+    public func receive() -> TransportEvent? {
+        guard let datagram = receiveDatagram() else { return nil }
+        return datagram == Self.powerCycleDatagram ? .powerCycle : .report(datagram)
+    }
+
+    /// Nothing to unplug on UDP.
+    public func replug() throws(TransportError) {}
+
     /// Reads one datagram without blocking; nil when none is waiting. Oversized datagrams are truncated
     /// to 65 bytes so that the framing layer sees and drops them.
-    public func receive() -> [UInt8]? {
+    public func receiveDatagram() -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 65)
         var from = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)

@@ -9,6 +9,8 @@ public enum KeyOutput: Equatable, Sendable {
     case prompt(PresencePrompt)
     /// The host asked the key to identify itself.
     case wink
+    /// A request was answered (for logs and, later, events): command and status.
+    case processed(String)
 }
 
 /// A whole virtual security key without I/O: CTAPHID framing, the authenticator and the simulated user.
@@ -33,6 +35,25 @@ public struct VirtualKey: Sendable {
 
     var waiting: PresenceWait?
     var lastTouch: Duration?
+    var inFlight: String?
+
+    static func describe(command: CTAPHIDCommand, payload: [UInt8]) -> String {
+        if command == .msg {
+            return "U2F INS \(payload.count > 1 ? String(payload[1], radix: 16) : "?")"
+        }
+        guard let first = payload.first else { return "CTAP2 (empty)" }
+        let name = CTAPCommand(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16)
+        return "CTAP2 \(name)"
+    }
+
+    static func describe(response: [UInt8], u2f: Bool) -> String {
+        if u2f {
+            guard response.count >= 2 else { return "?" }
+            return "SW " + String(UInt16(response[response.count - 2]) << 8 | UInt16(response[response.count - 1]), radix: 16)
+        }
+        guard let status = response.first else { return "?" }
+        return CTAPStatus(rawValue: status).map { "\($0)" } ?? "0x" + String(status, radix: 16)
+    }
 
     public init(hid: CTAPHIDMachine, authenticator: Authenticator, presence: PresenceMode) {
         self.hid = hid
@@ -94,14 +115,16 @@ public struct VirtualKey: Sendable {
                 let outcome =
                     command == .msg
                     ? authenticator.handleU2F(payload, now: now) : authenticator.handleCBOR(payload, now: now)
+                inFlight = Self.describe(command: command, payload: payload)
                 out += answer(outcome, channel: channel, now: now)
             case .cancel(let channel):
                 waiting = nil
                 if let response = authenticator.cancel() {
-                    out += perform(hid.complete(channel: channel, payload: response, now: now), now: now)
+                    out += answer(.response(response), channel: channel, now: now)
                 }
             case .abort:
                 waiting = nil
+                inFlight = nil
                 authenticator.abort()
             }
         }
@@ -111,7 +134,12 @@ public struct VirtualKey: Sendable {
     mutating func answer(_ outcome: AuthenticatorOutcome, channel: UInt32, now: Duration) -> [KeyOutput] {
         switch outcome {
         case .response(let bytes):
-            return perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
+            var out: [KeyOutput] = []
+            if let request = inFlight {
+                out.append(.processed("\(request) -> \(Self.describe(response: bytes, u2f: request.hasPrefix("U2F")))"))
+                inFlight = nil
+            }
+            return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
         case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f:
             // U2F has no keepalive: the request answers at once, and the host polls until it succeeds.
             let result: PresenceResult

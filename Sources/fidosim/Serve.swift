@@ -26,8 +26,23 @@ struct Serve: ParsableCommand {
             """
     )
 
-    @Option(help: "Transport: auto picks uhid when /dev/uhid is writable, else udp. (This build: udp.)")
+    @Option(help: "Transport: auto picks uhid when /dev/uhid is writable, else udp.")
     var transport: TransportChoice = .auto
+
+    @Option(help: "The uhid character device.")
+    var uhidPath: String = "/dev/uhid"
+
+    @Option(help: "USB vendor id of the uhid device (hex with 0x, or decimal).")
+    var vendorId: String = "0x1209"
+
+    @Option(help: "USB product id of the uhid device (hex with 0x, or decimal).")
+    var productId: String = "0xF1D0"
+
+    @Option(help: "Product name of the uhid device.")
+    var deviceName: String = "fidosim virtual FIDO2 key"
+
+    @Option(help: "Serial number of the uhid device (default: random per run with --flash memory).")
+    var serial: String?
 
     @Option(help: "UDP address to listen on.")
     var host: String = "127.0.0.1"
@@ -68,8 +83,15 @@ struct Serve: ParsableCommand {
             throw ValidationError(
                 "--flash \(flash): flash images are not supported by this build yet; use --flash memory")
         }
-        if transport == .uhid || transport == .hid {
-            throw ValidationError("--transport \(transport.rawValue) is not supported by this build yet; use udp")
+        if transport == .hid {
+            throw ValidationError("--transport hid is not supported by this build yet; use uhid or udp")
+        }
+        guard Self.parseID(vendorId) != nil else { throw ValidationError("--vendor-id \(vendorId): not a 16-bit id") }
+        guard Self.parseID(productId) != nil else {
+            throw ValidationError("--product-id \(productId): not a 16-bit id")
+        }
+        if let serial, serial.isEmpty || serial.utf8.count > 63 {
+            throw ValidationError("--serial must be 1 to 63 bytes")
         }
     }
 
@@ -83,18 +105,31 @@ struct Serve: ParsableCommand {
         let logger = Logger(label: "fidosim")
         let mode = PresenceMode(argument: presence, approveDelay: .milliseconds(presenceDelay)) ?? .prompt
 
+        var entropy = EntropySource.system
+        var chosen = transport
         if transport == .auto {
-            logger.notice("transport auto: uhid is not in this build yet, using UDP")
+            chosen = UHIDTransport.isUsable(path: uhidPath) ? .uhid : .udp
+            printLine(
+                chosen == .uhid
+                    ? "fidosim: transport auto: \(uhidPath) is writable, using uhid"
+                    : "fidosim: transport auto: \(uhidPath) is not writable, using UDP on \(host):\(port)")
         }
         DeviceRunner.installSignalHandlers()
-        let udp: UDPTransport
+        let device: any ReportTransport
         do {
-            udp = try UDPTransport(host: host, port: port)
+            if chosen == .uhid {
+                let info = UHIDDeviceInfo(
+                    name: deviceName, vendorID: Self.parseID(vendorId) ?? 0, productID: Self.parseID(productId) ?? 0,
+                    serial: serial ?? entropy.bytes(8).map { String($0 >> 4, radix: 16) + String($0 & 0xF, radix: 16) }.joined().uppercased())
+                device = try UHIDTransport(path: uhidPath, info: info)
+            } else {
+                device = try UDPTransport(host: host, port: port)
+            }
         } catch {
-            throw ValidationError(error.description)
+            printError("fidosim: \(error.description)")
+            throw ExitCode(1)
         }
 
-        var entropy = EntropySource.system
         let storage = MemoryStorage(deviceSecret: entropy.bytes(32))
         let configuration = AuthenticatorConfiguration(resetWindowEnabled: resetWindow == .on)
         let authenticator: Authenticator
@@ -106,7 +141,14 @@ struct Serve: ParsableCommand {
         }
         let hid = CTAPHIDMachine(channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
         let key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
-        printLine("fidosim: serving a virtual key on udp \(udp.host):\(udp.port) (flash: memory, presence: \(mode))")
-        DeviceRunner(key: key, transport: udp, logger: logger).run()
+        printLine("fidosim: serving a virtual key on \(device.summary) (flash: memory, presence: \(mode))")
+        DeviceRunner(key: key, transport: device, logger: logger).run()
+    }
+
+    /// A 16-bit USB id from `0x1209` or `4617`.
+    static func parseID(_ text: String) -> UInt32? {
+        let value = text.lowercased().hasPrefix("0x") ? UInt32(text.dropFirst(2), radix: 16) : UInt32(text)
+        guard let value, value <= 0xFFFF else { return nil }
+        return value
     }
 }

@@ -231,9 +231,9 @@ let keepalive: UInt8 = 0xBB
     }
 
     @Test func powerCycleDatagramIsTheDocumentedOne() {
-        #expect(DeviceRunner.powerCycleDatagram.count == 64)
-        #expect(DeviceRunner.powerCycleDatagram.hexString.hasPrefix("ac1052ca"))
-        #expect(DeviceRunner.powerCycleDatagram.hexString.hasSuffix("7250dc"))
+        #expect(UDPTransport.powerCycleDatagram.count == 64)
+        #expect(UDPTransport.powerCycleDatagram.hexString.hasPrefix("ac1052ca"))
+        #expect(UDPTransport.powerCycleDatagram.hexString.hasSuffix("7250dc"))
     }
 }
 
@@ -246,14 +246,14 @@ let keepalive: UInt8 = 0xBB
         try client.sendTo(port: transport.port, [UInt8](repeating: 0x5A, count: 64))
         var received: [UInt8]?
         for _ in 0..<100 where received == nil {
-            received = transport.receive()
+            received = transport.receiveDatagram()
             if received == nil { usleep(1000) }
         }
         #expect(received == [UInt8](repeating: 0x5A, count: 64))
         transport.send([UInt8](repeating: 0xA5, count: 64))
         var back: [UInt8]?
         for _ in 0..<100 where back == nil {
-            back = client.receive()
+            back = client.receiveDatagram()
             if back == nil { usleep(1000) }
         }
         #expect(back == [UInt8](repeating: 0xA5, count: 64))

@@ -1,4 +1,9 @@
-"""Fixtures: run `fidosim serve --transport udp` as a subprocess, one per test."""
+"""Fixtures: run `fidosim serve` as a subprocess, one per test.
+
+By default the key is served over UDP and reached with `udp_device`. With FIDOSIM_TRANSPORT=uhid (inside the
+end-to-end VM, where /dev/uhid exists) it is served as a kernel uhid device and reached through python-fido2's
+own Linux hidraw backend; a power cycle is then SIGUSR1, which unplugs and re-plugs the device.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +26,8 @@ from udp_device import open_udp_device, power_cycle, wait_until_ready  # noqa: E
 
 REPO = HERE.parents[1]
 HOST = "127.0.0.1"
-STARTUP_TIMEOUT = 10.0
+TRANSPORT = os.environ.get("FIDOSIM_TRANSPORT", "udp")
+STARTUP_TIMEOUT = 10.0 if TRANSPORT == "udp" else 30.0
 SHUTDOWN_TIMEOUT = 5.0
 
 
@@ -70,12 +77,15 @@ class Simulator:
     def __init__(self, extra_args=()):
         self.binary = fidosim_binary()
         self.host = HOST
-        self.port = free_udp_port(self.host)
+        self.serial = "T" + os.urandom(6).hex().upper()
+        if TRANSPORT == "uhid":
+            self.port = None
+            where = ["--transport", "uhid", "--serial", self.serial]
+        else:
+            self.port = free_udp_port(self.host)
+            where = ["--transport", "udp", "--host", self.host, "--port", str(self.port)]
         base = [
-            str(self.binary), "serve",
-            "--transport", "udp",
-            "--host", self.host,
-            "--port", str(self.port),
+            str(self.binary), "serve", *where,
             "--presence", "approve",
             "--flash", "memory",
             "--log-level", "warning",
@@ -100,10 +110,13 @@ class Simulator:
             stdout=self._stdout,
             stderr=self._stderr,
         )
-        ready = wait_until_ready(
-            self.host, self.port, total=STARTUP_TIMEOUT,
-            is_alive=lambda: self.process.poll() is None,
-        )
+        if TRANSPORT == "uhid":
+            ready = self._wait_for_hidraw(present=True, total=STARTUP_TIMEOUT)
+        else:
+            ready = wait_until_ready(
+                self.host, self.port, total=STARTUP_TIMEOUT,
+                is_alive=lambda: self.process.poll() is None,
+            )
         if not ready:
             code = self.process.poll()
             if code is None:
@@ -144,9 +157,34 @@ class Simulator:
 
     # -- helpers for tests -------------------------------------------------
 
+    def _hidraw_descriptor(self):
+        from fido2.hid import linux
+
+        for desc in linux.list_descriptors():
+            if desc.serial_number == self.serial:
+                return desc
+        return None
+
+    def _wait_for_hidraw(self, present: bool, total: float) -> bool:
+        deadline = time.monotonic() + total
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            if (self._hidraw_descriptor() is not None) == present:
+                return True
+            time.sleep(0.05)
+        return False
+
     def device(self):
-        """A fresh CtapHidDevice (new socket, new CTAPHID channel)."""
-        dev = open_udp_device(self.host, self.port)
+        """A fresh CtapHidDevice (new socket or hidraw handle, new CTAPHID channel)."""
+        if TRANSPORT == "uhid":
+            from fido2.hid import CtapHidDevice, open_connection
+
+            desc = self._hidraw_descriptor()
+            assert desc is not None, f"no hidraw device with serial {self.serial}"
+            dev = CtapHidDevice(desc, open_connection(desc))
+        else:
+            dev = open_udp_device(self.host, self.port)
         self._devices.append(dev)
         return dev
 
@@ -157,7 +195,13 @@ class Simulator:
             except Exception:
                 pass
         self._devices.clear()
-        power_cycle(self.host, self.port)
+        if TRANSPORT == "uhid":
+            self.process.send_signal(signal.SIGUSR1)
+            # The hidraw node goes away and comes back; wait for the new one.
+            self._wait_for_hidraw(present=False, total=2.0)
+            assert self._wait_for_hidraw(present=True, total=10.0), "key did not come back after power cycle"
+        else:
+            power_cycle(self.host, self.port)
         assert self.process.poll() is None, (
             f"fidosim exited after power cycle:\n{self.stderr()}"
         )

@@ -1,0 +1,23 @@
+/// What a transport delivered.
+public enum TransportEvent: Equatable, Sendable {
+    /// One 64-byte report from the host (shorter or longer ones are passed on for the framing layer to judge).
+    case report([UInt8])
+    /// The host asked for a power cycle (UDP's magic datagram).
+    case powerCycle
+    /// Something worth a log line (device opened or closed by the host, a refused feature report).
+    case note(String)
+}
+
+/// A device-side transport of 64-byte HID reports, polled by ``DeviceRunner``.
+public protocol ReportTransport: AnyObject {
+    /// The file descriptor to poll for input.
+    var descriptor: Int32 { get }
+    /// Where the key can be reached, for the start-up line and `status`.
+    var summary: String { get }
+    /// Reads what is waiting, without blocking; nil when nothing is.
+    func receive() -> TransportEvent?
+    /// Sends one 64-byte report to the host.
+    func send(_ report: [UInt8])
+    /// Unplugs and re-plugs the device, for a power cycle (a no-op where there is nothing to unplug).
+    func replug() throws(TransportError)
+}

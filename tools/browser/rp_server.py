@@ -1,0 +1,180 @@
+"""A small WebAuthn relying party for browser tests: one page, four JSON endpoints, python-fido2's server.
+
+Run it alone (`python3 tools/browser/rp_server.py --port 8765`, then open http://localhost:8765/ in a browser
+with a fidosim key plugged in) or import `start()` from a test harness. The page exposes `register()` and
+`authenticate()`, which return the server's verdict; the server verifies attestation and assertion
+signatures with `fido2.server.Fido2Server`, independently of the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fido2.server import Fido2Server
+from fido2.webauthn import (
+    AttestedCredentialData,
+    PublicKeyCredentialRpEntity,
+    PublicKeyCredentialUserEntity,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>fidosim WebAuthn test</title></head>
+<body>
+<h1>fidosim WebAuthn test</h1>
+<button onclick="register().then(show, show)">Register</button>
+<button onclick="authenticate().then(show, show)">Sign in</button>
+<pre id="out"></pre>
+<script>
+function show(x) { document.getElementById('out').textContent = JSON.stringify(x, null, 2); return x; }
+async function post(url, body) {
+  const r = await fetch(url, {method: 'POST', headers: {'content-type': 'application/json'},
+                              body: JSON.stringify(body || {})});
+  const text = await r.text();
+  if (!r.ok) throw new Error(url + ': ' + r.status + ' ' + text);
+  return JSON.parse(text);
+}
+async function register() {
+  const options = await post('/register/begin');
+  const credential = await navigator.credentials.create(
+      {publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options.publicKey)});
+  return await post('/register/complete', credential.toJSON());
+}
+async function authenticate() {
+  const options = await post('/authenticate/begin');
+  const assertion = await navigator.credentials.get(
+      {publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey)});
+  return await post('/authenticate/complete', assertion.toJSON());
+}
+// For harnesses: run a ceremony with a deadline (a headless browser leaves a failed ceremony pending).
+function withDeadline(promise, ms) {
+  return Promise.race([promise, new Promise((_, reject) =>
+      setTimeout(() => reject(new Error('no answer within ' + ms + ' ms')), ms))]);
+}
+</script>
+</body></html>
+"""
+
+
+class RelyingParty:
+    """State of the demo relying party: one user, the credentials registered for it."""
+
+    def __init__(self, rp_id: str = "localhost"):
+        self.server = Fido2Server(
+            PublicKeyCredentialRpEntity(name="fidosim browser test", id=rp_id),
+            attestation="direct",
+        )
+        self.user = PublicKeyCredentialUserEntity(
+            name="alice@example.com", id=os.urandom(16), display_name="Alice"
+        )
+        self.credentials: list[AttestedCredentialData] = []
+        self.state = None
+        self.log: list[dict] = []
+        self.lock = threading.Lock()
+
+    def register_begin(self) -> dict:
+        options, self.state = self.server.register_begin(
+            self.user,
+            credentials=self.credentials,
+            resident_key_requirement=ResidentKeyRequirement.REQUIRED,
+            user_verification=UserVerificationRequirement.PREFERRED,
+        )
+        return dict(options)
+
+    def register_complete(self, response: dict) -> dict:
+        auth_data = self.server.register_complete(self.state, response)
+        self.credentials.append(auth_data.credential_data)
+        result = {
+            "registered": True,
+            "credentialId": auth_data.credential_data.credential_id.hex(),
+            "aaguid": str(auth_data.credential_data.aaguid),
+            "signCount": auth_data.counter,
+            "flags": int(auth_data.flags),
+        }
+        self.log.append({"ceremony": "register", **result})
+        return result
+
+    def authenticate_begin(self) -> dict:
+        # An empty allow list: the browser asks the key for its discoverable credential.
+        options, self.state = self.server.authenticate_begin(
+            user_verification=UserVerificationRequirement.PREFERRED
+        )
+        return dict(options)
+
+    def authenticate_complete(self, response: dict) -> dict:
+        credential = self.server.authenticate_complete(self.state, self.credentials, response)
+        result = {
+            "authenticated": True,
+            "credentialId": credential.credential_id.hex(),
+            "userHandle": response.get("response", {}).get("userHandle"),
+        }
+        self.log.append({"ceremony": "authenticate", **result})
+        return result
+
+
+def make_handler(rp: RelyingParty):
+    routes = {
+        "/register/begin": lambda body: rp.register_begin(),
+        "/register/complete": rp.register_complete,
+        "/authenticate/begin": lambda body: rp.authenticate_begin(),
+        "/authenticate/complete": rp.authenticate_complete,
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *args):  # quiet
+            pass
+
+        def _send(self, code: int, body: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path in ("/", "/index.html"):
+                self._send(200, PAGE.encode(), "text/html; charset=utf-8")
+            else:
+                self._send(404, b"not found", "text/plain")
+
+        def do_POST(self):
+            route = routes.get(self.path)
+            if route is None:
+                self._send(404, b"not found", "text/plain")
+                return
+            length = int(self.headers.get("content-length", "0"))
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with rp.lock:
+                    result = route(body)
+                self._send(200, json.dumps(result).encode(), "application/json")
+            except Exception as e:  # the verdict goes back to the page
+                rp.log.append({"error": f"{self.path}: {e!r}"})
+                self._send(400, f"{type(e).__name__}: {e}".encode(), "text/plain")
+
+    return Handler
+
+
+def start(port: int = 0, rp_id: str = "localhost"):
+    """Starts the relying party on localhost in a thread; returns (RelyingParty, http server)."""
+    rp = RelyingParty(rp_id)
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), make_handler(rp))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return rp, httpd
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+    rp, httpd = start(args.port)
+    print(f"relying party on http://localhost:{httpd.server_address[1]}/ (Ctrl-C to stop)")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass

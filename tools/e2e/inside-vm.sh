@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs inside the e2e VM as root: $1 fidosim binary, $2 results dir (writable), $3 repository.
+set -u
+bin=$1
+out=$2
+repo=$3
+python=${PYTHON:-python3}
+work=$(mktemp -d)
+export HOME=$work
+cd "$work" || exit 1
+pass=0
+fail=0
+failed=()
+
+step() {
+    local name=$1
+    shift
+    local t0
+    t0=$(date +%s%N)
+    if "$@" >"$out/$name.log" 2>&1; then
+        pass=$((pass + 1))
+        printf 'PASS  %-32s %6d ms\n' "$name" $((($(date +%s%N) - t0) / 1000000))
+    else
+        fail=$((fail + 1))
+        failed+=("$name")
+        printf 'FAIL  %-32s %6d ms\n' "$name" $((($(date +%s%N) - t0) / 1000000))
+        tail -n 25 "$out/$name.log" | sed 's/^/      | /'
+    fi
+}
+
+finish() {
+    {
+        for f in "${failed[@]}"; do echo "failed: $f"; done
+        echo "e2e: $pass passed, $fail failed"
+    } | tee "$out/summary"
+    exit 0
+}
+
+modprobe uhid || { echo "modprobe uhid failed"; fail=1; finish; }
+
+serve_pid=
+start_key() {
+    "$bin" serve --transport auto --presence approve --log-level info "$@" >"$out/serve.log" 2>&1 &
+    serve_pid=$!
+    for _ in $(seq 1 300); do
+        dev=$(grep -l "HID_NAME=fidosim" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
+        if [ -n "$dev" ]; then
+            DEV=/dev/$(basename "$(dirname "$(dirname "$dev")")")
+            [ -c "$DEV" ] && return 0
+        fi
+        sleep 0.1
+    done
+    echo "the key did not appear"; cat "$out/serve.log"
+    return 1
+}
+stop_key() {
+    [ -n "$serve_pid" ] && kill "$serve_pid" && wait "$serve_pid"
+    local rc=$?
+    serve_pid=
+    return $rc
+}
+
+# --- the device ---------------------------------------------------------------------------------
+step start-key start_key
+step auto-transport-picks-uhid grep -q "using uhid" "$out/serve.log"
+step fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$DEV: vendor=0x1209, product=0xf1d0'"
+step fido2-token-info bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0'"
+
+# --- libfido2 tools: make and verify credentials, assertions ----------------------------------
+cdh() { head -c 32 /dev/urandom | base64; }
+make_cred() { # $1 name, extra args for fido2-cred -M
+    local name=$1; shift
+    printf '%s\n%s\n%s\n%s\n' "$(cdh)" "example.com" "alice" "$(head -c 16 /dev/urandom | base64)" >"$name.in"
+    fido2-cred -M "$@" -i "$name.in" -o "$name.cred" "$DEV" es256 &&
+        fido2-cred -V -i "$name.cred" -o "$name.pub" es256
+}
+assert_cred() { # $1 name; verifies an assertion with the credential's id against its public key
+    local name=$1
+    local id
+    id=$(sed -n 5p "$name.cred")
+    printf '%s\n%s\n%s\n' "$(cdh)" "example.com" "$id" >"$name.ain"
+    fido2-assert -G -i "$name.ain" -o "$name.assert" "$DEV" &&
+        fido2-assert -V -i "$name.assert" "$name.pub" es256
+}
+assert_discoverable() { # no allow list: the key picks the discoverable credential
+    printf '%s\n%s\n' "$(cdh)" "example.com" >rk.ain
+    fido2-assert -G -r -i rk.ain -o rk.assert "$DEV" &&
+        fido2-assert -V -i rk.assert rk.pub es256
+}
+step fido2-cred-make-verify make_cred plain
+step fido2-assert-get-verify assert_cred plain
+step fido2-cred-discoverable make_cred rk -r
+step fido2-assert-discoverable assert_discoverable
+
+# --- OpenSSH: FIDO keys, signatures verified by ssh-keygen ---------------------------------------
+ssh_sign_verify() { # $1 key file
+    echo "a message for $1" >"$1.msg"
+    ssh-keygen -Y sign -f "$1" -n file "$1.msg" &&
+        echo "alice@fidosim $(cut -d' ' -f1,2 "$1.pub")" >"$1.allowed" &&
+        ssh-keygen -Y verify -f "$1.allowed" -I alice@fidosim -n file -s "$1.msg.sig" <"$1.msg"
+}
+step ssh-keygen-ecdsa-sk ssh-keygen -t ecdsa-sk -f id_ecdsa_sk -N "" -C e2e
+step ssh-sign-verify-ecdsa-sk ssh_sign_verify id_ecdsa_sk
+# Resident SSH keys (-O resident) need the credProtect extension, which comes with the PIN/UV work.
+step stop-key stop_key
+
+# --- python-fido2 over its own hidraw backend: the interop suite ---------------------------------
+step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest -p no:benchmark \
+    -p no:cacheprovider -q "$repo/tools/interop"
+
+# --- browsers ----------------------------------------------------------------------------------
+if [ -x "$repo/tools/browser/run-browsers.sh" ]; then
+    step start-key-browser start_key
+    for browser in chromium firefox; do
+        step "browser-$browser" env PYTHON="$python" "$repo/tools/browser/run-browsers.sh" "$browser"
+    done
+    step stop-key-browser stop_key
+fi
+
+finish
