@@ -13,13 +13,16 @@ DEB_COMMANDS := python3:python3 pip3:python3-pip
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
-.PHONY: help deps build run test unit-test interop e2e e2e-deps install-udev clean
+.PHONY: help deps build release run test unit-test interop e2e e2e-deps install-udev flash-proof flash-bench clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
 	@echo "make test       install what is missing, build, run the Swift tests and the python-fido2 interop suite"
 	@echo "make unit-test  swift test only"
 	@echo "make interop    the python-fido2 interop suite against the built binary"
+	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
+	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
+	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 
 deps:
 	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install Swift 6.3 (swift.org) and put it on PATH"; exit 1; }
@@ -34,6 +37,18 @@ deps:
 build: deps
 	$(SWIFT) build --product fidosim
 
+release: deps
+	$(SWIFT) build -c release --product fidosim
+
+# Power-cut proof of the flash store (release build): cut points, violations, wall time.
+flash-proof: release
+	.build/release/fidosim flash proof --geometry nrf52840 --cut-points 10000 --seeds 3500
+	.build/release/fidosim flash proof --geometry stm32l4 --cut-points 3000 --seeds 1000
+
+# Capacity, lifetime, mount time, getAssertion latency, write amplification (release build).
+flash-bench: release
+	.build/release/fidosim flash bench
+
 run: build
 	$(BIN) serve $(SERVE_ARGS)
 
@@ -44,6 +59,27 @@ interop: build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop
 
 test: unit-test interop
+
+# The end-to-end run in a VM: Debian's kernel (with uhid) under virtme-ng, real clients against /dev/hidraw.
+E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* busybox-static:/bin/busybox \
+	fido2-tools:fido2-token openssh-client:ssh-keygen chromium:chromium chromium-driver:chromedriver \
+	firefox-esr:firefox-esr
+E2E_PY := 'virtme_ng=virtme-ng' 'selenium=selenium' 'websockets=websockets'
+E2E_GROUPS ?= libfido2,ssh,python,browser
+
+e2e-deps: deps
+	@missing=""; for pair in $(E2E_DEB); do pkg=$${pair%%:*}; probe=$${pair#*:}; \
+	  if [ "$${probe#/}" != "$$probe" ]; then ls $$probe >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	  else command -v $$probe >/dev/null || missing="$$missing $$pkg"; fi; done; \
+	if [ -n "$$missing" ]; then echo "installing Debian packages for e2e:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	@for spec in $(E2E_PY); do mod=$${spec%%=*}; req=$${spec#*=}; \
+	  $(PYTHON) -c "import $$mod" 2>/dev/null || { echo "installing $$req from PyPI"; \
+	    $(PYTHON) -m pip install -q "$$req" || $(PYTHON) -m pip install -q --break-system-packages "$$req"; }; \
+	done
+
+e2e: e2e-deps build
+	E2E_GROUPS=$(E2E_GROUPS) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN)
 
 # Give the logged-in user and the fidosim group access to /dev/uhid and to the key's hidraw node.
 install-udev:

@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "CTAPHID", targets: ["CTAPHID"]),
         .library(name: "CTAPCore", targets: ["CTAPCore"]),
         .library(name: "HIDBridge", targets: ["HIDBridge"]),
+        .library(name: "FlashStore", targets: ["FlashStore"]),
+        .library(name: "FlashStoreTesting", targets: ["FlashStoreTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -23,11 +25,13 @@ let package = Package(
     ],
     targets: [
         .target(name: "CTAPCBOR", swiftSettings: swiftSettings),
+        .target(name: "FlashStore", swiftSettings: swiftSettings),
+        .target(name: "FlashStoreTesting", dependencies: ["FlashStore"], swiftSettings: swiftSettings),
         .target(name: "CTAPHID", swiftSettings: swiftSettings),
         .target(
             name: "CTAPCore",
             dependencies: [
-                "CTAPCBOR",
+                "CTAPCBOR", "FlashStore",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -44,17 +48,19 @@ let package = Package(
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "HIDBridge", "CTAPCore", "CTAPCBOR",
+                "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "FlashStoreTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "FlashStoreTests", dependencies: ["FlashStore", "FlashStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CTAPCoreTests",
-            dependencies: ["CTAPCore", "CTAPCBOR", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["CTAPCore", "CTAPCBOR", "FlashStore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "HIDBridgeTests", dependencies: ["HIDBridge", "CTAPHID", "CTAPCore"], swiftSettings: swiftSettings),

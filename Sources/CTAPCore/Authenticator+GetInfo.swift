@@ -13,6 +13,7 @@ extension Authenticator {
             0x09: ["usb"],
             0x0A: [["alg": -7, "type": "public-key"]],
             0x0E: CBORValue(configuration.firmwareVersion),
+            0x14: CBORValue(remainingDiscoverableCredentials),
         ]
     }
 }

@@ -79,7 +79,7 @@ extension Authenticator {
         let resident = options.rk ?? false
         if resident {
             let replaces = storage.residentCredentials.contains { $0.rpIdHash == rpIdHash && $0.user.id == userId }
-            if !replaces && storage.residentCredentials.count >= configuration.maxResidentCredentials {
+            if !replaces && remainingDiscoverableCredentials <= 0 {
                 throw CTAPError(.keyStoreFull, "no room for another discoverable credential")
             }
         }
@@ -125,6 +125,13 @@ extension Authenticator {
             statement = ["alg": -7, "sig": .byteString(signature)]
         }
         return [0x01: .textString(format), 0x02: .byteString(authData), 0x03: statement]
+    }
+
+    /// How many more discoverable credentials the key accepts: the configured limit and the storage's room.
+    var remainingDiscoverableCredentials: Int {
+        min(
+            max(0, configuration.maxResidentCredentials - storage.residentCredentials.count),
+            storage.remainingDiscoverableCredentials)
     }
 
     /// A credential of this key for `rpIdHash` with the given id, or nil.

@@ -8,7 +8,7 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
     public var resetWindow: Duration
     /// How long the state for authenticatorGetNextAssertion lives after the previous assertion.
     public var getNextAssertionTimeout: Duration
-    /// The most discoverable credentials the key holds.
+    /// The most discoverable credentials the key accepts (the storage may hold fewer).
     public var maxResidentCredentials: Int
     /// The largest CTAP message the transport accepts (reported as maxMsgSize).
     public var maxMessageSize: Int
@@ -25,7 +25,7 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
         resetWindowEnabled: Bool = true,
         resetWindow: Duration = .seconds(10),
         getNextAssertionTimeout: Duration = .seconds(30),
-        maxResidentCredentials: Int = 100,
+        maxResidentCredentials: Int = 10_000,
         maxMessageSize: Int = 7609,
         firmwareVersion: Int = 1
     ) {

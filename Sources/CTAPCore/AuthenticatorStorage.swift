@@ -11,6 +11,8 @@ public protocol AuthenticatorStorage: Sendable {
     var residentCredentials: [ResidentCredential] { get }
     /// The U2F attestation key (raw P-256 scalar) and its DER certificate, if provisioned.
     var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { get }
+    /// How many more discoverable credentials of typical size fit in the storage.
+    var remainingDiscoverableCredentials: Int { get }
 
     /// Increments the signature counter, commits it, and returns the new value.
     mutating func incrementSignCounter() throws(CTAPError) -> UInt32
@@ -26,16 +28,21 @@ public protocol AuthenticatorStorage: Sendable {
 
 /// Storage held in memory: state survives a power cycle of the simulated key, not the process.
 public struct MemoryStorage: AuthenticatorStorage {
+    /// The most discoverable credentials this storage holds.
+    public let capacity: Int
     public private(set) var deviceSecret: [UInt8]
     public private(set) var signCounter: UInt32 = 0
     public private(set) var residentCredentials: [ResidentCredential] = []
     private var attestationKey: [UInt8]?
     private var attestationCertificate: [UInt8]?
 
-    public init(deviceSecret: [UInt8]) {
+    public init(deviceSecret: [UInt8], capacity: Int = 100) {
         precondition(deviceSecret.count == 32, "device secret must be 32 bytes")
         self.deviceSecret = deviceSecret
+        self.capacity = capacity
     }
+
+    public var remainingDiscoverableCredentials: Int { max(0, capacity - residentCredentials.count) }
 
     public var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? {
         guard let attestationKey, let attestationCertificate else { return nil }
@@ -49,6 +56,12 @@ public struct MemoryStorage: AuthenticatorStorage {
     }
 
     public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
+        let replaces = residentCredentials.contains {
+            $0.rpIdHash == credential.rpIdHash && $0.user.id == credential.user.id
+        }
+        guard replaces || residentCredentials.count < capacity else {
+            throw CTAPError(.keyStoreFull, "memory storage holds \(capacity) credentials")
+        }
         residentCredentials.removeAll { $0.rpIdHash == credential.rpIdHash && $0.user.id == credential.user.id }
         residentCredentials.append(credential)
     }

@@ -2,6 +2,8 @@
 import Glibc
 #endif
 import CUHID
+import Dispatch
+import Synchronization
 
 /// How the virtual key presents itself on the USB bus.
 public struct UHIDDeviceInfo: Sendable, Equatable {
@@ -138,6 +140,49 @@ enum UHIDEvent {
     }
 }
 
+/// Events read from /dev/uhid by the reader thread, waiting for the run loop.
+///
+/// The kernel keeps only 32 events for a uhid device and drops the rest, and a host writes a long message
+/// (up to 129 reports) without waiting: so a dedicated thread reads the device as fast as it can and the run
+/// loop is woken through a pipe.
+final class UHIDEventQueue: Sendable {
+    let events = Mutex<[[UInt8]]>([])
+    let wakeRead: Int32
+    let wakeWrite: Int32
+
+    init() throws(TransportError) {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw TransportError("cannot create a pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+    }
+
+    /// Reads events from `fd` until it fails; runs on its own thread.
+    func readForever(fd: Int32) {
+        var buffer = [UInt8](repeating: 0, count: UHIDEvent.size)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            let event = Array(buffer.prefix(n))
+            events.withLock { $0.append(event) }
+            var one: UInt8 = 1
+            _ = write(wakeWrite, &one, 1)
+        }
+    }
+
+    /// The oldest queued event, after clearing the wake-up pipe.
+    func next() -> [UInt8]? {
+        var sink = [UInt8](repeating: 0, count: 256)
+        while sink.withUnsafeMutableBytes({ read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
+        return events.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+    }
+}
+
 /// A virtual USB HID device made through the kernel's uhid driver: the key appears as /dev/hidrawN.
 ///
 /// The kernel removes the device when the file descriptor closes, so a crashed simulator leaves nothing
@@ -146,18 +191,24 @@ public final class UHIDTransport: ReportTransport {
     public let path: String
     public let info: UHIDDeviceInfo
     let fd: Int32
-    var buffer = [UInt8](repeating: 0, count: UHIDEvent.size)
+    let queue: UHIDEventQueue
 
     /// Opens the uhid character device and creates the key.
     public init(path: String = "/dev/uhid", info: UHIDDeviceInfo) throws(TransportError) {
         self.path = path
         self.info = info
-        // Non-blocking: the run loop drains every queued event at once, because the kernel keeps only a few
-        // dozen output reports for a uhid device and drops the rest when the reader falls behind.
-        let fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK)
+        let fd = open(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw Self.openError(path: path, errno: errno) }
         self.fd = fd
+        do {
+            queue = try UHIDEventQueue()
+        } catch {
+            close(fd)
+            throw error
+        }
         try create()
+        let queue = self.queue
+        DispatchQueue(label: "fidosim.uhid.reader").async { queue.readForever(fd: fd) }
     }
 
     deinit {
@@ -187,7 +238,7 @@ public final class UHIDTransport: ReportTransport {
         access(path, W_OK) == 0
     }
 
-    public var descriptor: Int32 { fd }
+    public var descriptor: Int32 { queue.wakeRead }
     public var summary: String { "uhid \(path) (\(info.name), serial \(info.serial))" }
 
     func create() throws(TransportError) {
@@ -202,9 +253,9 @@ public final class UHIDTransport: ReportTransport {
     }
 
     public func receive() -> TransportEvent? {
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard n >= 4 else { return nil }
-        let event = Array(buffer.prefix(n))
+        guard let event = queue.next() else { return nil }
+        let n = event.count
+        guard n >= 4 else { return .note("uhid: short event") }
         let type = UHIDEvent.get32(event, 0)
         switch type {
         case UHID_OUTPUT.rawValue:

@@ -63,8 +63,18 @@ struct Serve: ParsableCommand {
     @Option(help: "Refuse authenticatorReset more than 10 s after power-up (on), or allow it any time (off).")
     var resetWindow: OnOff = .on
 
-    @Option(help: "Where credentials live: memory (lost when the process ends). Flash images come later.")
-    var flash: String = "memory"
+    @Option(
+        help: ArgumentHelp(
+            "Where credentials live: a flash image file, or memory (lost when the process ends).",
+            discussion: "Default: $XDG_DATA_HOME/fidosim/NAME.img, else ~/.local/share/fidosim/NAME.img.",
+            valueName: "path|memory"))
+    var flash: String?
+
+    @Option(help: "Name of this key: its default flash image is NAME.img.")
+    var name: String = "default"
+
+    @Option(help: "Geometry of a new flash image: nrf52840 (20 pages of 4 KiB), stm32l4, large (4 MiB).")
+    var flashGeometry: GeometryChoice?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
@@ -79,9 +89,8 @@ struct Serve: ParsableCommand {
         guard PresenceMode(argument: presence) != nil else {
             throw ValidationError("unknown --presence '\(presence)': use approve, deny, prompt or delay:MS")
         }
-        guard flash == "memory" else {
-            throw ValidationError(
-                "--flash \(flash): flash images are not supported by this build yet; use --flash memory")
+        guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 != UInt8(ascii: "/") }) else {
+            throw ValidationError("--name must be a non-empty word without '/'")
         }
         if transport == .hid {
             throw ValidationError("--transport hid is not supported by this build yet; use uhid or udp")
@@ -106,6 +115,14 @@ struct Serve: ParsableCommand {
         let mode = PresenceMode(argument: presence, approveDelay: .milliseconds(presenceDelay)) ?? .prompt
 
         var entropy = EntropySource.system
+        let persistent: PersistentKey
+        do {
+            persistent = try PersistentKey.open(
+                flash: flash ?? KeyFiles.defaultImagePath(name: name), geometry: flashGeometry, entropy: &entropy)
+        } catch {
+            printError("fidosim: \(error)")
+            throw ExitCode(1)
+        }
         var chosen = transport
         if transport == .auto {
             chosen = UHIDTransport.isUsable(path: uhidPath) ? .uhid : .udp
@@ -120,7 +137,7 @@ struct Serve: ParsableCommand {
             if chosen == .uhid {
                 let info = UHIDDeviceInfo(
                     name: deviceName, vendorID: Self.parseID(vendorId) ?? 0, productID: Self.parseID(productId) ?? 0,
-                    serial: serial ?? entropy.bytes(8).map { String($0 >> 4, radix: 16) + String($0 & 0xF, radix: 16) }.joined().uppercased())
+                    serial: serial ?? persistent.serial)
                 device = try UHIDTransport(path: uhidPath, info: info)
             } else {
                 device = try UDPTransport(host: host, port: port)
@@ -130,7 +147,7 @@ struct Serve: ParsableCommand {
             throw ExitCode(1)
         }
 
-        let storage = MemoryStorage(deviceSecret: entropy.bytes(32))
+        let storage = persistent.storage
         let configuration = AuthenticatorConfiguration(resetWindowEnabled: resetWindow == .on)
         let authenticator: Authenticator
         do {
@@ -141,7 +158,7 @@ struct Serve: ParsableCommand {
         }
         let hid = CTAPHIDMachine(channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
         let key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
-        printLine("fidosim: serving a virtual key on \(device.summary) (flash: memory, presence: \(mode))")
+        printLine("fidosim: serving a virtual key on \(device.summary) (flash: \(persistent.summary), presence: \(mode))")
         DeviceRunner(key: key, transport: device, logger: logger).run()
     }
 

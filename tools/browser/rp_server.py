@@ -39,14 +39,16 @@ async function post(url, body) {
   if (!r.ok) throw new Error(url + ': ' + r.status + ' ' + text);
   return JSON.parse(text);
 }
-async function register() {
-  const options = await post('/register/begin');
+// discoverable = true: a passkey (resident key, signed in without a user name); false: a second-factor
+// credential, which the key cannot find by itself (the server sends its id in allowCredentials).
+async function register(discoverable = true) {
+  const options = await post('/register/begin', {discoverable});
   const credential = await navigator.credentials.create(
       {publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options.publicKey)});
   return await post('/register/complete', credential.toJSON());
 }
-async function authenticate() {
-  const options = await post('/authenticate/begin');
+async function authenticate(discoverable = true) {
+  const options = await post('/authenticate/begin', {discoverable});
   const assertion = await navigator.credentials.get(
       {publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey)});
   return await post('/authenticate/complete', assertion.toJSON());
@@ -64,10 +66,11 @@ function withDeadline(promise, ms) {
 class RelyingParty:
     """State of the demo relying party: one user, the credentials registered for it."""
 
-    def __init__(self, rp_id: str = "localhost"):
+    def __init__(self, rp_id: str = "localhost", attestation: str = "none"):
+        # "none" is what most relying parties ask for; "direct" makes browsers ask the user first.
         self.server = Fido2Server(
             PublicKeyCredentialRpEntity(name="fidosim browser test", id=rp_id),
-            attestation="direct",
+            attestation=attestation,
         )
         self.user = PublicKeyCredentialUserEntity(
             name="alice@example.com", id=os.urandom(16), display_name="Alice"
@@ -77,11 +80,14 @@ class RelyingParty:
         self.log: list[dict] = []
         self.lock = threading.Lock()
 
-    def register_begin(self) -> dict:
+    def register_begin(self, body: dict) -> dict:
+        discoverable = body.get("discoverable", True)
         options, self.state = self.server.register_begin(
             self.user,
             credentials=self.credentials,
-            resident_key_requirement=ResidentKeyRequirement.REQUIRED,
+            resident_key_requirement=(
+                ResidentKeyRequirement.REQUIRED if discoverable else ResidentKeyRequirement.DISCOURAGED
+            ),
             user_verification=UserVerificationRequirement.PREFERRED,
         )
         return dict(options)
@@ -99,10 +105,13 @@ class RelyingParty:
         self.log.append({"ceremony": "register", **result})
         return result
 
-    def authenticate_begin(self) -> dict:
-        # An empty allow list: the browser asks the key for its discoverable credential.
+    def authenticate_begin(self, body: dict) -> dict:
+        # Discoverable: an empty allow list, the key finds its passkey for this RP by itself. Otherwise the
+        # server lists the credential ids it knows for the user.
+        discoverable = body.get("discoverable", True)
         options, self.state = self.server.authenticate_begin(
-            user_verification=UserVerificationRequirement.PREFERRED
+            credentials=None if discoverable else self.credentials,
+            user_verification=UserVerificationRequirement.PREFERRED,
         )
         return dict(options)
 
@@ -119,9 +128,9 @@ class RelyingParty:
 
 def make_handler(rp: RelyingParty):
     routes = {
-        "/register/begin": lambda body: rp.register_begin(),
+        "/register/begin": rp.register_begin,
         "/register/complete": rp.register_complete,
-        "/authenticate/begin": lambda body: rp.authenticate_begin(),
+        "/authenticate/begin": rp.authenticate_begin,
         "/authenticate/complete": rp.authenticate_complete,
     }
 
@@ -160,9 +169,9 @@ def make_handler(rp: RelyingParty):
     return Handler
 
 
-def start(port: int = 0, rp_id: str = "localhost"):
+def start(port: int = 0, rp_id: str = "localhost", attestation: str = "none"):
     """Starts the relying party on localhost in a thread; returns (RelyingParty, http server)."""
-    rp = RelyingParty(rp_id)
+    rp = RelyingParty(rp_id, attestation)
     httpd = ThreadingHTTPServer(("127.0.0.1", port), make_handler(rp))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return rp, httpd

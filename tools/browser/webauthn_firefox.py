@@ -1,15 +1,28 @@
-"""Registers a passkey and signs in with it in headless Firefox ESR, driven over WebDriver BiDi.
+"""Registers a passkey and signs in with it in headless Firefox, driven over WebDriver BiDi.
 
-Firefox speaks WebDriver BiDi itself (`--remote-debugging-port`), so no geckodriver is needed: this script
-starts Firefox with a fresh profile, opens the relying party's page and runs each ceremony with
-`script.evaluate` and user activation. The key must be plugged in (a fidosim uhid device). Prints one line per
-ceremony with the server's verdict; exits non-zero on any failure.
-Usage: python3 tools/browser/webauthn_firefox.py [--timeout SECONDS]
+Firefox speaks WebDriver BiDi itself (`--remote-debugging-port`), so no geckodriver is needed. The key must be
+plugged in (a fidosim uhid device) before the ceremonies start.
+
+What it does, step by step (each step is printed with the seconds since start):
+  1. starts the relying party (rp_server.py) on a free localhost port;
+  2. starts Firefox with a fresh profile (prefs in user.js) and the relying party's page as its start page.
+     That matters: WebAuthn in Firefox only runs for a document in the active tab that has focus
+     (CredentialsContainer's IsInActiveTab, else "NotAllowedError: CredentialsContainer request is not
+     allowed."). Started with about:blank, Firefox puts the keyboard focus in the address bar, and navigating
+     the tab over BiDi (or browsingContext.activate) does not move it into the page: document.hasFocus()
+     stays false. Started with the page's URL, the page gets the focus;
+  3. opens a BiDi session and waits until the page's script has run;
+  4. runs `register()` and then `authenticate()` on the page with `script.evaluate` and `userActivation: true`,
+     each wrapped in the page's `withDeadline()` (the harness keeps its own deadline);
+  5. prints the server's verdicts and exits 0 only if the server verified both.
+
+Usage: python3 tools/browser/webauthn_firefox.py [--timeout SECONDS] [--flows passkey,second-factor]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -24,34 +37,62 @@ from websockets.sync.client import connect
 import rp_server
 
 PREFS = {
+    # WebAuthn over USB HID (authenticator-rs), no software token.
     "security.webauth.webauthn_enable_usbtoken": True,
     "security.webauth.webauthn_enable_softtoken": False,
-    # Without this Firefox asks the user before it passes on a key's attestation.
+    # Headless windows never get OS focus: let the focus manager treat the window as focused.
+    "focusmanager.testmode": True,
+    # Without this Firefox asks the user before it passes on a key's attestation ("direct").
     "security.webauth.webauthn_testing_allow_direct_attestation": True,
+    # Quiet start-up: no first-run pages, no network chatter.
     "browser.shell.checkDefaultBrowser": False,
+    "browser.startup.homepage_override.mstone": "ignore",
     "datareporting.policy.dataSubmissionEnabled": False,
     "toolkit.telemetry.reportingpolicy.firstRun": False,
+    "app.update.disabledForTesting": True,
+    "browser.region.network.url": "",
+    "network.connectivity-service.enabled": False,
+    "messaging-system.rsexperimentloader.enabled": False,
+    "app.normandy.enabled": False,
 }
+
+FLOWS = {
+    # name: whether the credential is discoverable (a passkey: resident key, sign-in with an empty allow list)
+    "passkey": True,
+    "second-factor": False,
+}
+
+T0 = time.monotonic()
+
+
+def note(text: str) -> None:
+    print(f"[{time.monotonic() - T0:6.1f}s] {text}", flush=True)
 
 
 class BiDi:
-    """A minimal WebDriver BiDi client: one command at a time, events ignored."""
+    """A minimal WebDriver BiDi client: one command at a time, events are skipped."""
 
     def __init__(self, url: str):
-        self.ws = connect(url, max_size=None, open_timeout=30)
-        self.next_id = 0
+        self.ws = connect(url, max_size=None, open_timeout=60).__enter__()
+        self.ids = itertools.count(1)
 
     def call(self, method: str, params: dict, timeout: float = 60.0) -> dict:
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        call_id = next(self.ids)
+        self.ws.send(json.dumps({"id": call_id, "method": method, "params": params}))
         deadline = time.monotonic() + timeout
         while True:
-            message = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
-            if message.get("id") != self.next_id:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{method}: no reply within {timeout:.0f} s")
+            message = json.loads(self.ws.recv(timeout=left))
+            if message.get("id") != call_id:
                 continue  # an event
             if message.get("type") == "error":
                 raise RuntimeError(f"{method}: {message.get('error')}: {message.get('message')}")
             return message["result"]
+
+    def close(self) -> None:
+        self.ws.__exit__(None, None, None)
 
 
 def free_port() -> int:
@@ -60,77 +101,128 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(timeout_s: float) -> int:
-    rp, httpd = rp_server.start(0)
-    url = f"http://localhost:{httpd.server_address[1]}/"
+def connect_bidi(port: int, firefox: subprocess.Popen, timeout: float) -> BiDi:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if firefox.poll() is not None:
+            raise RuntimeError(f"firefox exited with status {firefox.returncode} during start-up")
+        try:
+            return BiDi(f"ws://127.0.0.1:{port}/session")
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"firefox did not open its WebDriver BiDi port within {timeout:.0f} s")
+
+
+def evaluate(bidi: BiDi, context: str, expression: str, timeout: float = 60.0) -> dict:
+    return bidi.call("script.evaluate", {
+        "expression": expression,
+        "target": {"context": context},
+        "awaitPromise": True,
+        "userActivation": True,  # WebAuthn requires a transient user activation
+    }, timeout)
+
+
+def ceremonies(bidi: BiDi, url: str, flows: list[str], timeout_s: float) -> int:
+    bidi.call("session.new", {"capabilities": {}}, 120)
+    note("BiDi session open")
+    contexts = bidi.call("browsingContext.getTree", {}, 60)["contexts"]
+    context = next((c["context"] for c in contexts if c["url"].startswith(url)), contexts[0]["context"])
+    for _ in range(300):  # the start page may still be loading
+        try:
+            ready = evaluate(bidi, context, "typeof withDeadline", 30)
+            if ready.get("result", {}).get("value") == "function":
+                break
+        except RuntimeError:
+            pass
+        time.sleep(0.5)
+    else:
+        raise TimeoutError("the relying party's page did not load")
+    focus = evaluate(bidi, context, "String(document.hasFocus())")["result"]["value"]
+    note(f"page loaded: {url} (document.hasFocus() = {focus})")
+    for flow in flows:
+        discoverable = "true" if FLOWS[flow] else "false"
+        for name, verdict in (("register", "registered"), ("authenticate", "authenticated")):
+            what = "create" if name == "register" else "get"
+            note(f"{flow} {name}: calling navigator.credentials.{what}()")
+            expression = (f"withDeadline({name}({discoverable}), {int(timeout_s * 1000)})"
+                          ".then(r => JSON.stringify(r), e => JSON.stringify({error: String(e)}))")
+            result = evaluate(bidi, context, expression, timeout_s + 30)
+            if result.get("type") != "success":
+                note(f"{flow} {name}: FAILED: {json.dumps(result)}")
+                return 1
+            value = json.loads(result["result"]["value"])
+            if "error" in value:
+                note(f"{flow} {name}: FAILED: {value['error']}")
+                return 1
+            note(f"{flow} {name}: server says {json.dumps(value)}")
+            if not value.get(verdict):
+                return 1
+    return 0
+
+
+def run(url: str, flows: list[str], timeout_s: float, startup_s: float) -> int:
     profile = tempfile.mkdtemp(prefix="fidosim-firefox-")
     with open(os.path.join(profile, "user.js"), "w") as f:
         for key, value in PREFS.items():
             f.write(f"user_pref({json.dumps(key)}, {json.dumps(value)});\n")
     port = free_port()
     binary = shutil.which("firefox-esr") or shutil.which("firefox") or "/usr/bin/firefox-esr"
-    log = tempfile.TemporaryFile()
-    firefox = subprocess.Popen(
-        [binary, "--headless", "--no-remote", "--profile", profile, f"--remote-debugging-port={port}",
-         "about:blank"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "MOZ_HEADLESS": "1"},
-    )
-    failures = 0
+    # The page is the start page, so that it (and not the address bar) has the focus: see the module docstring.
+    command = [binary, "--headless", "--no-remote", "--profile", profile, f"--remote-debugging-port={port}", url]
+    note("starting firefox: " + " ".join(command))
+    output = tempfile.TemporaryFile()
+    firefox = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
+                               env={**os.environ, "MOZ_HEADLESS": "1"}, start_new_session=True)
+    bidi = None
     try:
-        bidi = None
-        for _ in range(300):
-            try:
-                bidi = BiDi(f"ws://127.0.0.1:{port}/session")
-                break
-            except OSError:
-                time.sleep(0.2)
-        if bidi is None:
-            raise RuntimeError("Firefox did not open its WebDriver BiDi port")
-        bidi.call("session.new", {"capabilities": {}})
-        context = bidi.call("browsingContext.getTree", {})["contexts"][0]["context"]
-        bidi.call("browsingContext.navigate", {"context": context, "url": url, "wait": "complete"})
-        for name in ("register", "authenticate"):
-            expression = (f"withDeadline({name}(), {int(timeout_s * 1000)})"
-                          ".then(r => JSON.stringify(r), e => JSON.stringify({error: String(e)}))")
-            result = bidi.call("script.evaluate", {
-                "expression": expression,
-                "target": {"context": context},
-                "awaitPromise": True,
-                "userActivation": True,
-            }, timeout=timeout_s + 30)
-            if result.get("type") != "success":
-                print(f"firefox {name}: FAILED: {json.dumps(result)}")
-                failures += 1
-                break
-            value = json.loads(result["result"]["value"])
-            print(f"firefox {name}: {json.dumps(value)}")
-            ok = value.get("registered") if name == "register" else value.get("authenticated")
-            if not ok:
-                failures += 1
-                break
-        try:
-            bidi.call("session.end", {}, timeout=5)
-        except Exception:
-            pass
+        bidi = connect_bidi(port, firefox, startup_s)
+        note(f"firefox is up, WebDriver BiDi on port {port}")
+        status = ceremonies(bidi, url, flows, timeout_s)
     except Exception as e:
-        print(f"firefox: FAILED: {e!r}")
-        failures += 1
+        note(f"FAILED: {e!r}")
+        status = 1
     finally:
-        firefox.terminate()
+        if bidi:
+            try:
+                bidi.call("browser.close", {}, 10)
+            except Exception:
+                pass
+            bidi.close()
         try:
-            firefox.wait(timeout=10)
+            firefox.wait(timeout=15)
         except subprocess.TimeoutExpired:
             firefox.kill()
+            firefox.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+    if status:
+        output.seek(0)
+        lines = [line for line in output.read().decode(errors="replace").splitlines() if line.strip()]
+        print("firefox output (last lines):", *lines[-15:], sep="\n  ")
+    return status
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=60.0, help="deadline for each ceremony (seconds)")
+    parser.add_argument("--startup-timeout", type=float, default=180.0, help="deadline for Firefox to start")
+    parser.add_argument("--flows", default="passkey",
+                        help="comma-separated: passkey (discoverable, empty allow list), second-factor")
+    args = parser.parse_args()
+    flows = args.flows.split(",")
+    unknown = [f for f in flows if f not in FLOWS]
+    if unknown:
+        parser.error(f"unknown flow {unknown[0]}: choose from {', '.join(FLOWS)}")
+    rp, httpd = rp_server.start(0)
+    url = f"http://localhost:{httpd.server_address[1]}/"
+    note(f"relying party on {url}")
+    try:
+        status = run(url, flows, args.timeout, args.startup_timeout)
+    finally:
         httpd.shutdown()
-        if failures:
-            log.seek(0)
-            print("firefox output (last lines):")
-            print("\n".join(log.read().decode(errors="replace").splitlines()[-30:]))
-    print("firefox: server log:", json.dumps(rp.log))
-    return 1 if failures else 0
+    note("server log: " + json.dumps(rp.log))
+    note("firefox: PASS" if status == 0 else "firefox: FAIL")
+    return status
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timeout", type=float, default=60.0, help="deadline for each ceremony")
-    sys.exit(run(parser.parse_args().timeout))
+    sys.exit(main())

@@ -1,0 +1,200 @@
+import CTAPCBOR
+import Crypto
+import FlashStore
+
+/// A problem with the persistent state that stops the key from starting, with a message for the user.
+public struct StorageError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Record keys of the authenticator's state in the flash store (firmware-spec/storage.md, "Records").
+public enum StorageKey {
+    /// Format of the records below: 1 byte, currently 1.
+    public static let recordFormat: UInt16 = 0x0001
+    /// The 32-byte device secret that seals credential ids.
+    public static let deviceSecret: UInt16 = 0x0002
+    /// The signature counter, 4 bytes big endian.
+    public static let signCounter: UInt16 = 0x0003
+    /// The U2F attestation private key (32 bytes) and certificate (DER).
+    public static let u2fAttestationKey: UInt16 = 0x0004
+    public static let u2fAttestationCertificate: UInt16 = 0x0005
+    /// The device serial, 8 bytes, made once and kept across resets (the uhid serial number).
+    public static let serial: UInt16 = 0x0006
+    /// Discoverable credentials, one record each, in keys 0x1000...0xFFFE.
+    public static let firstCredential: UInt16 = 0x1000
+    public static let lastCredential: UInt16 = 0xFFFE
+}
+
+/// The authenticator's persistent state in a log-structured flash store.
+///
+/// Every mutation is committed to flash before the method returns; a replaced discoverable credential is
+/// rewritten under its record key in one store operation, so a power cut leaves the old or the new one.
+public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
+    public private(set) var store: FlashKVStore<Device>
+    public private(set) var deviceSecret: [UInt8]
+    public private(set) var signCounter: UInt32
+    public private(set) var serial: [UInt8]
+    var residents: [UInt16: ResidentCredential]
+    var attestation: (privateKey: [UInt8], certificate: [UInt8])?
+
+    static var recordFormatVersion: UInt8 { 1 }
+
+    /// Mounts the store in `device` (repairing an interrupted operation) and loads the state; a blank flash
+    /// is initialised with a new device secret and serial from `entropy`.
+    public init(device: Device, entropy: inout EntropySource) throws(StorageError) {
+        var store: FlashKVStore<Device>
+        do {
+            store = try FlashKVStore(mounting: device)
+        } catch {
+            throw StorageError("the flash image cannot be mounted: \(error)")
+        }
+        func read(_ key: UInt16) throws(StorageError) -> [UInt8]? {
+            do { return try store.get(key) } catch { throw StorageError("reading record \(key): \(error)") }
+        }
+        if let format = try read(StorageKey.recordFormat), format != [Self.recordFormatVersion] {
+            throw StorageError("the flash holds records of format \(format), this build reads format 1")
+        }
+        var initial: [StoreUpdate] = []
+        if try read(StorageKey.recordFormat) == nil {
+            initial.append(.insert(key: StorageKey.recordFormat, value: [Self.recordFormatVersion]))
+        }
+        var secret = try read(StorageKey.deviceSecret) ?? []
+        if secret.count != 32 {
+            secret = entropy.bytes(32)
+            initial.append(.insert(key: StorageKey.deviceSecret, value: secret))
+        }
+        var serial = try read(StorageKey.serial) ?? []
+        if serial.count != 8 {
+            serial = entropy.bytes(8)
+            initial.append(.insert(key: StorageKey.serial, value: serial))
+        }
+        if !initial.isEmpty {
+            do { try store.apply(initial) } catch { throw StorageError("initialising the flash: \(error)") }
+        }
+        let counterBytes = try read(StorageKey.signCounter) ?? [0, 0, 0, 0]
+        guard counterBytes.count == 4 else { throw StorageError("the signature counter record is corrupt") }
+        self.signCounter = counterBytes.reduce(0) { $0 << 8 | UInt32($1) }
+        if let key = try read(StorageKey.u2fAttestationKey), let certificate = try read(StorageKey.u2fAttestationCertificate) {
+            attestation = (key, certificate)
+        }
+        var residents: [UInt16: ResidentCredential] = [:]
+        for key in store.keys where key >= StorageKey.firstCredential && key <= StorageKey.lastCredential {
+            guard let bytes = try read(key), let credential = Self.decodeCredential(bytes) else { continue }
+            residents[key] = credential
+        }
+        self.residents = residents
+        self.deviceSecret = secret
+        self.serial = serial
+        self.store = store
+    }
+
+    public var residentCredentials: [ResidentCredential] { Array(residents.values) }
+
+    public var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { attestation }
+
+    /// How many more discoverable credentials of typical size (64-byte user id and name) fit.
+    public var remainingDiscoverableCredentials: Int {
+        store.capacity.remaining(valueLength: 300)
+    }
+
+    public mutating func incrementSignCounter() throws(CTAPError) -> UInt32 {
+        guard signCounter < UInt32.max else { throw CTAPError(.other, "signature counter exhausted") }
+        let next = signCounter + 1
+        try write([.insert(key: StorageKey.signCounter, value: AuthenticatorData.bigEndian(next))])
+        signCounter = next
+        return next
+    }
+
+    public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
+        let existing = residents.first { $0.value.rpIdHash == credential.rpIdHash && $0.value.user.id == credential.user.id }
+        guard let key = existing?.key ?? freeCredentialKey() else {
+            throw CTAPError(.keyStoreFull, "no record key left")
+        }
+        try write([.insert(key: key, value: Self.encodeCredential(credential))], fullIs: .keyStoreFull)
+        residents[key] = credential
+    }
+
+    @discardableResult
+    public mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
+        guard let key = residents.first(where: { $0.value.id == id })?.key else { return false }
+        try write([.remove(key: key)])
+        residents[key] = nil
+        return true
+    }
+
+    public mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
+        try write([
+            .insert(key: StorageKey.u2fAttestationKey, value: privateKey),
+            .insert(key: StorageKey.u2fAttestationCertificate, value: certificate),
+        ])
+        attestation = (privateKey, certificate)
+    }
+
+    public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
+        var updates: [StoreUpdate] = residents.keys.map { .remove(key: $0) }
+        updates.append(.insert(key: StorageKey.deviceSecret, value: newDeviceSecret))
+        try write(updates)
+        residents.removeAll()
+        deviceSecret = newDeviceSecret
+    }
+
+    /// Whether a discoverable credential for `credential`'s rp and user would fit now.
+    public func canStore(_ credential: ResidentCredential) -> Bool {
+        let existing = residents.first { $0.value.rpIdHash == credential.rpIdHash && $0.value.user.id == credential.user.id }
+        guard let key = existing?.key ?? freeCredentialKey() else { return false }
+        return store.canApply([.insert(key: key, value: Self.encodeCredential(credential))]) == nil
+    }
+
+    func freeCredentialKey() -> UInt16? {
+        var key = StorageKey.firstCredential
+        while key <= StorageKey.lastCredential {
+            if residents[key] == nil { return key }
+            key += 1
+        }
+        return nil
+    }
+
+    mutating func write(_ updates: [StoreUpdate], fullIs status: CTAPStatus = .other) throws(CTAPError) {
+        do {
+            try store.apply(updates)
+        } catch {
+            if error.code == .full || error.code == .transactionTooLarge || error.code == .valueTooLarge {
+                throw CTAPError(status == .other ? .keyStoreFull : status, "flash store: \(error)")
+            }
+            throw CTAPError(.other, "flash store: \(error)")
+        }
+    }
+
+    // MARK: - Record encoding
+
+    package static func encodeCredential(_ c: ResidentCredential) -> [UInt8] {
+        var user: [CBORValue: CBORValue] = ["id": .byteString(c.user.id)]
+        if let name = c.user.name { user["name"] = .textString(name) }
+        if let displayName = c.user.displayName { user["displayName"] = .textString(displayName) }
+        if let icon = c.user.icon { user["icon"] = .textString(icon) }
+        let record: CBORValue = [
+            1: .byteString(c.id),
+            2: .textString(c.rpId),
+            3: .map(user),
+            4: .byteString(c.privateKey),
+            5: .unsigned(c.creationSerial),
+        ]
+        return record.encoded()
+    }
+
+    static func decodeCredential(_ bytes: [UInt8]) -> ResidentCredential? {
+        guard let record = try? CBORDecoder.decode(bytes), let map = record.mapValue else { return nil }
+        guard
+            let id = map[1]?.bytesValue, let rpId = map[2]?.textValue, let user = map[3]?.mapValue,
+            let userId = user["id"]?.bytesValue, let key = map[4]?.bytesValue, key.count == 32,
+            case .unsigned(let serial)? = map[5]
+        else { return nil }
+        return ResidentCredential(
+            id: id, rpId: rpId, rpIdHash: Array(SHA256.hash(data: Array(rpId.utf8))),
+            user: UserEntity(
+                id: userId, name: user["name"]?.textValue, displayName: user["displayName"]?.textValue,
+                icon: user["icon"]?.textValue),
+            privateKey: key, creationSerial: serial)
+    }
+}

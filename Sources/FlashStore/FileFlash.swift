@@ -1,0 +1,285 @@
+// The only file of FlashStore that does I/O: a flash image kept in a file. Everything else is pure.
+#if canImport(Glibc)
+    import Glibc
+
+    private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+        Glibc.open(path, flags, mode)
+    }
+#elseif canImport(Darwin)
+    import Darwin
+
+    private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+        Darwin.open(path, flags, mode)
+    }
+#endif
+
+/// A ``SimulatedFlash`` whose contents persist in an image file.
+///
+/// Every program and erase is written to the file with `pwrite` at its exact offset as soon as it is
+/// applied (torn operations included), so a process killed at any moment leaves the image as a power cut
+/// between two flash operations would. With `sync`, each write is followed by `fsync` so the image also
+/// survives a crash of the host.
+///
+/// File layout (little-endian): a 64-byte header — magic `FIDOFLSH`, format version (UInt32, 1), offset
+/// of the image (UInt32), word size, page size, page count, programs per word, erase endurance, flags
+/// (bit 0: zero overwrites allowed), CRC-32 of the preceding 40 bytes — then one UInt32 erase count per
+/// page, then zero padding up to the image offset (a multiple of 4096), then the image. Per-word program
+/// counts are not persisted: a new process starts counting from zero.
+public struct FileFlash: FlashDevice {
+    /// The in-memory flash, which enforces the NOR rules and injects power cuts.
+    public private(set) var memory: SimulatedFlash
+    /// Path of the image file.
+    public let path: String
+    /// Whether each write is followed by `fsync`.
+    public var sync: Bool
+    private let file: ImageFile
+    private let imageOffset: Int
+
+    static let magic: [UInt8] = Array("FIDOFLSH".utf8)
+    static let version: UInt32 = 1
+    static let headerSize = 64
+
+    public var geometry: FlashGeometry { memory.geometry }
+
+    /// Opens the image at `path`, creating a blank one (all 0xFF) when the file does not exist and `create`
+    /// is true. An existing file must be an image of exactly `geometry`, else a typed error explains why.
+    public static func open(
+        path: String, geometry: FlashGeometry, create: Bool = true, sync: Bool = true,
+        policy: ViolationPolicy = .trap
+    ) throws(FlashError) -> FileFlash {
+        if let problem = geometry.validationError {
+            throw FlashError(.geometryMismatch, detail: "invalid geometry: \(problem)")
+        }
+        let fd = openFile(path, O_RDWR | O_CLOEXEC)
+        if fd < 0 {
+            let code = errno
+            guard code == ENOENT, create else { throw ioError("open \(path)", code) }
+            return try createImage(path: path, geometry: geometry, sync: sync, policy: policy)
+        }
+        let file = ImageFile(fd: fd)
+        let (found, offset, counts) = try readHeader(file, path: path)
+        guard found == geometry else {
+            throw FlashError(
+                .geometryMismatch,
+                detail: "\(path) is an image of \(found), not of the requested \(geometry)")
+        }
+        return try load(
+            file, path: path, geometry: found, imageOffset: offset, counts: counts, sync: sync, policy: policy)
+    }
+
+    /// Opens an existing image with the geometry its header describes.
+    public static func open(
+        path: String, sync: Bool = true, policy: ViolationPolicy = .trap
+    ) throws(FlashError) -> FileFlash {
+        let fd = openFile(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw ioError("open \(path)", errno) }
+        let file = ImageFile(fd: fd)
+        let (geometry, offset, counts) = try readHeader(file, path: path)
+        return try load(
+            file, path: path, geometry: geometry, imageOffset: offset, counts: counts, sync: sync, policy: policy)
+    }
+
+    /// The geometry recorded in the image at `path`.
+    public static func geometry(ofImageAt path: String) throws(FlashError) -> FlashGeometry {
+        let fd = openFile(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ioError("open \(path)", errno) }
+        return try readHeader(ImageFile(fd: fd), path: path).geometry
+    }
+
+    private init(memory: SimulatedFlash, path: String, sync: Bool, file: ImageFile, imageOffset: Int) {
+        self.memory = memory
+        self.path = path
+        self.sync = sync
+        self.file = file
+        self.imageOffset = imageOffset
+    }
+
+    // MARK: FlashDevice
+
+    public func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] {
+        try memory.read(offset: offset, count: count)
+    }
+
+    public mutating func program(offset: Int, bytes: [UInt8]) throws(FlashError) {
+        if memory.isPoweredOff { throw .powerCut }
+        var failure: FlashError?
+        do {
+            try memory.program(offset: offset, bytes: bytes)
+        } catch {
+            failure = error
+        }
+        if offset >= 0, offset + bytes.count <= geometry.totalSize {
+            try persist(offset: offset, count: bytes.count, page: nil)
+        }
+        if let failure { throw failure }
+    }
+
+    public mutating func erase(page: Int) throws(FlashError) {
+        if memory.isPoweredOff { throw .powerCut }
+        var failure: FlashError?
+        do {
+            try memory.erase(page: page)
+        } catch {
+            failure = error
+        }
+        if failure?.code != .wornOut, page >= 0, page < geometry.pageCount {
+            try persist(offset: page * geometry.pageSize, count: geometry.pageSize, page: page)
+        }
+        if let failure { throw failure }
+    }
+
+    public func eraseCount(page: Int) -> Int { memory.eraseCount(page: page) }
+
+    public mutating func repower() { memory.repower() }
+
+    /// Arms a power cut at the `k`-th next mutation (see ``SimulatedFlash/armPowerCut(atMutation:tear:)``);
+    /// the torn state is written to the file like any other.
+    public mutating func armPowerCut(atMutation k: Int, tear: TearMode) {
+        memory.armPowerCut(atMutation: k, tear: tear)
+    }
+
+    // MARK: File I/O
+
+    private func persist(offset: Int, count: Int, page: Int?) throws(FlashError) {
+        let image = memory.image
+        try Self.writeAll(file, Array(image[offset..<offset + count]), at: imageOffset + offset, path: path)
+        if let page {
+            let counter = UInt32(clamping: memory.eraseCount(page: page)).littleEndianBytes
+            try Self.writeAll(file, counter, at: Self.headerSize + 4 * page, path: path)
+        }
+        if sync && fsync(file.fd) != 0 { throw Self.ioError("fsync \(path)", errno) }
+    }
+
+    private static func createImage(
+        path: String, geometry: FlashGeometry, sync: Bool, policy: ViolationPolicy
+    ) throws(FlashError) -> FileFlash {
+        let fd = openFile(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ioError("create \(path)", errno) }
+        let file = ImageFile(fd: fd)
+        let offset = imageOffset(for: geometry)
+        var header = encodeHeader(geometry, imageOffset: offset)
+        header += [UInt8](repeating: 0, count: 4 * geometry.pageCount)
+        header += [UInt8](repeating: 0, count: offset - header.count)
+        try writeAll(file, header, at: 0, path: path)
+        let blankPage = [UInt8](repeating: 0xFF, count: geometry.pageSize)
+        for page in 0..<geometry.pageCount {
+            try writeAll(file, blankPage, at: offset + page * geometry.pageSize, path: path)
+        }
+        if fsync(fd) != 0 { throw ioError("fsync \(path)", errno) }
+        let memory = SimulatedFlash(geometry: geometry, policy: policy)
+        return FileFlash(memory: memory, path: path, sync: sync, file: file, imageOffset: offset)
+    }
+
+    private static func load(
+        _ file: ImageFile, path: String, geometry: FlashGeometry, imageOffset: Int, counts: [Int], sync: Bool,
+        policy: ViolationPolicy
+    ) throws(FlashError) -> FileFlash {
+        let image = try readAll(file, count: geometry.totalSize, at: imageOffset, path: path)
+        guard image.count == geometry.totalSize else {
+            throw FlashError(
+                .truncatedImage,
+                detail: "\(path) holds \(image.count) of the \(geometry.totalSize) image bytes its header announces")
+        }
+        let memory = SimulatedFlash(geometry: geometry, image: image, eraseCounts: counts, policy: policy)
+        return FileFlash(memory: memory, path: path, sync: sync, file: file, imageOffset: imageOffset)
+    }
+
+    static func imageOffset(for geometry: FlashGeometry) -> Int {
+        (headerSize + 4 * geometry.pageCount + 4095) / 4096 * 4096
+    }
+
+    static func encodeHeader(_ g: FlashGeometry, imageOffset: Int) -> [UInt8] {
+        var h = magic
+        for v in [
+            Int(version), imageOffset, g.wordSize, g.pageSize, g.pageCount, g.maxProgramsPerWord, g.eraseEndurance,
+            g.allowsZeroOverwrite ? 1 : 0,
+        ] {
+            h += UInt32(clamping: v).littleEndianBytes
+        }
+        h += CRC32.checksum(h).littleEndianBytes
+        h += [UInt8](repeating: 0, count: headerSize - h.count)
+        return h
+    }
+
+    private static func readHeader(
+        _ file: ImageFile, path: String
+    ) throws(FlashError) -> (geometry: FlashGeometry, imageOffset: Int, counts: [Int]) {
+        let h = try readAll(file, count: headerSize, at: 0, path: path)
+        guard h.count >= 8, Array(h[0..<8]) == magic else {
+            throw FlashError(.notAnImage, detail: "\(path) is not a fidosim flash image (bad magic)")
+        }
+        guard h.count == headerSize else {
+            throw FlashError(.truncatedImage, detail: "\(path) ends inside its header")
+        }
+        let fields = (0..<8).map { Int(h.readLE32(8 + 4 * $0)) }
+        guard fields[0] == Int(version) else {
+            throw FlashError(
+                .unsupportedVersion,
+                detail: "\(path) has image format version \(fields[0]); this build reads \(version)")
+        }
+        guard h.readLE32(40) == CRC32.checksum(h[0..<40]) else {
+            throw FlashError(.notAnImage, detail: "\(path): image header checksum mismatch")
+        }
+        let geometry = FlashGeometry(
+            wordSize: fields[2], pageSize: fields[3], pageCount: fields[4], maxProgramsPerWord: fields[5],
+            eraseEndurance: fields[6], allowsZeroOverwrite: fields[7] & 1 != 0)
+        if let problem = geometry.validationError {
+            throw FlashError(.notAnImage, detail: "\(path): header describes an invalid geometry: \(problem)")
+        }
+        guard fields[1] == imageOffset(for: geometry) else {
+            throw FlashError(.notAnImage, detail: "\(path): unexpected image offset \(fields[1])")
+        }
+        let countBytes = try readAll(file, count: 4 * geometry.pageCount, at: headerSize, path: path)
+        guard countBytes.count == 4 * geometry.pageCount else {
+            throw FlashError(.truncatedImage, detail: "\(path) ends inside its erase-count table")
+        }
+        let counts = (0..<geometry.pageCount).map { Int(countBytes.readLE32(4 * $0)) }
+        return (geometry, fields[1], counts)
+    }
+
+    private static func readAll(
+        _ file: ImageFile, count: Int, at offset: Int, path: String
+    ) throws(FlashError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = buffer.withUnsafeMutableBytes { raw in
+                pread(file.fd, raw.baseAddress! + done, count - done, off_t(offset + done))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ioError("pread \(path)", errno)
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return Array(buffer[0..<done])
+    }
+
+    private static func writeAll(_ file: ImageFile, _ bytes: [UInt8], at offset: Int, path: String) throws(FlashError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { raw in
+                pwrite(file.fd, raw.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ioError("pwrite \(path)", errno)
+            }
+            done += n
+        }
+    }
+
+    private static func ioError(_ what: String, _ code: Int32) -> FlashError {
+        FlashError(.io, detail: "\(what): \(String(cString: strerror(code)))")
+    }
+}
+
+/// Owns the image file descriptor and closes it when the last copy of the device goes away.
+private final class ImageFile: Sendable {
+    let fd: Int32
+
+    init(fd: Int32) { self.fd = fd }
+
+    deinit { close(fd) }
+}

@@ -1,0 +1,65 @@
+/// A failure reported by a ``FlashDevice``: a power cut, a worn-out page, or a bad image file.
+///
+/// Strict-mode violations (programming a 1 over a 0, misaligned programs…) are programmer errors and trap;
+/// they are never reported through this type.
+public struct FlashError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What went wrong, as an extensible code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Base: Hashable, Sendable {
+            case powerCut, wornOut, notAnImage, unsupportedVersion, geometryMismatch, truncatedImage, io
+        }
+
+        let base: Base
+
+        /// The power was cut: every operation fails until the device is re-powered.
+        public static let powerCut = Code(base: .powerCut)
+        /// The page has reached its erase endurance: the erase did not happen.
+        public static let wornOut = Code(base: .wornOut)
+        /// The file is not a fidosim flash image (bad magic).
+        public static let notAnImage = Code(base: .notAnImage)
+        /// The image was written by an unknown format version.
+        public static let unsupportedVersion = Code(base: .unsupportedVersion)
+        /// The image describes a different flash geometry than the one requested.
+        public static let geometryMismatch = Code(base: .geometryMismatch)
+        /// The image file is shorter than its header says.
+        public static let truncatedImage = Code(base: .truncatedImage)
+        /// A system call on the image file failed.
+        public static let io = Code(base: .io)
+
+        public var description: String {
+            switch base {
+            case .powerCut: "power cut"
+            case .wornOut: "page worn out"
+            case .notAnImage: "not a flash image"
+            case .unsupportedVersion: "unsupported image version"
+            case .geometryMismatch: "geometry mismatch"
+            case .truncatedImage: "truncated image"
+            case .io: "I/O error"
+            }
+        }
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// The page concerned, when there is one.
+    public var page: Int?
+    /// A human-readable explanation.
+    public var detail: String
+
+    /// Creates an error.
+    public init(_ code: Code, page: Int? = nil, detail: String = "") {
+        self.code = code
+        self.page = page
+        self.detail = detail
+    }
+
+    /// The error every operation throws between a power cut and ``FlashDevice/repower()``.
+    public static let powerCut = FlashError(.powerCut, detail: "the device lost power; re-power and remount")
+
+    public var description: String {
+        var text = "flash: \(code)"
+        if let page { text += " (page \(page))" }
+        if !detail.isEmpty { text += ": \(detail)" }
+        return text
+    }
+}

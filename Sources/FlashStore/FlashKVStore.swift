@@ -1,0 +1,237 @@
+/// A power-loss-safe key-value store on NOR flash: keys are `UInt16`, values are byte arrays of up to
+/// ``maxValueLength`` bytes.
+///
+/// The store is a log of records spread over the pages of the flash; each record is one atomic transaction
+/// made durable by a single commit word. Replaced, removed and cleared values are wiped (programmed to zero)
+/// right after the commit. When space runs out, the oldest page is compacted: its live values are copied to
+/// the log tail and it is erased. Pages are used round-robin, so their erase counts stay within one or two
+/// of each other. See STORAGE.md for the format, the recovery procedure and the guarantees.
+///
+/// The store is a value that owns its device. A mutating call either succeeds, or throws and leaves the
+/// store unchanged (``StoreError/Code/full`` and the other argument errors), or is interrupted by the
+/// device (``StoreError/Code/powerCut``): then the value is stale and the device must be mounted again
+/// with ``init(mounting:)``, which finishes or rolls back the interrupted operation.
+public struct FlashKVStore<Device: FlashDevice>: Sendable {
+    /// The flash the store lives in.
+    public internal(set) var device: Device
+    let format: StoreFormat
+    var index: [UInt16: Location]
+    var pages: [PageInfo]
+    var tail: Int?
+    var nextSequence: UInt32
+    var headSequence: UInt32
+    var usedBytes: Int
+    var isStale = false
+    /// What the mount that produced this store repaired.
+    public internal(set) var recovery: RecoveryReport
+
+    /// Where a live value is.
+    struct Location: Hashable, Sendable {
+        var page: Int
+        /// Absolute byte offset of the value.
+        var offset: Int
+        var length: Int
+    }
+
+    /// The store's view of one page.
+    struct PageInfo: Hashable, Sendable {
+        enum Kind: Hashable, Sendable { case free, log, retired }
+        var kind: Kind
+        var eraseCount: Int
+        /// Whether slot A (the erase count) is written; a free page without it is blank.
+        var hasSlotA: Bool
+        var sequence: UInt32 = 0
+        /// Page-relative offset where the next record goes (log pages); `pageSize` when sealed.
+        var writeOffset: Int = 0
+    }
+
+    /// Gives `body` the device to change things the store does not see, such as arming a power cut.
+    /// Changing the flash contents behind the store's back is undefined; mount again after that.
+    public mutating func withDevice<R>(_ body: (inout Device) throws -> R) rethrows -> R {
+        try body(&device)
+    }
+
+    // MARK: Limits
+
+    /// Largest value the store accepts on `geometry`.
+    public static func maxValueLength(for geometry: FlashGeometry) -> Int {
+        StoreFormat(geometry: geometry).maxValueLength
+    }
+
+    /// Largest value this store accepts.
+    public var maxValueLength: Int { format.maxValueLength }
+
+    /// Largest transaction record (header, descriptors, word-rounded values and commit word) in bytes.
+    public var maxTransactionSize: Int { format.maxTransactionSize }
+
+    /// The flash geometry.
+    public var geometry: FlashGeometry { format.geometry }
+
+    // MARK: Reading
+
+    /// The value of `key`, or `nil`.
+    public func get(_ key: UInt16) throws(StoreError) -> [UInt8]? {
+        try checkUsable()
+        guard let location = index[key] else { return nil }
+        do {
+            return try device.read(offset: location.offset, count: location.length)
+        } catch {
+            throw StoreError(flash: error)
+        }
+    }
+
+    /// Whether `key` has a value.
+    public func contains(_ key: UInt16) -> Bool { index[key] != nil }
+
+    /// The length of the value of `key`, without reading it.
+    public func valueLength(_ key: UInt16) -> Int? { index[key]?.length }
+
+    /// All keys, in increasing order.
+    public var keys: [UInt16] { index.keys.sorted() }
+
+    /// Number of keys.
+    public var count: Int { index.count }
+
+    /// Every key with its value.
+    public func entries() throws(StoreError) -> [UInt16: [UInt8]] {
+        var result: [UInt16: [UInt8]] = [:]
+        for key in index.keys { result[key] = try get(key) }
+        return result
+    }
+
+    func checkUsable() throws(StoreError) {
+        if isStale {
+            throw StoreError(.needsRemount, "an earlier operation was interrupted; mount the device again")
+        }
+    }
+
+    // MARK: Capacity and wear
+
+    /// How full the store is.
+    public var capacity: StoreCapacity {
+        let usable = pages.count(where: { $0.kind != .retired })
+        let total = max(0, (usable - 1) * (format.payload - format.headReserve) - format.slack)
+        return StoreCapacity(totalBytes: total, usedBytes: usedBytes, wordSize: format.wordSize)
+    }
+
+    /// Wear as recorded in the page headers.
+    public var lifetime: StoreLifetime {
+        let usable = pages.filter { $0.kind != .retired }
+        let counts = usable.map(\.eraseCount)
+        let oldest = oldestLogPage().map { pages[$0].eraseCount } ?? 0
+        return StoreLifetime(
+            minEraseCount: counts.min() ?? 0, maxEraseCount: counts.max() ?? 0,
+            endurance: format.geometry.eraseEndurance, retiredPages: pages.count - usable.count,
+            isWornOut: oldest >= format.geometry.eraseEndurance || usable.count < 3)
+    }
+
+    /// Every page as the store sees it.
+    public var pageSummaries: [PageSummary] {
+        pages.enumerated().map { page, info in
+            let role: PageSummary.Role =
+                switch info.kind {
+                case .free: .free
+                case .log: .log(sequence: info.sequence)
+                case .retired: .retired
+                }
+            return PageSummary(
+                page: page, role: role, eraseCount: info.eraseCount, eraseCountKnown: info.hasSlotA,
+                usedBytes: info.kind == .log ? min(info.writeOffset, format.pageSize) : 0, isTail: page == tail)
+        }
+    }
+
+    func oldestLogPage() -> Int? {
+        var best: Int?
+        for (p, info) in pages.enumerated() where info.kind == .log {
+            if best == nil || info.sequence < pages[best!].sequence { best = p }
+        }
+        return best
+    }
+
+    // MARK: Writing
+
+    /// Inserts or replaces the value of `key`.
+    public mutating func insert(_ value: [UInt8], for key: UInt16) throws(StoreError) {
+        try apply([.insert(key: key, value: value)])
+    }
+
+    /// Removes `key` and wipes its value from flash.
+    public mutating func remove(_ key: UInt16) throws(StoreError) {
+        try apply([.remove(key: key)])
+    }
+
+    /// Removes every key and wipes every value, atomically.
+    public mutating func clear() throws(StoreError) {
+        try apply([], clearingFirst: true)
+    }
+
+    /// Applies `updates` atomically: after a power cut, either all of them or none are visible. With
+    /// `clearingFirst`, every existing key is removed first (in the same atomic step). Updates apply in
+    /// order; the last one for a key wins.
+    public mutating func apply(_ updates: [StoreUpdate], clearingFirst: Bool = false) throws(StoreError) {
+        try checkUsable()
+        guard let transaction = try prepare(updates, clearingFirst: clearingFirst) else { return }
+        var planner = Planner(self)
+        try planner.plan(transaction: transaction, device: device, index: index)
+        try execute(planner, transaction: transaction)
+    }
+
+    /// Whether ``apply(_:clearingFirst:)`` would succeed now: `nil` if so, else the error it would throw.
+    /// Exact: it plans the compactions the real call would make, without writing anything.
+    public func canApply(_ updates: [StoreUpdate], clearingFirst: Bool = false) -> StoreError? {
+        do {
+            try checkUsable()
+            guard let transaction = try prepare(updates, clearingFirst: clearingFirst) else { return nil }
+            var planner = Planner(self)
+            try planner.plan(transaction: transaction, device: device, index: index)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// A transaction, normalized: one update per key, removes of absent keys dropped.
+    struct Transaction: Sendable {
+        var clear: Bool
+        var updates: [StoreUpdate]
+        var recordSize: Int
+        /// Whether the live footprint grows (then the slack must remain free after it).
+        var grows: Bool
+    }
+
+    func prepare(_ updates: [StoreUpdate], clearingFirst: Bool) throws(StoreError) -> Transaction? {
+        var last: [UInt16: Int] = [:]
+        for (i, u) in updates.enumerated() { last[u.key] = i }
+        var kept: [StoreUpdate] = []
+        var growth = 0
+        var valueBytes = 0
+        for (i, u) in updates.enumerated() where last[u.key] == i {
+            let existing = clearingFirst ? nil : index[u.key]
+            switch u {
+            case .insert(_, let value):
+                guard value.count <= format.maxValueLength else {
+                    throw StoreError(
+                        .valueTooLarge, "value of \(value.count) bytes, at most \(format.maxValueLength)")
+                }
+                growth += format.footprint(value.count)
+                valueBytes += format.roundUp(value.count)
+                kept.append(u)
+            case .remove:
+                guard existing != nil else { continue }
+                kept.append(u)
+            }
+            if let existing { growth -= format.footprint(existing.length) }
+        }
+        if clearingFirst {
+            guard !index.isEmpty || !kept.isEmpty else { return nil }
+            growth -= usedBytes
+        } else if kept.isEmpty {
+            return nil
+        }
+        let size = format.recordSize(count: kept.count, valueBytes: valueBytes, head: false)
+        guard size <= format.maxTransactionSize else {
+            throw StoreError(.transactionTooLarge, "record of \(size) bytes, at most \(format.maxTransactionSize)")
+        }
+        return Transaction(clear: clearingFirst, updates: kept, recordSize: size, grows: growth > 0)
+    }
+}

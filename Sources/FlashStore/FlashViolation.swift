@@ -1,0 +1,34 @@
+/// A breach of the NOR rules: a bug in the code driving the flash, never a runtime condition.
+public struct FlashViolation: Hashable, Sendable, CustomStringConvertible {
+    /// Which rule was broken.
+    public enum Kind: Hashable, Sendable {
+        /// The operation reaches outside the flash, or the page index does not exist.
+        case outOfRange
+        /// The program does not start on a word boundary or is not a whole number of words.
+        case misaligned
+        /// The program spans two pages.
+        case crossesPage
+        /// The program would set a bit that is 0 (only an erase can do that).
+        case setsBit
+        /// The word has already been programmed `maxProgramsPerWord` times since its page was erased.
+        case tooManyPrograms
+    }
+
+    /// Which rule was broken.
+    public var kind: Kind
+    /// The offending operation.
+    public var operation: String
+    /// The byte offset concerned.
+    public var offset: Int
+
+    public var description: String { "NOR violation (\(kind)) at offset \(offset): \(operation)" }
+}
+
+/// What a ``SimulatedFlash`` does when asked to break a NOR rule.
+public enum ViolationPolicy: Hashable, Sendable {
+    /// `precondition` failure: the process stops (the default; tested with exit tests).
+    case trap
+    /// The operation is refused, counted as a mutation, and recorded in ``SimulatedFlash/violations``
+    /// (for harnesses that must report rather than stop).
+    case record
+}

@@ -1,0 +1,140 @@
+public import FlashStore
+
+/// One step of a workload, before the driver fills in the counter.
+public struct WorkloadOperation: Hashable, Sendable, CustomStringConvertible {
+    /// The updates, in order.
+    public var updates: [StoreUpdate]
+    /// Whether every key is removed first (authenticatorReset).
+    public var clearingFirst: Bool
+    /// Whether the driver adds an increment of the monotonic counter to the same transaction.
+    public var bumpsCounter: Bool
+
+    /// Creates an operation.
+    public init(updates: [StoreUpdate], clearingFirst: Bool = false, bumpsCounter: Bool = true) {
+        self.updates = updates
+        self.clearingFirst = clearingFirst
+        self.bumpsCounter = bumpsCounter
+    }
+
+    public var description: String {
+        let parts = updates.map { u -> String in
+            switch u {
+            case .insert(let key, let value): "insert \(key) (\(value.count) B)"
+            case .remove(let key): "remove \(key)"
+            }
+        }
+        let all = (clearingFirst ? ["clear"] : []) + parts + (bumpsCounter ? ["counter+1"] : [])
+        return all.isEmpty ? "nothing" : all.joined(separator: ", ")
+    }
+}
+
+/// A deterministic generator of store operations: the same kind, seed and model give the same operations.
+public struct Workload: Sendable {
+    /// The mix of operations.
+    public enum Kind: String, Hashable, Sendable, CaseIterable {
+        /// Credential-sized secret values inserted until the store is full (insertions outnumber
+        /// deletions), a counter updated by every operation, deletions, replacements in multi-update
+        /// transactions, and a rare clear (0.2% of operations).
+        case credentials
+        /// A few credentials, then counter updates only (the signature-counter lifetime pattern).
+        case counter
+        /// Random keys from a small set, random lengths up to the maximum, random transactions.
+        case random
+    }
+
+    /// The mix of operations.
+    public var kind: Kind
+    /// Length of the credential values (clamped to what the geometry allows).
+    public var valueLengths: ClosedRange<Int>
+    /// Largest value the store accepts.
+    public let maxValueLength: Int
+    private var rng: SplitMix64
+    private var generated = 0
+    private var nextKey: UInt16 = 1
+
+    /// The key of the monotonic counter.
+    public static let counterKey: UInt16 = 0xFFF0
+    /// Every secret value starts with these 4 bytes, then 12 random bytes that identify it.
+    public static let secretMagic: [UInt8] = [0x53, 0x65, 0x43, 0x72]
+
+    /// A workload of `kind` for a store on `geometry`, drawn from `seed`.
+    public init(_ kind: Kind, geometry: FlashGeometry, seed: UInt64, valueLengths: ClosedRange<Int> = 200...300) {
+        self.kind = kind
+        maxValueLength = FlashKVStore<SimulatedFlash>.maxValueLength(for: geometry)
+        let high = min(valueLengths.upperBound, maxValueLength - 40)
+        let low = min(valueLengths.lowerBound, max(16, high * 2 / 3))
+        self.valueLengths = max(16, low)...max(16, high)
+        rng = SplitMix64(seed: seed)
+    }
+
+    /// A secret value: the magic, 12 random bytes, then random filler up to `length` (at least 16).
+    public mutating func secret(length: Int) -> [UInt8] {
+        var value = Self.secretMagic
+        while value.count < max(16, length) { value.append(UInt8(truncatingIfNeeded: rng.next())) }
+        return value
+    }
+
+    private mutating func chance(_ percent: UInt64) -> Bool { rng.next() % 100 < percent }
+
+    private mutating func pick(_ keys: [UInt16]) -> UInt16? {
+        keys.isEmpty ? nil : keys[Int(rng.next() % UInt64(keys.count))]
+    }
+
+    private mutating func length() -> Int {
+        valueLengths.lowerBound + Int(rng.next() % UInt64(valueLengths.count))
+    }
+
+    private mutating func freshKey() -> UInt16 {
+        defer { nextKey = nextKey % 0xFF00 + 1 }
+        return nextKey
+    }
+
+    /// The next operation, given what the store holds now.
+    public mutating func next(model: ReferenceModel) -> WorkloadOperation {
+        generated += 1
+        let present = model.entries.keys.filter { $0 != Self.counterKey }.sorted()
+        switch kind {
+        case .credentials:
+            let roll = rng.next() % 1000
+            if roll < 300 { return WorkloadOperation(updates: []) }
+            if roll < 620 {
+                return WorkloadOperation(updates: [.insert(key: freshKey(), value: secret(length: length()))])
+            }
+            if roll < 700, let key = pick(present) { return WorkloadOperation(updates: [.remove(key: key)]) }
+            if roll < 800, let key = pick(present) {
+                var updates: [StoreUpdate] = [.insert(key: key, value: secret(length: length()))]
+                if let other = pick(present), other != key { updates.append(.remove(key: other)) }
+                return WorkloadOperation(updates: updates)
+            }
+            if roll < 880 {
+                let small = max(16, valueLengths.lowerBound / 3)
+                var updates: [StoreUpdate] = [.insert(key: freshKey(), value: secret(length: small))]
+                if let key = pick(present) { updates.append(.insert(key: key, value: secret(length: small))) }
+                if let key = pick(present) { updates.append(.remove(key: key)) }
+                return WorkloadOperation(updates: updates)
+            }
+            if roll < 882 { return WorkloadOperation(updates: [], clearingFirst: true) }
+            if roll < 900 { return WorkloadOperation(updates: [.remove(key: 0xFEFE)]) }
+            return WorkloadOperation(updates: [])
+        case .counter:
+            if generated <= 4 {
+                return WorkloadOperation(updates: [.insert(key: freshKey(), value: secret(length: length()))])
+            }
+            return WorkloadOperation(updates: [])
+        case .random:
+            let keys: [UInt16] = Array(1...12)
+            if chance(3) { return WorkloadOperation(updates: [], clearingFirst: true, bumpsCounter: chance(50)) }
+            var updates: [StoreUpdate] = []
+            for _ in 0..<(1 + Int(rng.next() % 3)) {
+                let key = keys[Int(rng.next() % UInt64(keys.count))]
+                if chance(30) {
+                    updates.append(.remove(key: key))
+                } else {
+                    let cap = min(maxValueLength / 3, 400)
+                    updates.append(.insert(key: key, value: secret(length: Int(rng.next() % UInt64(cap + 1)))))
+                }
+            }
+            return WorkloadOperation(updates: updates, bumpsCounter: chance(60))
+        }
+    }
+}

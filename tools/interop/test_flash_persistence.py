@@ -1,0 +1,163 @@
+"""The key's state in a flash image file: restarts, SIGKILL at random moments, refused images."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+from fido2.ctap import CtapError
+from fido2.ctap2 import Ctap2
+
+from conftest import Simulator, fidosim_binary
+from test_udp_interop import RP_ID, assert_by_id, make_cred, new_cdh
+
+
+def start(image, *extra) -> Simulator:
+    sim = Simulator(["--flash", str(image), "--presence-delay", "0", *extra])
+    sim.start()
+    return sim
+
+
+def stop(sim: Simulator) -> int | None:
+    code = sim.stop()
+    sim._stdout.close()
+    sim._stderr.close()
+    return code
+
+
+def test_restart_keeps_credentials_and_counter(tmp_path):
+    image = tmp_path / "key.img"
+    sim = start(image)
+    ctap2 = Ctap2(sim.device())
+    _, rk = make_cred(ctap2, os.urandom(16), rk=True)
+    _, plain = make_cred(ctap2, os.urandom(16), rk=False)
+    before = assert_by_id(ctap2, plain).auth_data.counter
+    assert ctap2.get_info().remaining_disc_creds is not None
+    assert stop(sim) == 0
+
+    sim = start(image)
+    try:
+        ctap2 = Ctap2(sim.device())
+        a = ctap2.get_assertion(RP_ID, new_cdh())  # discoverable, from flash
+        assert a.credential["id"] == rk.credential_id
+        assert a.auth_data.counter > before
+        assert assert_by_id(ctap2, plain).auth_data.counter > a.auth_data.counter
+        info = ctap2.get_info()
+        assert info.remaining_disc_creds > 0
+    finally:
+        assert stop(sim) == 0
+
+
+def test_remaining_discoverable_credentials_counts_down(tmp_path):
+    sim = start(tmp_path / "key.img")
+    try:
+        ctap2 = Ctap2(sim.device())
+        first = ctap2.get_info().remaining_disc_creds
+        make_cred(ctap2, os.urandom(16), rk=True)
+        assert ctap2.get_info().remaining_disc_creds < first
+    finally:
+        stop(sim)
+
+
+def test_sigkill_never_loses_an_acknowledged_credential_or_repeats_a_counter(tmp_path):
+    """Kills `fidosim serve` with SIGKILL 50 times during a workload of registrations and assertions."""
+    image = tmp_path / "key.img"
+    rng = random.Random(1234)
+    acknowledged: dict[bytes, object] = {}  # user id -> credential
+    highest_counter = 0
+    for round_ in range(50):
+        sim = start(image)
+        try:
+            ctap2 = Ctap2(sim.device())
+            # Everything acknowledged before the last kill is still there, and the counter moved on.
+            for user_id, cred in list(acknowledged.items())[-5:]:
+                counter = assert_by_id(ctap2, cred).auth_data.counter
+                assert counter > highest_counter, f"round {round_}: counter {counter} after {highest_counter}"
+                highest_counter = counter
+            stored = len(ctap2.get_assertions(RP_ID, new_cdh())) if acknowledged else 0
+            assert stored >= len(acknowledged), f"round {round_}: {stored} stored, {len(acknowledged)} acknowledged"
+
+            stop_at = time.monotonic() + rng.uniform(0.05, 0.4)
+            killer = threading.Timer(max(0.0, stop_at - time.monotonic()),
+                                     lambda: sim.process.send_signal(signal.SIGKILL))
+            killer.start()
+            try:
+                while True:
+                    user_id = os.urandom(16)
+                    try:
+                        _, cred = make_cred(ctap2, user_id, rk=True)
+                    except Exception:
+                        break  # killed mid-request: not acknowledged
+                    acknowledged[user_id] = cred
+                    try:
+                        counter = assert_by_id(ctap2, cred).auth_data.counter
+                    except Exception:
+                        break
+                    assert counter > highest_counter
+                    highest_counter = counter
+            finally:
+                killer.cancel()
+        finally:
+            if sim.process.poll() is None:
+                sim.process.kill()
+            sim.process.wait()
+            stop(sim)
+    # A last check over every credential ever acknowledged.
+    sim = start(image)
+    try:
+        ctap2 = Ctap2(sim.device())
+        assert len(ctap2.get_assertions(RP_ID, new_cdh())) == len(acknowledged)
+        for cred in acknowledged.values():
+            counter = assert_by_id(ctap2, cred).auth_data.counter
+            assert counter > highest_counter
+            highest_counter = counter
+    finally:
+        assert stop(sim) == 0
+
+
+@pytest.mark.parametrize("content", [b"", b"not a flash image at all" * 100, os.urandom(86016)],
+                         ids=["empty", "text", "random"])
+def test_foreign_image_is_refused_with_a_message(tmp_path, content):
+    image = tmp_path / "foreign.img"
+    image.write_bytes(content)
+    result = subprocess.run(
+        [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", str(image)],
+        capture_output=True, timeout=30,
+    )
+    assert result.returncode == 1
+    message = result.stderr.decode()
+    assert "flash image" in message, message
+    assert image.read_bytes() == content  # nothing was written
+
+
+def test_image_of_another_geometry_is_refused(tmp_path):
+    image = tmp_path / "key.img"
+    sim = start(image, "--flash-geometry", "stm32l4")
+    stop(sim)
+    result = subprocess.run(
+        [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", str(image),
+         "--flash-geometry", "nrf52840"],
+        capture_output=True, timeout=30,
+    )
+    assert result.returncode == 1
+    assert "not nrf52840" in result.stderr.decode()
+
+
+def test_flash_inspect_shows_credentials_per_rp_but_no_secrets(tmp_path):
+    image = tmp_path / "key.img"
+    sim = start(image)
+    ctap2 = Ctap2(sim.device())
+    make_cred(ctap2, os.urandom(16), rk=True)
+    make_cred(ctap2, os.urandom(16), rk=True)
+    stop(sim)
+    out = subprocess.run([str(fidosim_binary()), "flash", "inspect", str(image)], capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout.decode()
+    assert "discoverable credentials: 2" in text
+    assert f"{RP_ID}: 2" in text
+    assert "erases:" in text and "geometry:" in text
