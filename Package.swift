@@ -38,6 +38,11 @@ let package = Package(
         ),
         .systemLibrary(name: "CUHID", path: "Sources/CUHID"),
         .target(
+            name: "CTAPCoreTesting",
+            dependencies: ["CTAPCore", "CTAPCBOR", "FlashStore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "HIDBridge",
             dependencies: [
                 "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID",
@@ -48,7 +53,7 @@ let package = Package(
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "FlashStoreTesting",
+                "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "FlashStoreTesting", "CTAPCoreTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -60,7 +65,9 @@ let package = Package(
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
             name: "CTAPCoreTests",
-            dependencies: ["CTAPCore", "CTAPCBOR", "FlashStore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "CTAPCore", "CTAPCBOR", "FlashStore", "CTAPCoreTesting", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "HIDBridgeTests", dependencies: ["HIDBridge", "CTAPHID", "CTAPCore"], swiftSettings: swiftSettings),

@@ -52,7 +52,7 @@ public enum CTAPCommand: UInt8, Sendable {
 /// asks the user and calls ``resume(_:now:)``.
 public struct Authenticator: Sendable {
     public let configuration: AuthenticatorConfiguration
-    public internal(set) var storage: any AuthenticatorStorage
+    public package(set) var storage: any AuthenticatorStorage
     var entropy: EntropySource
     var sealingKey: SymmetricKey
     var powerUpTime: Duration

@@ -91,6 +91,11 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
 
     public var residentCredentials: [ResidentCredential] { Array(residents.values) }
 
+    /// Gives the flash device to `body` (tests arm power cuts through it).
+    package mutating func withDevice<R>(_ body: (inout Device) throws -> R) rethrows -> R {
+        try store.withDevice(body)
+    }
+
     public var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { attestation }
 
     /// How many more discoverable credentials of typical size (64-byte user id and name) fit.

@@ -3,6 +3,7 @@ import CTAPCBOR
 import CTAPCore
 import FlashStore
 import FlashStoreTesting
+import CTAPCoreTesting
 
 /// Geometries the proof and the benchmark can use.
 enum TestGeometry: String, ExpressibleByArgument, CaseIterable {
@@ -12,7 +13,7 @@ enum TestGeometry: String, ExpressibleByArgument, CaseIterable {
         switch self {
         case .nrf52840: .nrf52840
         case .stm32l4: .stm32l4(pages: 8)
-        case .tiny: .tiny
+        case .tiny: FlashGeometry(wordSize: 4, pageSize: 1024, pageCount: 8, maxProgramsPerWord: 2, eraseEndurance: 10_000)
         case .large: .large
         }
     }
@@ -37,6 +38,8 @@ extension FlashCommand {
         @Option(help: "Random seeds to run (0 skips the random run).") var seeds: Int = 3_500
         @Option(help: "Operations per random seed.") var operationsPerSeed: Int = 60
         @Option(help: "First seed.") var firstSeed: UInt64 = 0
+        @Option(help: "Cut points of the CTAP-level proof (the authenticator over the store; 0 skips it).")
+        var ctapCutPoints: Int = 2_000
 
         func run() throws {
             let clock = ContinuousClock()
@@ -62,6 +65,15 @@ extension FlashCommand {
                 print("random \(geometry.rawValue): \(report.seeds) seeds, \(report.scenarios) cut scenarios "
                     + "(\(report.nestedScenarios) with a cut during recovery), \(report.violations.count) violations, "
                     + "\(format1(wall)) s")
+                for v in report.violations { print("  violation: \(v)") }
+                violations += report.violations.count
+            }
+            if ctapCutPoints > 0 {
+                let start = clock.now
+                let report = CTAPPowerCutProof.run(
+                    geometry: geometry.geometry, operations: 1_000_000, seed: firstSeed &+ 11, cutLimit: ctapCutPoints)
+                let wall = seconds(clock.now - start)
+                print("ctap \(geometry.rawValue): \(report), \(format1(wall)) s")
                 for v in report.violations { print("  violation: \(v)") }
                 violations += report.violations.count
             }

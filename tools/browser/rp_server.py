@@ -9,8 +9,8 @@ signatures with `fido2.server.Fido2Server`, independently of the key.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -39,8 +39,8 @@ async function post(url, body) {
   if (!r.ok) throw new Error(url + ': ' + r.status + ' ' + text);
   return JSON.parse(text);
 }
-// discoverable = true: a passkey (resident key, signed in without a user name); false: a second-factor
-// credential, which the key cannot find by itself (the server sends its id in allowCredentials).
+// discoverable = true: Alice's passkey (resident key, signed in without a user name); false: Bob's
+// second-factor credential, which the key cannot find by itself (the server sends its id in allowCredentials).
 async function register(discoverable = true) {
   const options = await post('/register/begin', {discoverable});
   const credential = await navigator.credentials.create(
@@ -63,8 +63,20 @@ function withDeadline(promise, ms) {
 """
 
 
+def make_user(name: str, display_name: str) -> PublicKeyCredentialUserEntity:
+    # A fixed user handle: registering again replaces the user's passkey on the key instead of adding one more
+    # (with several, a browser would ask which account to use, and in a headless browser nobody answers).
+    return PublicKeyCredentialUserEntity(name=name, id=hashlib.sha256(name.encode()).digest()[:16],
+                                         display_name=display_name)
+
+
 class RelyingParty:
-    """State of the demo relying party: one user, the credentials registered for it."""
+    """State of the demo relying party: two users, the credentials registered for them.
+
+    Alice signs in with a passkey (a discoverable credential); Bob with a second-factor credential, which the
+    key cannot find by itself: the server sends its id. Two users, because the server excludes a user's
+    existing credentials when registering (excludeCredentials): one key holds one credential per user.
+    """
 
     def __init__(self, rp_id: str = "localhost", attestation: str = "none"):
         # "none" is what most relying parties ask for; "direct" makes browsers ask the user first.
@@ -72,31 +84,35 @@ class RelyingParty:
             PublicKeyCredentialRpEntity(name="fidosim browser test", id=rp_id),
             attestation=attestation,
         )
-        self.user = PublicKeyCredentialUserEntity(
-            name="alice@example.com", id=os.urandom(16), display_name="Alice"
-        )
-        self.credentials: list[AttestedCredentialData] = []
+        self.users = {
+            True: make_user("alice@example.com", "Alice"),  # passkey
+            False: make_user("bob@example.com", "Bob"),  # second factor
+        }
+        self.credentials: dict[bool, list[AttestedCredentialData]] = {True: [], False: []}
         self.state = None
+        self.registering = True  # whose registration is under way (the key of self.users)
         self.log: list[dict] = []
         self.lock = threading.Lock()
 
     def register_begin(self, body: dict) -> dict:
-        discoverable = body.get("discoverable", True)
+        discoverable = bool(body.get("discoverable", True))
         options, self.state = self.server.register_begin(
-            self.user,
-            credentials=self.credentials,
+            self.users[discoverable],
+            credentials=self.credentials[discoverable],
             resident_key_requirement=(
                 ResidentKeyRequirement.REQUIRED if discoverable else ResidentKeyRequirement.DISCOURAGED
             ),
             user_verification=UserVerificationRequirement.PREFERRED,
         )
+        self.registering = discoverable
         return dict(options)
 
     def register_complete(self, response: dict) -> dict:
         auth_data = self.server.register_complete(self.state, response)
-        self.credentials.append(auth_data.credential_data)
+        self.credentials[self.registering].append(auth_data.credential_data)
         result = {
             "registered": True,
+            "user": self.users[self.registering].name,
             "credentialId": auth_data.credential_data.credential_id.hex(),
             "aaguid": str(auth_data.credential_data.aaguid),
             "signCount": auth_data.counter,
@@ -108,17 +124,20 @@ class RelyingParty:
     def authenticate_begin(self, body: dict) -> dict:
         # Discoverable: an empty allow list, the key finds its passkey for this RP by itself. Otherwise the
         # server lists the credential ids it knows for the user.
-        discoverable = body.get("discoverable", True)
+        discoverable = bool(body.get("discoverable", True))
         options, self.state = self.server.authenticate_begin(
-            credentials=None if discoverable else self.credentials,
+            credentials=None if discoverable else self.credentials[False],
             user_verification=UserVerificationRequirement.PREFERRED,
         )
         return dict(options)
 
     def authenticate_complete(self, response: dict) -> dict:
-        credential = self.server.authenticate_complete(self.state, self.credentials, response)
+        known = self.credentials[True] + self.credentials[False]
+        credential = self.server.authenticate_complete(self.state, known, response)
+        user = next(u for d, u in self.users.items() if credential in self.credentials[d])
         result = {
             "authenticated": True,
+            "user": user.name,
             "credentialId": credential.credential_id.hex(),
             "userHandle": response.get("response", {}).get("userHandle"),
         }

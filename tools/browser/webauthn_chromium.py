@@ -5,20 +5,32 @@ from sysfs when it starts and does not notice later ones without udevd.
 
 What it does, step by step (each step is printed with the seconds since start):
   1. starts the relying party (rp_server.py) on a free localhost port;
-  2. starts Chromium itself (`--headless=new --remote-debugging-port=0`, a fresh profile) and reads the port it
-     picked from <profile>/DevToolsActivePort;
+  2. starts Chromium itself (`--headless=new --remote-debugging-port=0`, a fresh profile, its log with the FIDO
+     device-event log in --log-file) and reads the port it picked from <profile>/DevToolsActivePort;
   3. connects to the page's DevTools websocket, opens the relying party's page, turns on focus emulation (a
      headless window never has OS focus, and WebAuthn needs a focused document);
-  4. runs `register()` and then `authenticate()` on the page with `Runtime.evaluate` and `userGesture: true`
-     (WebAuthn needs a user activation), each wrapped in the page's `withDeadline()`: a headless Chromium never
-     rejects a failed ceremony (its error would be shown in a dialog nobody sees), so the harness keeps its own
-     deadline;
-  5. prints the server's verdicts and exits 0 only if the server verified both the registration and the
-     assertion.
+  4. for each flow, runs `register()` and then `authenticate()` on the page with `Runtime.evaluate` and
+     `userGesture: true` (WebAuthn needs a user activation), each wrapped in the page's `withDeadline()`;
+  5. prints the server's verdicts and exits 0 only if the server verified every registration and assertion.
+
+Headless Chromium never rejects a failed ceremony: it shows the error in its WebAuthn dialog, which nobody sees,
+and the page's promise stays pending. So the harness keeps its own deadline, and it follows Chromium's FIDO log
+(what chrome://device-log shows) to stop at once, with the reason, when the dialog reaches an error step or one
+that waits for a human (a PIN prompt, an account chooser): see STOP_STEPS.
+
+Flows: `passkey` (the default) makes a discoverable credential (residentKey "required", userVerification
+"preferred") and signs in with an empty allow list; `second-factor` makes a non-discoverable one and signs in
+with its id. Chromium asks a security key for user verification in both passkey ceremonies, whatever the RP's
+"preferred" says: for a discoverable credential it raises uv to "required" on non-platform authenticators
+(MakeCredentialRequestHandler::SpecializeRequestForAuthenticator), and for an empty allow list too
+(FidoDeviceAuthenticator::PINUVDispositionForGetAssertion). A key with neither a client PIN nor built-in UV is
+then "missing a capability" (dialog step kMissingCapability), and a key with a PIN needs someone to type it
+into the dialog. Only a key with built-in UV (getInfo option "uv": true) completes a passkey flow headless.
 
 No chromedriver or Selenium is needed; `--chromedriver` drives the same steps through Selenium + Debian's
-chromium-driver instead, for those who already have that set up.
-Usage: python3 tools/browser/webauthn_chromium.py [--timeout SECONDS] [--log-file PATH] [--chromedriver]
+chromium-driver instead, for those who already have that set up (it has no early stop; the deadline applies).
+Usage: python3 tools/browser/webauthn_chromium.py [--timeout SECONDS] [--flows passkey,second-factor]
+       [--log-file PATH] [--chromedriver]
 """
 
 from __future__ import annotations
@@ -117,15 +129,17 @@ class FidoLog:
             return
         end = data.rfind(b"\n") + 1  # whole lines only
         self.offset += end
+        stop = None
         for line in data[:end].decode(errors="replace").splitlines():
             if "] FIDO: " not in line:
                 continue
             line = line.split("] FIDO: ", 1)[1]
             self.lines.append(line)
             step = re.search(r"UI step: (k\w+)", line)
-            if step and step.group(1) in STOP_STEPS:
-                raise CeremonyStopped(f"Chromium's WebAuthn dialog went to {step.group(1)}: "
-                                      f"{STOP_STEPS[step.group(1)]}")
+            if step and step.group(1) in STOP_STEPS and not stop:
+                stop = step.group(1)
+        if stop:
+            raise CeremonyStopped(f"Chromium's WebAuthn dialog went to {stop}: {STOP_STEPS[stop]}")
 
 
 class DevTools:
@@ -209,12 +223,14 @@ FLOWS = {
 }
 
 
-def ceremonies(call, url: str, flows: list[str], timeout_s: float) -> int:
-    """The steps after start-up, the same for raw CDP and chromedriver; `call(method, params, timeout)`."""
-    call("Page.navigate", {"url": url}, 60)
+def load_page(call, url: str) -> None:
+    # Marks the old document, so that the wait below cannot mistake it for the new one.
+    call("Runtime.evaluate", {"expression": "window.fidosimOldPage = true"}, 30)
+    call("Page.navigate", {"url": url}, 60)  # also cancels a ceremony left pending by a failed flow
     for _ in range(600):  # wait until the page's script has run
-        ready = call("Runtime.evaluate", {"expression": "typeof withDeadline", "returnByValue": True}, 30)
-        if ready["result"].get("value") == "function":
+        ready = call("Runtime.evaluate", {"expression": "typeof withDeadline == 'function' && !window.fidosimOldPage",
+                                          "returnByValue": True}, 30)
+        if ready["result"].get("value") is True:
             break
         time.sleep(0.2)
     else:
@@ -222,21 +238,40 @@ def ceremonies(call, url: str, flows: list[str], timeout_s: float) -> int:
     note(f"page loaded: {url}")
     # A headless window never has OS focus; WebAuthn rejects (or stalls) requests from unfocused documents.
     call("Emulation.setFocusEmulationEnabled", {"enabled": True}, 30)
-    for flow in flows:
-        discoverable = "true" if FLOWS[flow] else "false"
-        for name, verdict in (("register", "registered"), ("authenticate", "authenticated")):
-            what = "create" if name == "register" else "get"
-            note(f"{flow} {name}: calling navigator.credentials.{what}()")
+
+
+def run_flow(call, flow: str, timeout_s: float) -> bool:
+    """Registers a credential and signs in with it; True if the server verified both."""
+    discoverable = "true" if FLOWS[flow] else "false"
+    for name, verdict in (("register", "registered"), ("authenticate", "authenticated")):
+        what = "create" if name == "register" else "get"
+        note(f"{flow} {name}: calling navigator.credentials.{what}()")
+        try:
             reply = evaluate(call, f"withDeadline({name}({discoverable}), {int(timeout_s * 1000)})", timeout_s + 30)
-            if "exceptionDetails" in reply:
-                details = reply["exceptionDetails"]
-                note(f"{flow} {name}: FAILED: {details.get('exception', {}).get('description') or details}")
-                return 1
-            value = reply["result"].get("value")
-            note(f"{flow} {name}: server says {json.dumps(value)}")
-            if not (isinstance(value, dict) and value.get(verdict)):
-                return 1
-    return 0
+        except CeremonyStopped as e:
+            note(f"{flow} {name}: FAILED: {e}")
+            return False
+        if "exceptionDetails" in reply:
+            details = reply["exceptionDetails"]
+            note(f"{flow} {name}: FAILED: {details.get('exception', {}).get('description') or details}")
+            return False
+        value = reply["result"].get("value")
+        note(f"{flow} {name}: server says {json.dumps(value)}")
+        if not (isinstance(value, dict) and value.get(verdict)):
+            return False
+    return True
+
+
+def ceremonies(call, url: str, flows: list[str], timeout_s: float) -> int:
+    """The steps after start-up, the same for raw CDP and chromedriver; `call(method, params, timeout)`."""
+    load_page(call, url)
+    results: dict[str, bool] = {}
+    for flow in flows:
+        if results and not all(results.values()):
+            load_page(call, url)  # a fresh page: the failed ceremony is still pending in the old one
+        results[flow] = run_flow(call, flow, timeout_s)
+    note("results: " + ", ".join(f"{flow} {'PASS' if ok else 'FAIL'}" for flow, ok in results.items()))
+    return 0 if all(results.values()) else 1
 
 
 def run_cdp(url: str, flows: list[str], timeout_s: float, startup_s: float, log_file: str) -> int:
@@ -253,9 +288,9 @@ def run_cdp(url: str, flows: list[str], timeout_s: float, startup_s: float, log_
         devtools = DevTools(page_websocket(http_base, 60), poll=fido_log.poll)
         status = ceremonies(devtools.call, url, flows, timeout_s)
     except Exception as e:
-        note(f"FAILED: {e}" if isinstance(e, CeremonyStopped) else f"FAILED: {e!r}")
-        output.seek(0)
-        lines = output.read().decode(errors="replace").splitlines()
+        note(f"FAILED: {e!r}")
+        output.seek(0)  # Chromium's own log goes to log_file; this has what it printed before logging began
+        lines = [line for line in output.read().decode(errors="replace").splitlines() if "dbus" not in line]
         if lines:
             print("chromium output (last lines):", *lines[-10:], sep="\n  ")
         status = 1
@@ -273,12 +308,6 @@ def run_cdp(url: str, flows: list[str], timeout_s: float, startup_s: float, log_
             chromium.kill()
             chromium.wait()
         shutil.rmtree(profile, ignore_errors=True)
-    if status:
-        try:
-            fido_log.poll()
-        except CeremonyStopped:
-            pass
-        print("chromium FIDO log (chrome://device-log):", *fido_log.lines, sep="\n  ")
     return status
 
 
@@ -331,6 +360,14 @@ def main() -> int:
             status = run_cdp(url, flows, args.timeout, args.startup_timeout, log_file)
     finally:
         httpd.shutdown()
+    if status:
+        fido_log = FidoLog(log_file)
+        try:
+            fido_log.poll()
+        except CeremonyStopped:
+            pass
+        print(f"chromium FIDO log (chrome://device-log; all of Chromium's log is in {log_file}), last lines:",
+              *fido_log.lines[-25:], sep="\n  ")
     note("server log: " + json.dumps(rp.log))
     note("chromium: PASS" if status == 0 else "chromium: FAIL")
     return status

@@ -17,6 +17,7 @@ What it does, step by step (each step is printed with the seconds since start):
   5. prints the server's verdicts and exits 0 only if the server verified both.
 
 Usage: python3 tools/browser/webauthn_firefox.py [--timeout SECONDS] [--flows passkey,second-factor]
+       [--log-file PATH]
 """
 
 from __future__ import annotations
@@ -122,45 +123,62 @@ def evaluate(bidi: BiDi, context: str, expression: str, timeout: float = 60.0) -
     }, timeout)
 
 
-def ceremonies(bidi: BiDi, url: str, flows: list[str], timeout_s: float) -> int:
-    bidi.call("session.new", {"capabilities": {}}, 120)
-    note("BiDi session open")
-    contexts = bidi.call("browsingContext.getTree", {}, 60)["contexts"]
-    context = next((c["context"] for c in contexts if c["url"].startswith(url)), contexts[0]["context"])
-    for _ in range(300):  # the start page may still be loading
+def wait_for_page(bidi: BiDi, context: str, url: str) -> None:
+    for _ in range(300):  # the page may still be loading
         try:
-            ready = evaluate(bidi, context, "typeof withDeadline", 30)
-            if ready.get("result", {}).get("value") == "function":
+            ready = evaluate(bidi, context, "typeof withDeadline == 'function' && !window.fidosimOldPage", 30)
+            if ready.get("result", {}).get("value") is True:
                 break
         except RuntimeError:
             pass
         time.sleep(0.5)
     else:
         raise TimeoutError("the relying party's page did not load")
-    focus = evaluate(bidi, context, "String(document.hasFocus())")["result"]["value"]
-    note(f"page loaded: {url} (document.hasFocus() = {focus})")
+    focus = evaluate(bidi, context, "document.hasFocus()")["result"]["value"]
+    note(f"page loaded: {url} (document.hasFocus() = {str(focus).lower()})")
+
+
+def run_flow(bidi: BiDi, context: str, flow: str, timeout_s: float) -> bool:
+    """Registers a credential and signs in with it; True if the server verified both."""
+    discoverable = "true" if FLOWS[flow] else "false"
+    for name, verdict in (("register", "registered"), ("authenticate", "authenticated")):
+        what = "create" if name == "register" else "get"
+        note(f"{flow} {name}: calling navigator.credentials.{what}()")
+        expression = (f"withDeadline({name}({discoverable}), {int(timeout_s * 1000)})"
+                      ".then(r => JSON.stringify(r), e => JSON.stringify({error: String(e)}))")
+        result = evaluate(bidi, context, expression, timeout_s + 30)
+        if result.get("type") != "success":
+            note(f"{flow} {name}: FAILED: {json.dumps(result)}")
+            return False
+        value = json.loads(result["result"]["value"])
+        if "error" in value:
+            note(f"{flow} {name}: FAILED: {value['error']}")
+            return False
+        note(f"{flow} {name}: server says {json.dumps(value)}")
+        if not value.get(verdict):
+            return False
+    return True
+
+
+def ceremonies(bidi: BiDi, url: str, flows: list[str], timeout_s: float) -> int:
+    bidi.call("session.new", {"capabilities": {}}, 120)
+    note("BiDi session open")
+    contexts = bidi.call("browsingContext.getTree", {}, 60)["contexts"]
+    context = next((c["context"] for c in contexts if c["url"].startswith(url)), contexts[0]["context"])
+    wait_for_page(bidi, context, url)
+    results: dict[str, bool] = {}
     for flow in flows:
-        discoverable = "true" if FLOWS[flow] else "false"
-        for name, verdict in (("register", "registered"), ("authenticate", "authenticated")):
-            what = "create" if name == "register" else "get"
-            note(f"{flow} {name}: calling navigator.credentials.{what}()")
-            expression = (f"withDeadline({name}({discoverable}), {int(timeout_s * 1000)})"
-                          ".then(r => JSON.stringify(r), e => JSON.stringify({error: String(e)}))")
-            result = evaluate(bidi, context, expression, timeout_s + 30)
-            if result.get("type") != "success":
-                note(f"{flow} {name}: FAILED: {json.dumps(result)}")
-                return 1
-            value = json.loads(result["result"]["value"])
-            if "error" in value:
-                note(f"{flow} {name}: FAILED: {value['error']}")
-                return 1
-            note(f"{flow} {name}: server says {json.dumps(value)}")
-            if not value.get(verdict):
-                return 1
-    return 0
+        if results and not all(results.values()):
+            # A fresh page: the failed ceremony may still be pending in the old one.
+            evaluate(bidi, context, "window.fidosimOldPage = true")
+            bidi.call("browsingContext.reload", {"context": context}, 60)
+            wait_for_page(bidi, context, url)
+        results[flow] = run_flow(bidi, context, flow, timeout_s)
+    note("results: " + ", ".join(f"{flow} {'PASS' if ok else 'FAIL'}" for flow, ok in results.items()))
+    return 0 if all(results.values()) else 1
 
 
-def run(url: str, flows: list[str], timeout_s: float, startup_s: float) -> int:
+def run(url: str, flows: list[str], timeout_s: float, startup_s: float, log_file: str | None) -> int:
     profile = tempfile.mkdtemp(prefix="fidosim-firefox-")
     with open(os.path.join(profile, "user.js"), "w") as f:
         for key, value in PREFS.items():
@@ -170,9 +188,11 @@ def run(url: str, flows: list[str], timeout_s: float, startup_s: float) -> int:
     # The page is the start page, so that it (and not the address bar) has the focus: see the module docstring.
     command = [binary, "--headless", "--no-remote", "--profile", profile, f"--remote-debugging-port={port}", url]
     note("starting firefox: " + " ".join(command))
-    output = tempfile.TemporaryFile()
-    firefox = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
-                               env={**os.environ, "MOZ_HEADLESS": "1"}, start_new_session=True)
+    output = open(log_file, "w+b") if log_file else tempfile.TemporaryFile()
+    env = {**os.environ, "MOZ_HEADLESS": "1"}
+    if log_file:  # Firefox's WebAuthn log and that of its USB HID stack (authenticator-rs)
+        env.update(MOZ_LOG="timestamp,webauthn:5,WebAuthnHandler:5", RUST_LOG="authenticator=debug,authrs_bridge=debug")
+    firefox = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     bidi = None
     try:
         bidi = connect_bidi(port, firefox, startup_s)
@@ -207,6 +227,8 @@ def main() -> int:
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="deadline for Firefox to start")
     parser.add_argument("--flows", default="passkey",
                         help="comma-separated: passkey (discoverable, empty allow list), second-factor")
+    parser.add_argument("--log-file", default=os.environ.get("FIREFOX_LOG"),
+                        help="keep Firefox's output here, with its WebAuthn debug log")
     args = parser.parse_args()
     flows = args.flows.split(",")
     unknown = [f for f in flows if f not in FLOWS]
@@ -216,7 +238,7 @@ def main() -> int:
     url = f"http://localhost:{httpd.server_address[1]}/"
     note(f"relying party on {url}")
     try:
-        status = run(url, flows, args.timeout, args.startup_timeout)
+        status = run(url, flows, args.timeout, args.startup_timeout, args.log_file)
     finally:
         httpd.shutdown()
     note("server log: " + json.dumps(rp.log))

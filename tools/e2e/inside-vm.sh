@@ -115,10 +115,14 @@ want python && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="
     -p no:cacheprovider -q "$repo/tools/interop"
 
 # --- browsers ----------------------------------------------------------------------------------
+# The key must exist before a browser starts (Chromium enumerates hidraw devices at start-up). Each browser
+# runs the passkey flow (the goal) and the second-factor flow (which needs no user verification) in one
+# start; its log (Chromium's with its FIDO device log) lands in $out/<browser>.log.
 if want browser; then
     step start-key-browser start_key
     for browser in ${E2E_BROWSERS:-chromium firefox}; do
-        step "browser-$browser" env PYTHON="$python" "$repo/tools/browser/run-browsers.sh" "$browser"
+        step "browser-$browser" env PYTHON="$python" BROWSER_FLOWS="${BROWSER_FLOWS:-passkey,second-factor}" \
+            BROWSER_LOG_DIR="$out" "$repo/tools/browser/run-browsers.sh" "$browser"
     done
     step stop-key-browser stop_key
 fi

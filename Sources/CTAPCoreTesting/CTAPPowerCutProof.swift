@@ -1,0 +1,220 @@
+import CTAPCBOR
+import CTAPCore
+import FlashStore
+
+/// Power cuts at every flash write of a CTAP workload, checked at the level a relying party sees.
+///
+/// The workload (deterministic from a seed) registers discoverable credentials until the store is full,
+/// replaces some (same rp and user), signs assertions, and resets the key now and then. Before each operation
+/// the flash is snapshotted; the operation is run uncut to count its flash mutations, then once per mutation
+/// and tear mode with the power cut there. After each cut the flash is remounted (optionally with a second cut
+/// during the remount) and checked:
+/// - the discoverable credentials equal those acknowledged before the operation or those after it;
+/// - the stored signature counter is at least the highest counter acknowledged in a response (so the next
+///   signature carries a larger one: a counter value is never repeated and never goes down);
+/// - the flash rules were never broken (a breach traps);
+/// - periodically, no private key of a credential that is not stored is left anywhere in the raw image.
+public enum CTAPPowerCutProof {
+    public struct Report: Sendable, CustomStringConvertible {
+        public var operations = 0
+        public var cutPoints = 0
+        public var scenarios = 0
+        public var nestedScenarios = 0
+        public var imageScans = 0
+        public var violations: [String] = []
+
+        public var description: String {
+            "\(operations) CTAP operations, \(cutPoints) cut points, \(scenarios) scenarios "
+                + "(\(nestedScenarios) with a cut during the remount), \(imageScans) image scans, "
+                + "\(violations.count) violations"
+        }
+    }
+
+    typealias Storage = FlashStorage<SimulatedFlash>
+
+    struct State: Equatable {
+        /// Ids of the stored discoverable credentials (each id is unique and names its rp, user and key).
+        var credentials: Set<[UInt8]>
+        var counter: UInt32
+    }
+
+    static func state(of storage: Storage) -> State {
+        State(credentials: Set(storage.residentCredentials.map(\.id)), counter: storage.signCounter)
+    }
+
+    static func storage(of authenticator: Authenticator) -> Storage? { authenticator.storage as? Storage }
+
+    /// Runs the proof; `cutLimit` bounds the cut points, `nestedEvery` puts a second cut into every n-th
+    /// remount (0: never), `scanEvery` scans the raw image every n-th scenario (0: never).
+    public static func run(
+        geometry: FlashGeometry, operations: Int, seed: UInt64, cutLimit: Int, nestedEvery: Int = 7,
+        scanEvery: Int = 50
+    ) -> Report {
+        var report = Report()
+        var generator = SeededGenerator(seed: seed)
+        var entropy = EntropySource(SeededGenerator(seed: seed &+ 1))
+        guard let initial = try? Storage(device: SimulatedFlash(geometry: geometry), entropy: &entropy),
+            var key = try? Authenticator(
+                configuration: AuthenticatorConfiguration(resetWindowEnabled: false), storage: initial,
+                entropy: entropy, now: .zero)
+        else {
+            report.violations.append("the key could not be created")
+            return report
+        }
+        var acknowledgedCounter: UInt32 = 0
+        var everWritten: [[UInt8]: [UInt8]] = [:]  // credential id → private key
+        var users: [[UInt8]] = []
+
+        for index in 0..<operations {
+            guard report.cutPoints < cutLimit, report.violations.count < 20 else { break }
+            let request = nextRequest(&generator, users: &users, index: index)
+            guard let beforeStorage = storage(of: key) else { break }
+            let before = state(of: beforeStorage)
+            // Uncut run: how many flash mutations, and the state after.
+            var uncut = key
+            let startCount = beforeStorage.store.device.mutationCount
+            let response = respond(&uncut, request)
+            guard let afterStorage = storage(of: uncut) else { break }
+            let mutations = afterStorage.store.device.mutationCount - startCount
+            let after = state(of: afterStorage)
+            for c in afterStorage.residentCredentials { everWritten[c.id] = c.privateKey }
+            report.operations += 1
+
+            for cut in stride(from: 1, through: mutations, by: 1) {
+                guard report.cutPoints < cutLimit else { break }
+                report.cutPoints += 1
+                for tear in TearMode.all(seed: seed &+ UInt64(index) &* 7919 &+ UInt64(cut)) {
+                    report.scenarios += 1
+                    var trial = key
+                    guard var trialStorage = storage(of: trial) else { continue }
+                    trialStorage.withDevice { $0.armPowerCut(atMutation: cut, tear: tear) }
+                    trial.storage = trialStorage
+                    _ = respond(&trial, request)
+                    guard var device = storage(of: trial)?.store.device else { continue }
+                    device.repower()
+                    let nested = nestedEvery > 0 && report.scenarios % nestedEvery == 0
+                    if nested {
+                        // Cut the recovering mount too, at its first mutation, then mount again.
+                        report.nestedScenarios += 1
+                        device.armPowerCut(atMutation: 1, tear: .randomBits(seed: UInt64(report.scenarios)))
+                        _ = try? FlashKVStore.mount(&device)
+                        device.repower()
+                    }
+                    var mountEntropy = EntropySource(SeededGenerator(seed: 5))
+                    let recovered: Storage
+                    do {
+                        recovered = try Storage(device: device, entropy: &mountEntropy)
+                    } catch {
+                        report.violations.append(
+                            "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): remount failed: \(error)")
+                        continue
+                    }
+                    let found = state(of: recovered)
+                    if found.credentials != before.credentials && found.credentials != after.credentials {
+                        report.violations.append(
+                            "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): credentials are neither "
+                                + "the state before nor after (\(found.credentials.count) found, "
+                                + "\(before.credentials.count) before, \(after.credentials.count) after)")
+                    }
+                    if found.counter < acknowledgedCounter {
+                        report.violations.append(
+                            "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): counter \(found.counter) "
+                                + "below the acknowledged \(acknowledgedCounter)")
+                    }
+                    if scanEvery > 0 && report.scenarios % scanEvery == 0 {
+                        report.imageScans += 1
+                        let live = Set(recovered.residentCredentials.map(\.id))
+                        let dead = everWritten.filter { !live.contains($0.key) }.map(\.value)
+                        if let leak = firstOccurrence(of: dead, in: recovered.store.device.image) {
+                            report.violations.append(
+                                "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): a deleted private key "
+                                    + "is still in the image at offset \(leak)")
+                        }
+                    }
+                }
+            }
+            // Continue from the uncut result; remember what was acknowledged.
+            key = uncut
+            if let counter = signatureCounter(in: response) {
+                if counter <= acknowledgedCounter {
+                    report.violations.append("seed \(seed) op \(index): counter \(counter) repeated or went down")
+                }
+                acknowledgedCounter = max(acknowledgedCounter, counter)
+            }
+        }
+        return report
+    }
+
+    struct Request {
+        var name: String
+        var message: [UInt8]
+    }
+
+    static func nextRequest(_ g: inout SeededGenerator, users: inout [[UInt8]], index: Int) -> Request {
+        let roll = g.next() % 100
+        if roll < 2 {
+            return Request(name: "reset", message: [0x07])
+        }
+        if roll < 45 || users.isEmpty {
+            // A new user, or (sometimes) a replacement of an existing one.
+            let replace = !users.isEmpty && roll % 5 == 0
+            let user: [UInt8]
+            if replace {
+                user = users[Int(g.next() % UInt64(users.count))]
+            } else {
+                var id = Array(repeating: UInt8(0xA5), count: 64)
+                for b in 0..<8 { id[b] = UInt8(truncatingIfNeeded: index >> (8 * b)) }
+                user = id
+                users.append(id)
+            }
+            let params: CBORValue = [
+                1: .byteString(Array(repeating: 1, count: 32)),
+                2: ["id": .textString("rp\(g.next() % 5).example.com")],
+                3: ["id": .byteString(user), "name": .textString(String(repeating: "u", count: 64))],
+                4: [["alg": -7, "type": "public-key"]],
+                7: ["rk": true],
+            ]
+            return Request(name: replace ? "replace" : "register", message: [0x01] + params.encoded())
+        }
+        let params: CBORValue = [
+            1: .textString("rp\(g.next() % 5).example.com"),
+            2: .byteString(Array(repeating: 2, count: 32)),
+            5: ["up": false],
+        ]
+        return Request(name: "assert", message: [0x02] + params.encoded())
+    }
+
+    static func respond(_ key: inout Authenticator, _ request: Request) -> [UInt8] {
+        var outcome = key.handleCBOR(request.message, now: .zero)
+        if case .needsUserPresence = outcome { outcome = key.resume(.approved, now: .zero) }
+        guard case .response(let bytes) = outcome else { return [] }
+        return bytes
+    }
+
+    /// The signature counter in a successful makeCredential or getAssertion response.
+    static func signatureCounter(in response: [UInt8]) -> UInt32? {
+        guard response.first == 0, let map = try? CBORDecoder.decode(Array(response.dropFirst())) else { return nil }
+        // Key 2 is authData in both responses (makeCredential: 1 fmt, 2 authData; getAssertion: 2 authData).
+        guard let data = map[2]?.bytesValue, data.count >= 37 else { return nil }
+        return data[33..<37].reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    static func firstOccurrence(of needles: [[UInt8]], in haystack: [UInt8]) -> Int? {
+        guard !needles.isEmpty, haystack.count >= 32 else { return nil }
+        var prefixes: [UInt64: [[UInt8]]] = [:]
+        for n in needles where n.count >= 8 {
+            let p = n.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            prefixes[p, default: []].append(n)
+        }
+        var window: UInt64 = 0
+        for i in 0..<haystack.count {
+            window = window << 8 | UInt64(haystack[i])
+            guard i >= 7, let candidates = prefixes[window] else { continue }
+            let start = i - 7
+            for n in candidates where start + n.count <= haystack.count && Array(haystack[start..<(start + n.count)]) == n {
+                return start
+            }
+        }
+        return nil
+    }
+}
