@@ -98,9 +98,10 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
 
     public var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { attestation }
 
-    /// How many more discoverable credentials of typical size (64-byte user id and name) fit.
+    /// How many more discoverable credentials of typical size fit: a record of 270 bytes is a credential with a
+    /// 64-byte user id and name for a short rpId.
     public var remainingDiscoverableCredentials: Int {
-        store.capacity.remaining(valueLength: 300)
+        store.capacity.remaining(valueLength: 270)
     }
 
     public mutating func incrementSignCounter() throws(CTAPError) -> UInt32 {

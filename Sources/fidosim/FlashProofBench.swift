@@ -39,7 +39,7 @@ extension FlashCommand {
         @Option(help: "Operations per random seed.") var operationsPerSeed: Int = 60
         @Option(help: "First seed.") var firstSeed: UInt64 = 0
         @Option(help: "Cut points of the CTAP-level proof (the authenticator over the store; 0 skips it).")
-        var ctapCutPoints: Int = 2_000
+        var ctapCutPoints: Int = 10_000
 
         func run() throws {
             let clock = ContinuousClock()

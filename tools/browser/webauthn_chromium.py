@@ -74,8 +74,9 @@ def chromium_args(profile: str, log_file: str) -> list[str]:
         "--disable-gpu", "--disable-dev-shm-usage",
         f"--user-data-dir={profile}",
         "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
-        # Fewer processes to start: under emulation (TCG) a child that takes more than 15 s to connect is
-        # killed and restarted, which made the network service crash-loop.
+        # One process fewer to start. Under emulation (TCG) a child process that takes more than 15 s to connect
+        # is killed ("Terminating current process after 15 seconds with no connection"); it happened to the
+        # network service, which Chromium then restarted, adding tens of seconds to the start-up.
         "--enable-features=NetworkServiceInProcess2",
     ]
     # Chromium's log with its FIDO device-event log (what chrome://device-log shows): each dialog step, each
@@ -87,9 +88,10 @@ def chromium_args(profile: str, log_file: str) -> list[str]:
 # Steps of Chromium's WebAuthn dialog that end a ceremony or wait for a human. Headless Chromium draws no dialog,
 # so the page's promise just stays pending; its FIDO log names the step, which lets the harness stop at once.
 STOP_STEPS = {
-    "kMissingCapability": "the key lacks something the request needs. For a discoverable credential, or a "
-                          "sign-in with an empty allow list, Chromium requires user verification from a "
-                          "security key: a client PIN or built-in UV (getInfo options clientPin / uv)",
+    "kMissingCapability": "the key lacks a capability the request needs: resident keys, or user "
+                          "verification. Chromium requires UV from a security key for a discoverable credential "
+                          "and for a sign-in with an empty allow list, whatever the RP asks: a client PIN or "
+                          "built-in UV (getInfo options clientPin / uv); the key's getInfo is in the FIDO log",
     "kClientPinEntry": "Chromium asks for the key's PIN in a dialog (no way to type it in headless mode)",
     "kClientPinSetup": "Chromium asks the user to set a PIN on the key first",
     "kClientPinChange": "Chromium asks the user to change the key's PIN first",
@@ -146,7 +148,7 @@ class DevTools:
     """A minimal CDP client on one websocket: one command at a time, events are skipped."""
 
     def __init__(self, ws_url: str, poll=None):
-        self.ws = connect(ws_url, max_size=None, open_timeout=60).__enter__()
+        self.ws = connect(ws_url, max_size=None, open_timeout=60).__enter__()  # close() exits it
         self.ids = itertools.count(1)
         self.poll = poll  # called about once a second while waiting for a reply
 
@@ -192,17 +194,17 @@ def wait_for_devtools(profile: str, chromium: subprocess.Popen, timeout: float) 
     raise TimeoutError(f"chromium did not open its DevTools port within {timeout:.0f} s")
 
 
-def page_websocket(http_base: str, timeout: float) -> str:
-    """The websocket of the first page target (Chromium opens about:blank)."""
+def page_websocket(http_base: str, url: str, timeout: float) -> str:
+    """The websocket of the tab Chromium opened with the start page (not one of its own chrome:// pages)."""
     deadline = time.monotonic() + timeout
     while True:
         with urllib.request.urlopen(f"{http_base}/json/list", timeout=30) as r:
             targets = json.load(r)
-        pages = [t for t in targets if t.get("type") == "page"]
+        pages = [t for t in targets if t.get("type") == "page" and t.get("url", "").startswith(url)]
         if pages:
             return pages[0]["webSocketDebuggerUrl"]
         if time.monotonic() > deadline:
-            raise TimeoutError("no page target in chromium")
+            raise TimeoutError(f"no tab with {url} in chromium: {[t.get('url') for t in targets]}")
         time.sleep(0.5)
 
 
@@ -223,10 +225,11 @@ FLOWS = {
 }
 
 
-def load_page(call, url: str) -> None:
-    # Marks the old document, so that the wait below cannot mistake it for the new one.
-    call("Runtime.evaluate", {"expression": "window.fidosimOldPage = true"}, 30)
-    call("Page.navigate", {"url": url}, 60)  # also cancels a ceremony left pending by a failed flow
+def load_page(call, url: str, navigate: bool = True) -> None:
+    if navigate:
+        # Marks the old document, so that the wait below cannot mistake it for the new one.
+        call("Runtime.evaluate", {"expression": "window.fidosimOldPage = true"}, 30)
+        call("Page.navigate", {"url": url}, 60)  # also cancels a ceremony left pending by a failed flow
     for _ in range(600):  # wait until the page's script has run
         ready = call("Runtime.evaluate", {"expression": "typeof withDeadline == 'function' && !window.fidosimOldPage",
                                           "returnByValue": True}, 30)
@@ -262,9 +265,11 @@ def run_flow(call, flow: str, timeout_s: float) -> bool:
     return True
 
 
-def ceremonies(call, url: str, flows: list[str], timeout_s: float) -> int:
-    """The steps after start-up, the same for raw CDP and chromedriver; `call(method, params, timeout)`."""
-    load_page(call, url)
+def ceremonies(call, url: str, flows: list[str], timeout_s: float, navigate: bool = True) -> int:
+    """The steps after start-up, the same for raw CDP and chromedriver; `call(method, params, timeout)`.
+
+    navigate=False: Chromium was started with the page, which only needs to finish loading."""
+    load_page(call, url, navigate)
     results: dict[str, bool] = {}
     for flow in flows:
         if results and not all(results.values()):
@@ -276,7 +281,8 @@ def ceremonies(call, url: str, flows: list[str], timeout_s: float) -> int:
 
 def run_cdp(url: str, flows: list[str], timeout_s: float, startup_s: float, log_file: str) -> int:
     profile = tempfile.mkdtemp(prefix="fidosim-chromium-")
-    command = [chromium_binary(), *chromium_args(profile, log_file), "--remote-debugging-port=0", "about:blank"]
+    # Started with the page itself: the first page loads while the DevTools connection is set up.
+    command = [chromium_binary(), *chromium_args(profile, log_file), "--remote-debugging-port=0", url]
     note("starting chromium: " + " ".join(command))
     output = tempfile.TemporaryFile()
     chromium = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
@@ -285,8 +291,8 @@ def run_cdp(url: str, flows: list[str], timeout_s: float, startup_s: float, log_
     try:
         http_base = wait_for_devtools(profile, chromium, startup_s)
         note(f"chromium is up, DevTools on {http_base}")
-        devtools = DevTools(page_websocket(http_base, 60), poll=fido_log.poll)
-        status = ceremonies(devtools.call, url, flows, timeout_s)
+        devtools = DevTools(page_websocket(http_base, url, 120), poll=fido_log.poll)
+        status = ceremonies(devtools.call, url, flows, timeout_s, navigate=False)
     except Exception as e:
         note(f"FAILED: {e!r}")
         output.seek(0)  # Chromium's own log goes to log_file; this has what it printed before logging began

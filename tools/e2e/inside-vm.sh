@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Runs inside the e2e VM as root: $1 fidosim binary, $2 results dir (writable), $3 repository.
+# The whole script is one { ... } block: bash reads it completely before running it, so editing this file on the
+# host while a VM runs it (the guest sees the host's file) cannot break the run half-way.
+{
 set -u
 bin=$1
 out=$2
@@ -31,6 +34,7 @@ step() {
 }
 
 finish() {
+    dmesg | grep -i -E "uhid|hid-generic|queue" >"$out/dmesg.log" 2>&1
     {
         for f in "${failed[@]}"; do echo "failed: $f"; done
         echo "e2e: $pass passed, $fail failed"
@@ -128,3 +132,5 @@ if want browser; then
 fi
 
 finish
+exit
+}
