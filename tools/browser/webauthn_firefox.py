@@ -10,8 +10,8 @@ What it does, step by step (each step is printed with the seconds since start):
      (CredentialsContainer's IsInActiveTab, else "NotAllowedError: CredentialsContainer request is not
      allowed."). Started with about:blank, Firefox puts the keyboard focus in the address bar, and navigating
      the tab over BiDi (or browsingContext.activate) does not move it into the page: document.hasFocus()
-     stays false. Started with the page's URL, the page gets the focus;
-  3. opens a BiDi session and waits until the page's script has run (BiDi's session.new alone took about 50 s
+     stays false. Started with the page's URL, the page gets the focus (no focusmanager.testmode needed);
+  3. opens a BiDi session and waits until the page's script has run (BiDi's session.new alone took 50-115 s
      under emulation in the test VM: the start-up deadlines are generous);
   4. for each flow, runs `register()` and then `authenticate()` on the page with `script.evaluate` and
      `userActivation: true` (WebAuthn needs a user activation), each wrapped in the page's `withDeadline()`:
@@ -48,8 +48,6 @@ PREFS = {
     # WebAuthn over USB HID (authenticator-rs), no software token.
     "security.webauth.webauthn_enable_usbtoken": True,
     "security.webauth.webauthn_enable_softtoken": False,
-    # Headless windows never get OS focus: let the focus manager treat the window as focused.
-    "focusmanager.testmode": True,
     # Without this Firefox asks the user before it passes on a key's attestation ("direct").
     "security.webauth.webauthn_testing_allow_direct_attestation": True,
     # Quiet start-up: no first-run pages, no network chatter.
@@ -168,7 +166,8 @@ def run_flow(bidi: BiDi, context: str, flow: str, timeout_s: float) -> bool:
 
 
 def ceremonies(bidi: BiDi, url: str, flows: list[str], timeout_s: float) -> int:
-    bidi.call("session.new", {"capabilities": {}}, 120)
+    # Firefox answers session.new only once its window has finished starting up: 50-115 s in the test VM.
+    bidi.call("session.new", {"capabilities": {}}, 300)
     note("BiDi session open")
     contexts = bidi.call("browsingContext.getTree", {}, 60)["contexts"]
     context = next((c["context"] for c in contexts if c["url"].startswith(url)), contexts[0]["context"])

@@ -113,7 +113,8 @@ def test_sigkill_never_loses_an_acknowledged_credential_or_repeats_a_counter(tmp
     sim = start(image)
     try:
         ctap2 = Ctap2(sim.device())
-        assert len(ctap2.get_assertions(RP_ID, new_cdh())) == len(acknowledged)
+        # A registration killed before its answer may be stored too: never fewer than acknowledged.
+        assert len(ctap2.get_assertions(RP_ID, new_cdh())) >= len(acknowledged)
         for cred in acknowledged.values():
             counter = assert_by_id(ctap2, cred).auth_data.counter
             assert counter > highest_counter
