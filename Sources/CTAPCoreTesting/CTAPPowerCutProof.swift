@@ -21,10 +21,15 @@ public enum CTAPPowerCutProof {
         public var scenarios = 0
         public var nestedScenarios = 0
         public var imageScans = 0
+        /// Registrations refused with CTAP2_ERR_KEY_STORE_FULL (the store was full).
+        public var storeFullRefusals = 0
+        /// Assertions signed.
+        public var assertions = 0
         public var violations: [String] = []
 
         public var description: String {
-            "\(operations) CTAP operations, \(cutPoints) cut points, \(scenarios) scenarios "
+            "\(operations) CTAP operations (\(assertions) assertions, \(storeFullRefusals) refused as store full), "
+                + "\(cutPoints) cut points, \(scenarios) scenarios "
                 + "(\(nestedScenarios) with a cut during the remount), \(imageScans) image scans, "
                 + "\(violations.count) violations"
         }
@@ -79,6 +84,8 @@ public enum CTAPPowerCutProof {
             let after = state(of: afterStorage)
             for c in afterStorage.residentCredentials { everWritten[c.id] = c.privateKey }
             report.operations += 1
+            if response.first == 0x28 { report.storeFullRefusals += 1 }
+            if request.name == "assert" && response.first == 0 { report.assertions += 1 }
 
             for cut in stride(from: 1, through: mutations, by: 1) {
                 guard report.cutPoints < cutLimit else { break }

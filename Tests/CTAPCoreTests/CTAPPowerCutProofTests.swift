@@ -14,5 +14,7 @@ import Testing
         #expect(report.cutPoints >= 300)
         #expect(report.scenarios == report.cutPoints * 4)
         #expect(report.imageScans > 50)
+        #expect(report.storeFullRefusals > 0)  // the workload filled the store
+        #expect(report.assertions > 50)
     }
 }
