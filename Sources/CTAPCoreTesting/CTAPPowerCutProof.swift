@@ -5,7 +5,7 @@ import FlashStore
 /// Power cuts at every flash write of a CTAP workload, checked at the level a relying party sees.
 ///
 /// The workload (deterministic from a seed) registers discoverable credentials until the store is full,
-/// replaces some (same rp and user), signs assertions, and resets the key now and then. Before each operation
+/// replaces some (same rp and user), signs assertions, and resets the key every 700 operations. Before each operation
 /// the flash is snapshotted; the operation is run uncut to count its flash mutations, then once per mutation
 /// and tear mode with the power cut there. After each cut the flash is remounted (optionally with a second cut
 /// during the remount) and checked:
@@ -159,7 +159,8 @@ public enum CTAPPowerCutProof {
 
     static func nextRequest(_ g: inout SeededGenerator, users: inout [[UInt8]], index: Int) -> Request {
         let roll = g.next() % 100
-        if roll < 2 {
+        // A reset every 700 operations: enough registrations in between to fill an nRF52840 store.
+        if index % 700 == 699 {
             return Request(name: "reset", message: [0x07])
         }
         if roll < 45 || users.isEmpty {
