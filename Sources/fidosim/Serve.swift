@@ -129,7 +129,7 @@ struct Serve: ParsableCommand {
             printLine(
                 chosen == .uhid
                     ? "fidosim: transport auto: \(uhidPath) is writable, using uhid"
-                    : "fidosim: transport auto: \(uhidPath) is not writable, using UDP on \(host):\(port)")
+                    : "fidosim: transport auto: \(uhidPath) \(access(uhidPath, F_OK) == 0 ? "is not writable" : "does not exist (modprobe uhid)"), using UDP on \(host):\(port)")
         }
         DeviceRunner.installSignalHandlers()
         let device: any ReportTransport
