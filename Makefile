@@ -13,7 +13,7 @@ DEB_COMMANDS := python3:python3 pip3:python3-pip
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
-.PHONY: help deps build release run test unit-test interop e2e e2e-deps install-udev flash-proof flash-bench clean
+.PHONY: help deps build release run test unit-test interop e2e e2e-deps install-udev flash-proof flash-bench fuzz fuzz-smoke clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -23,6 +23,7 @@ help:
 	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
 	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
+	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID and the flash store (FUZZ_SECONDS each)"
 
 deps:
 	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install Swift 6.3 (swift.org) and put it on PATH"; exit 1; }
@@ -49,6 +50,13 @@ flash-proof: release
 flash-bench: release
 	.build/release/fidosim flash bench
 
+# libFuzzer targets (CBOR decoder, CTAPHID machine, flash store) under AddressSanitizer.
+fuzz: deps
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} bash tools/fuzz/run.sh
+
+fuzz-smoke: deps
+	bash tools/fuzz/run.sh --smoke
+
 run: build
 	$(BIN) serve $(SERVE_ARGS)
 
@@ -58,7 +66,7 @@ unit-test: deps
 interop: build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop
 
-test: unit-test interop
+test: fuzz-smoke unit-test interop
 
 # The end-to-end run in a VM: Debian's kernel (with uhid) under virtme-ng, real clients against /dev/hidraw.
 E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* busybox-static:/bin/busybox \
