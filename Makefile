@@ -13,7 +13,7 @@ DEB_COMMANDS := python3:python3 pip3:python3-pip
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
-.PHONY: help deps build release run test unit-test interop e2e e2e-deps install-udev flash-proof flash-bench fuzz fuzz-smoke clean
+.PHONY: help deps build release run test unit-test interop e2e e2e-deps install-udev flash-proof flash-bench fuzz fuzz-smoke bench clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -23,6 +23,7 @@ help:
 	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
 	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
+	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
 	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID and the flash store (FUZZ_SECONDS each)"
 
 deps:
@@ -49,6 +50,10 @@ flash-proof: release
 # Capacity, lifetime, mount time, getAssertion latency, write amplification (release build).
 flash-bench: release
 	.build/release/fidosim flash bench
+
+# Throughput and latency against this machine's raw ES256 signing rate (release build).
+bench: release
+	.build/release/fidosim bench
 
 # libFuzzer targets (CBOR decoder, CTAPHID machine, flash store) under AddressSanitizer.
 fuzz: deps

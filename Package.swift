@@ -55,6 +55,7 @@ let package = Package(
             dependencies: [
                 "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "FlashStoreTesting", "CTAPCoreTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -1,0 +1,282 @@
+import ArgumentParser
+import CTAPCBOR
+import CTAPCore
+import CTAPHID
+import Crypto
+import Foundation
+import HIDBridge
+
+/// `fidosim bench`: throughput and latency against the P-256 signing limit of this machine.
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure signatures, getAssertion and makeCredential per second: in process, through CTAPHID, over UDP.")
+
+    @Option(help: "Seconds per measurement.") var seconds: Double = 2
+
+    struct Row {
+        var name: String
+        var perSecond: Double
+        var p50: Double
+        var p99: Double
+    }
+
+    func run() throws {
+        let raw = measure(name: "raw ES256 signature (swift-crypto)") { () throws -> Void in
+            _ = try Self.rawKey.signature(for: Self.message)
+        }
+        var rows = [raw]
+        var key = try BenchKey()
+        let credential = try key.makeCredential(resident: false)
+        rows.append(measure(name: "getAssertion in process (allowList, up=false)") {
+            try key.getAssertion(credential: credential)
+        })
+        rows.append(measure(name: "makeCredential in process (non-discoverable)") {
+            _ = try key.makeCredential(resident: false)
+        })
+        var hid = try BenchVirtualKey()
+        let hidCredential = try hid.makeCredential()
+        rows.append(measure(name: "getAssertion through CTAPHID in process") {
+            try hid.getAssertion(credential: hidCredential)
+        })
+        var udp = try UDPBench()
+        defer { udp.stop() }
+        let udpCredential = try udp.makeCredential()
+        rows.append(measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
+            try udp.getAssertion(credential: udpCredential)
+        })
+        print("| measurement | per second | p50 ms | p99 ms | of raw signing |")
+        print("|---|---|---|---|---|")
+        for row in rows {
+            print("| \(row.name) | \(Int(row.perSecond)) | \(format2(row.p50)) | \(format2(row.p99)) | "
+                + "\(Int((row.perSecond / raw.perSecond * 100).rounded()))% |")
+        }
+    }
+
+    func measure(name: String, _ body: () throws -> Void) -> Row {
+        let clock = ContinuousClock()
+        var latencies: [Double] = []
+        let start = clock.now
+        let end = start + .milliseconds(Int(seconds * 1000))
+        while clock.now < end {
+            let t = clock.now
+            do { try body() } catch {
+                print("\(name): failed: \(error)")
+                break
+            }
+            latencies.append(fidosim.seconds(clock.now - t) * 1000)
+        }
+        let total = fidosim.seconds(clock.now - start)
+        return Row(
+            name: name, perSecond: Double(latencies.count) / total, p50: percentile(latencies, 50),
+            p99: percentile(latencies, 99))
+    }
+
+    static let rawKey = P256.Signing.PrivateKey()
+    static let message = Array(repeating: UInt8(7), count: 69)
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Requests shared by the benchmarks.
+enum BenchRequests {
+    static func makeCredential(resident: Bool, user: Int) -> [UInt8] {
+        let params: CBORValue = [
+            1: .byteString(Array(repeating: 1, count: 32)),
+            2: ["id": "bench.example.com"],
+            3: ["id": .byteString(Array(String(user).utf8)), "name": "bench"],
+            4: [["alg": -7, "type": "public-key"]],
+            7: ["rk": .boolean(resident)],
+        ]
+        return [0x01] + params.encoded()
+    }
+
+    static func getAssertion(credential: [UInt8]) -> [UInt8] {
+        let params: CBORValue = [
+            1: "bench.example.com", 2: .byteString(Array(repeating: 2, count: 32)),
+            3: [["id": .byteString(credential), "type": "public-key"]], 5: ["up": false],
+        ]
+        return [0x02] + params.encoded()
+    }
+
+    /// The credential id in a makeCredential response.
+    static func credentialId(_ response: [UInt8]) throws -> [UInt8] {
+        guard response.first == 0, let map = try? CBORDecoder.decode(Array(response.dropFirst())),
+            let authData = map[2]?.bytesValue, authData.count > 55
+        else { throw BenchError(description: "makeCredential failed: status \(response.first ?? 0xFF)") }
+        let length = Int(authData[53]) << 8 | Int(authData[54])
+        return Array(authData[55..<(55 + length)])
+    }
+}
+
+/// The authenticator alone, in memory.
+struct BenchKey {
+    var authenticator: Authenticator
+    var users = 0
+
+    init() throws {
+        var entropy = EntropySource.system
+        authenticator = try Authenticator(
+            storage: MemoryStorage(deviceSecret: entropy.bytes(32), capacity: 1_000_000), entropy: entropy, now: .zero)
+    }
+
+    mutating func makeCredential(resident: Bool) throws -> [UInt8] {
+        users += 1
+        var outcome = authenticator.handleCBOR(BenchRequests.makeCredential(resident: resident, user: users), now: .zero)
+        if case .needsUserPresence = outcome { outcome = authenticator.resume(.approved, now: .zero) }
+        guard case .response(let bytes) = outcome else { throw BenchError(description: "no response") }
+        return try BenchRequests.credentialId(bytes)
+    }
+
+    mutating func getAssertion(credential: [UInt8]) throws {
+        guard case .response(let bytes) = authenticator.handleCBOR(BenchRequests.getAssertion(credential: credential), now: .zero),
+            bytes.first == 0
+        else { throw BenchError(description: "getAssertion failed") }
+    }
+}
+
+/// Reports of one CTAPHID message.
+func hidReports(channel: UInt32, command: UInt8, payload: [UInt8]) -> [[UInt8]] {
+    let cid = [UInt8(channel >> 24), UInt8((channel >> 16) & 0xFF), UInt8((channel >> 8) & 0xFF), UInt8(channel & 0xFF)]
+    var reports: [[UInt8]] = []
+    var first = cid + [0x80 | command, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] + payload.prefix(57)
+    first += Array(repeating: 0, count: 64 - first.count)
+    reports.append(first)
+    var rest = payload.dropFirst(57)
+    var seq: UInt8 = 0
+    while !rest.isEmpty {
+        var packet = cid + [seq] + rest.prefix(59)
+        packet += Array(repeating: 0, count: 64 - packet.count)
+        reports.append(packet)
+        rest = rest.dropFirst(59)
+        seq += 1
+    }
+    return reports
+}
+
+/// Reassembles one response message from reports; returns nil until complete. KEEPALIVEs are skipped.
+struct HIDAssembler {
+    var command: UInt8 = 0
+    var length = 0
+    var data: [UInt8] = []
+
+    mutating func add(_ report: [UInt8]) -> (command: UInt8, payload: [UInt8])? {
+        guard report.count == 64 else { return nil }
+        if report[4] & 0x80 != 0 {
+            if report[4] == 0xBB { return nil }  // keepalive
+            command = report[4]
+            length = Int(report[5]) << 8 | Int(report[6])
+            data = Array(report[7..<min(64, 7 + length)])
+        } else {
+            data += report[5..<min(64, 5 + length - data.count)]
+        }
+        return data.count >= length ? (command, data) : nil
+    }
+}
+
+/// The whole key (CTAPHID + authenticator) in process.
+struct BenchVirtualKey {
+    var key: VirtualKey
+    let channel: UInt32 = 0x1234_5678
+
+    init() throws {
+        var entropy = EntropySource.system
+        let authenticator = try Authenticator(
+            storage: MemoryStorage(deviceSecret: entropy.bytes(32), capacity: 1_000_000), entropy: entropy, now: .zero)
+        key = VirtualKey(
+            hid: CTAPHIDMachine(channelSeed: 1), authenticator: authenticator, presence: .approve(after: .zero))
+    }
+
+    mutating func call(_ message: [UInt8]) throws -> [UInt8] {
+        var assembler = HIDAssembler()
+        var outputs: [KeyOutput] = []
+        for report in hidReports(channel: channel, command: 0x10, payload: message) {
+            outputs += key.receive(report: report, now: .zero)
+        }
+        outputs += key.tick(now: .zero)
+        for case .report(let r) in outputs {
+            if let (_, payload) = assembler.add(r) { return payload }
+        }
+        throw BenchError(description: "no CTAPHID response")
+    }
+
+    mutating func makeCredential() throws -> [UInt8] {
+        try BenchRequests.credentialId(call(BenchRequests.makeCredential(resident: false, user: 1)))
+    }
+
+    mutating func getAssertion(credential: [UInt8]) throws {
+        guard try call(BenchRequests.getAssertion(credential: credential)).first == 0 else {
+            throw BenchError(description: "getAssertion failed")
+        }
+    }
+}
+
+/// `fidosim serve` in a child process, driven over UDP from this process.
+struct UDPBench {
+    let process: Process
+    let socket: UDPTransport
+    let port: UInt16
+    var channel: UInt32 = 0xFFFF_FFFF
+
+    init() throws {
+        // Pick a free port by binding one and closing it again, then let the server bind it.
+        port = try { () throws -> UInt16 in try UDPTransport(host: "127.0.0.1", port: 0).port }()
+        socket = try UDPTransport(host: "127.0.0.1", port: 0)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        process.arguments = [
+            "serve", "--transport", "udp", "--port", String(port), "--flash", "memory", "--presence-delay", "0",
+            "--log-level", "error",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var ready = false
+        for _ in 0..<200 where !ready {
+            usleep(20_000)
+            ready = (try? initialize()) != nil
+        }
+        guard ready else { throw BenchError(description: "fidosim serve did not answer INIT") }
+    }
+
+    mutating func initialize() throws {
+        let nonce: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+        let response = try exchange(command: 0x06, payload: nonce, on: 0xFFFF_FFFF, timeoutMs: 50)
+        guard response.count >= 12, Array(response.prefix(8)) == nonce else { throw BenchError(description: "bad INIT") }
+        channel = response[8..<12].reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    func exchange(command: UInt8, payload: [UInt8], on cid: UInt32, timeoutMs: Int = 2000) throws -> [UInt8] {
+        for report in hidReports(channel: cid, command: command, payload: payload) {
+            try socket.sendTo(port: port, report)
+        }
+        var assembler = HIDAssembler()
+        var waited = 0
+        while waited < timeoutMs * 10 {
+            if let datagram = socket.receiveDatagram() {
+                if let (_, message) = assembler.add(datagram) { return message }
+            } else {
+                usleep(100)
+                waited += 1
+            }
+        }
+        throw BenchError(description: "no UDP response")
+    }
+
+    mutating func makeCredential() throws -> [UInt8] {
+        try BenchRequests.credentialId(
+            exchange(command: 0x10, payload: BenchRequests.makeCredential(resident: false, user: 1), on: channel))
+    }
+
+    func getAssertion(credential: [UInt8]) throws {
+        guard try exchange(command: 0x10, payload: BenchRequests.getAssertion(credential: credential), on: channel)
+            .first == 0
+        else { throw BenchError(description: "getAssertion failed") }
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
