@@ -252,14 +252,16 @@ struct UDPBench {
             try socket.sendTo(port: port, report)
         }
         var assembler = HIDAssembler()
-        var waited = 0
-        while waited < timeoutMs * 10 {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .milliseconds(timeoutMs)
+        while clock.now < deadline {
             if let datagram = socket.receiveDatagram() {
                 if let (_, message) = assembler.add(datagram) { return message }
-            } else {
-                usleep(100)
-                waited += 1
+                continue
             }
+            // Sleep until a datagram arrives (or the deadline).
+            var pfd = pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, Int32(max(1, timeoutMs / 10)))
         }
         throw BenchError(description: "no UDP response")
     }
