@@ -145,13 +145,6 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         deviceSecret = newDeviceSecret
     }
 
-    /// Whether a discoverable credential for `credential`'s rp and user would fit now.
-    public func canStore(_ credential: ResidentCredential) -> Bool {
-        let existing = residents.first { $0.value.rpIdHash == credential.rpIdHash && $0.value.user.id == credential.user.id }
-        guard let key = existing?.key ?? freeCredentialKey() else { return false }
-        return store.canApply([.insert(key: key, value: Self.encodeCredential(credential))]) == nil
-    }
-
     func freeCredentialKey() -> UInt16? {
         var key = StorageKey.firstCredential
         while key <= StorageKey.lastCredential {

@@ -73,6 +73,12 @@ public struct CTAPHIDMachine: Sendable, Equatable {
         self.allocator = ChannelAllocator(seed: channelSeed)
     }
 
+    /// Splits a message into the zero-padded 64-byte reports that carry it (at most 7609 bytes), as a host
+    /// sends it; for in-package host-side tools such as the benchmark.
+    package static func reports(channel: UInt32, command: CTAPHIDCommand, payload: [UInt8]) -> [[UInt8]] {
+        CTAPHIDPacket.reports(channel: channel, command: command.rawValue, payload: payload)
+    }
+
     /// The channel whose request is in flight, if any.
     public var busyChannel: UInt32? {
         self.transaction?.channel

@@ -51,12 +51,7 @@ extension FlashKVStore {
         var anyValidSlot = false
         var dataWithoutHeader = false
         for page in 0..<pageCount {
-            let bytes: [UInt8]
-            do {
-                bytes = try device.read(offset: page * pageSize, count: pageSize)
-            } catch {
-                throw StoreError(flash: error)
-            }
+            let bytes = try Self.readPage(page, pageSize: pageSize, of: device)
             let slotA = StoreFormat.decodeSlotA(bytes)
             let slotB = StoreFormat.decodeSlotB(bytes)
             if slotA != nil || slotB != nil { anyValidSlot = true }
@@ -212,12 +207,7 @@ extension FlashKVStore {
         var pagesToErase: [(page: Int, slotA: Int?)] = []
         var knownMax = 0
         for page in 0..<device.geometry.pageCount {
-            let bytes: [UInt8]
-            do {
-                bytes = try device.read(offset: page * pageSize, count: pageSize)
-            } catch {
-                throw StoreError(flash: error)
-            }
+            let bytes = try Self.readPage(page, pageSize: pageSize, of: device)
             let slotA = StoreFormat.decodeSlotA(bytes)
             if let slotA { knownMax = max(knownMax, slotA) }
             let free = (slotA != nil || format.isErased(bytes, from: 0, to: 8)) && format.isErased(bytes, from: 8)
@@ -235,6 +225,15 @@ extension FlashKVStore {
         }
         return try FlashKVStore(mounting: device)
     }
+
+    /// Reads one whole page, mapping a flash error to the store's.
+    static func readPage(_ page: Int, pageSize: Int, of device: Device) throws(StoreError) -> [UInt8] {
+        do {
+            return try device.read(offset: page * pageSize, count: pageSize)
+        } catch {
+            throw StoreError(flash: error)
+        }
+    }
 }
 
 /// A page as mounting first classifies it.
@@ -242,4 +241,5 @@ enum FoundPage {
     case free(slotA: Int?)
     case log(sequence: UInt32, slotA: Int?, records: [StoreFormat.Record], end: StoreFormat.PageEnd)
     case garbage(slotA: Int?)
+
 }

@@ -137,25 +137,6 @@ struct BenchKey {
     }
 }
 
-/// Reports of one CTAPHID message.
-func hidReports(channel: UInt32, command: UInt8, payload: [UInt8]) -> [[UInt8]] {
-    let cid = [UInt8(channel >> 24), UInt8((channel >> 16) & 0xFF), UInt8((channel >> 8) & 0xFF), UInt8(channel & 0xFF)]
-    var reports: [[UInt8]] = []
-    var first = cid + [0x80 | command, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] + payload.prefix(57)
-    first += Array(repeating: 0, count: 64 - first.count)
-    reports.append(first)
-    var rest = payload.dropFirst(57)
-    var seq: UInt8 = 0
-    while !rest.isEmpty {
-        var packet = cid + [seq] + rest.prefix(59)
-        packet += Array(repeating: 0, count: 64 - packet.count)
-        reports.append(packet)
-        rest = rest.dropFirst(59)
-        seq += 1
-    }
-    return reports
-}
-
 /// Reassembles one response message from reports; returns nil until complete. KEEPALIVEs are skipped.
 struct HIDAssembler {
     var command: UInt8 = 0
@@ -192,7 +173,7 @@ struct BenchVirtualKey {
     mutating func call(_ message: [UInt8]) throws -> [UInt8] {
         var assembler = HIDAssembler()
         var outputs: [KeyOutput] = []
-        for report in hidReports(channel: channel, command: 0x10, payload: message) {
+        for report in CTAPHIDMachine.reports(channel: channel, command: .cbor, payload: message) {
             outputs += key.receive(report: report, now: .zero)
         }
         outputs += key.tick(now: .zero)
@@ -242,13 +223,13 @@ struct UDPBench {
 
     mutating func initialize() throws {
         let nonce: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
-        let response = try exchange(command: 0x06, payload: nonce, on: 0xFFFF_FFFF, timeoutMs: 50)
+        let response = try exchange(command: .initialize, payload: nonce, on: 0xFFFF_FFFF, timeoutMs: 50)
         guard response.count >= 12, Array(response.prefix(8)) == nonce else { throw BenchError(description: "bad INIT") }
         channel = response[8..<12].reduce(0) { $0 << 8 | UInt32($1) }
     }
 
-    func exchange(command: UInt8, payload: [UInt8], on cid: UInt32, timeoutMs: Int = 2000) throws -> [UInt8] {
-        for report in hidReports(channel: cid, command: command, payload: payload) {
+    func exchange(command: CTAPHIDCommand, payload: [UInt8], on cid: UInt32, timeoutMs: Int = 2000) throws -> [UInt8] {
+        for report in CTAPHIDMachine.reports(channel: cid, command: command, payload: payload) {
             try socket.sendTo(port: port, report)
         }
         var assembler = HIDAssembler()
@@ -268,11 +249,11 @@ struct UDPBench {
 
     mutating func makeCredential() throws -> [UInt8] {
         try BenchRequests.credentialId(
-            exchange(command: 0x10, payload: BenchRequests.makeCredential(resident: false, user: 1), on: channel))
+            exchange(command: .cbor, payload: BenchRequests.makeCredential(resident: false, user: 1), on: channel))
     }
 
     func getAssertion(credential: [UInt8]) throws {
-        guard try exchange(command: 0x10, payload: BenchRequests.getAssertion(credential: credential), on: channel)
+        guard try exchange(command: .cbor, payload: BenchRequests.getAssertion(credential: credential), on: channel)
             .first == 0
         else { throw BenchError(description: "getAssertion failed") }
     }
