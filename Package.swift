@@ -33,6 +33,7 @@ let package = Package(
             dependencies: [
                 "CTAPCBOR", "FlashStore",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -68,6 +69,7 @@ let package = Package(
             name: "CTAPCoreTests",
             dependencies: [
                 "CTAPCore", "CTAPCBOR", "FlashStore", "CTAPCoreTesting", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -5,18 +5,47 @@ import Crypto
 struct AssertionCandidate: Sendable {
     var id: [UInt8]
     var privateKey: [UInt8]
+    var algorithm: CredentialAlgorithm
+    var credProtect: CredProtect
+    var hmacSecret: Bool
     /// The stored user of a discoverable credential; nil for a non-discoverable one.
     var user: UserEntity?
+    var credBlob: [UInt8]?
+    var largeBlobKey: [UInt8]?
+
+    init(
+        id: [UInt8], privateKey: [UInt8], algorithm: CredentialAlgorithm = .es256,
+        credProtect: CredProtect = .optional, hmacSecret: Bool = false, user: UserEntity? = nil
+    ) {
+        self.id = id
+        self.privateKey = privateKey
+        self.algorithm = algorithm
+        self.credProtect = credProtect
+        self.hmacSecret = hmacSecret
+        self.user = user
+    }
+
+    init(_ stored: ResidentCredential) {
+        self.init(
+            id: stored.id, privateKey: stored.privateKey, algorithm: stored.algorithm,
+            credProtect: stored.credProtect, hmacSecret: stored.hmacSecret, user: stored.user)
+        credBlob = stored.credBlob
+        largeBlobKey = stored.largeBlobKey
+    }
 }
 
 /// Everything getAssertion needs once the user has touched the key (or without a touch for up=false).
 struct AssertionPlan: Sendable {
+    var rpId: String
     var rpIdHash: [UInt8]
     var clientDataHash: [UInt8]
     var candidates: [AssertionCandidate]
     var userPresent: Bool
+    var userVerified: Bool
     /// True when the credentials were found by an allow list (no numberOfCredentials, no getNextAssertion).
     var fromAllowList: Bool
+    var extensions: AssertionExtensions
+    var hmacSecret: HMACSecretRequest?
 }
 
 /// State kept between getAssertion and getNextAssertion.
@@ -27,7 +56,7 @@ struct NextAssertionState: Sendable {
 }
 
 extension Authenticator {
-    /// authenticatorGetAssertion (0x02), up to the point where user presence is needed.
+    /// authenticatorGetAssertion (0x02, CTAP 2.1 §6.2.2), up to the point where user presence is needed.
     mutating func getAssertion(_ params: RequestParameters, now: Duration) throws(CTAPError) -> AuthenticatorOutcome {
         let pinUvAuthParam = try params.bytes(0x06, "pinUvAuthParam")
         if pinUvAuthParam?.isEmpty == true {
@@ -40,27 +69,35 @@ extension Authenticator {
         let allowList = try params.array(0x03, "allowList").map { (list) throws(CTAPError) in
             try CredentialDescriptor.list(list)
         } ?? []
-        _ = try params.subMap(0x04, "extensions")
+        let extensions = try AssertionExtensions(params.subMap(0x04, "extensions"))
         let options = try RequestOptions(params.subMap(0x05, "options"))
-        let pinUvAuthProtocol = try params.int(0x07, "pinUvAuthProtocol")
-        if pinUvAuthParam != nil {
-            guard pinUvAuthProtocol != nil else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
-            throw CTAPError(.invalidParameter, "no PIN/UV auth protocol is supported")
+        let proto = try pinUvAuthProtocol(params.int(0x07, "pinUvAuthProtocol"), with: pinUvAuthParam)
+        if options.uv == true && pinUvAuthParam == nil {
+            throw CTAPError(.invalidOption, "no built-in user verification")
         }
         if options.rk != nil { throw CTAPError(.unsupportedOption, "rk is not an option of getAssertion") }
-        if options.uv == true { throw CTAPError(.invalidOption, "no built-in user verification") }
         guard clientDataHash.count == 32 else { throw CTAPError(.invalidLength, "clientDataHash is not 32 bytes") }
+        var userVerified = false
+        if let pinUvAuthParam, let proto {
+            try verifyPinUvAuthParam(
+                pinUvAuthParam, proto: proto, clientDataHash: clientDataHash, permission: .getAssertion, rpId: rpId,
+                now: now)
+            userVerified = true
+        }
 
         let rpIdHash = Array(SHA256.hash(data: Array(rpId.utf8)))
         var candidates: [AssertionCandidate] = []
         if allowList.isEmpty {
             candidates = storage.residentCredentials
                 .filter { $0.rpIdHash == rpIdHash }
+                .filter { userVerified || $0.credProtect == .optional }
                 .sorted { $0.creationSerial > $1.creationSerial }
-                .map { AssertionCandidate(id: $0.id, privateKey: $0.privateKey, user: $0.user) }
+                .map { AssertionCandidate($0) }
         } else {
             for descriptor in allowList where descriptor.type == "public-key" {
-                if let found = lookUp(descriptor.id, rpIdHash: rpIdHash) {
+                if let found = lookUp(descriptor.id, rpIdHash: rpIdHash),
+                    userVerified || found.credProtect != .required
+                {
                     candidates = [found]
                     break
                 }
@@ -68,16 +105,24 @@ extension Authenticator {
         }
         guard !candidates.isEmpty else { throw CTAPError(.noCredentials, "no credential for \(rpId)") }
         let userPresent = options.up ?? true
-        let plan = AssertionPlan(
-            rpIdHash: rpIdHash, clientDataHash: clientDataHash, candidates: candidates, userPresent: userPresent,
-            fromAllowList: !allowList.isEmpty)
-        if userPresent {
-            let user = candidates.count == 1 ? candidates[0].user : nil
-            return askPresence(
-                .getAssertion(plan),
-                PresencePrompt(command: "getAssertion", rpId: rpId, userName: user?.name ?? user?.displayName))
+        var hmacSecret: HMACSecretRequest?
+        if let input = extensions.hmacSecret {
+            guard userPresent else { throw CTAPError(.unsupportedOption, "hmac-secret needs user presence") }
+            hmacSecret = try hmacSecretRequest(input)
         }
-        return .response(Self.success(try finishGetAssertion(plan, now: now)))
+        let plan = AssertionPlan(
+            rpId: rpId, rpIdHash: rpIdHash, clientDataHash: clientDataHash, candidates: candidates,
+            userPresent: userPresent, userVerified: userVerified, fromAllowList: !allowList.isEmpty,
+            extensions: extensions, hmacSecret: hmacSecret)
+        guard userPresent else { return .response(Self.success(try finishGetAssertion(plan, now: now))) }
+        if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
+            consumeTokenFlags()
+            return .response(Self.success(try finishGetAssertion(plan, now: now)))
+        }
+        let user = candidates.count == 1 ? candidates[0].user : nil
+        return askPresence(
+            .getAssertion(plan),
+            PresencePrompt(command: "getAssertion", rpId: rpId, userName: user?.name ?? user?.displayName))
     }
 
     /// Signs the first assertion and keeps the rest for getNextAssertion.
@@ -109,22 +154,45 @@ extension Authenticator {
         return .response(Self.success(.map(try assertion(candidate, plan: state.plan))))
     }
 
-    /// One signed assertion response map. The counter is committed before the signature is made.
+    /// One signed assertion response map, with its extension outputs. The counter is committed before the
+    /// signature is made.
     mutating func assertion(_ candidate: AssertionCandidate, plan: AssertionPlan) throws(CTAPError) -> [CBORValue:
         CBORValue]
     {
+        var outputs: [CBORValue: CBORValue] = [:]
+        if let request = plan.hmacSecret, candidate.hmacSecret {
+            outputs[.textString(ExtensionName.hmacSecret)] = .byteString(
+                try hmacSecretOutput(request, credentialId: candidate.id, userVerified: plan.userVerified))
+        }
+        if plan.extensions.credBlob {
+            outputs[.textString(ExtensionName.credBlob)] = .byteString(candidate.credBlob ?? [])
+        }
         let counter = try storage.incrementSignCounter()
+        var flags: AuthenticatorDataFlags = []
+        if plan.userPresent { flags.insert(.userPresent) }
+        if plan.userVerified { flags.insert(.userVerified) }
         let authData = AuthenticatorData.make(
-            rpIdHash: plan.rpIdHash, flags: plan.userPresent ? .userPresent : [], signCount: counter)
-        let signature = try Self.sign(authData + plan.clientDataHash, with: candidate.privateKey)
+            rpIdHash: plan.rpIdHash, flags: flags, signCount: counter, extensions: outputs)
+        let signature = try Self.sign(
+            authData + plan.clientDataHash, with: candidate.privateKey, algorithm: candidate.algorithm)
         var response: [CBORValue: CBORValue] = [
             .unsigned(1): ["id": .byteString(candidate.id), "type": "public-key"],
             .unsigned(2): .byteString(authData),
             .unsigned(3): .byteString(signature),
         ]
         if let user = candidate.user {
-            // Without user verification only the user id is returned (CTAP 2.1 §6.2).
-            response[.unsigned(4)] = ["id": .byteString(user.id)]
+            // Names only after user verification and when the platform must choose among several accounts
+            // (CTAP 2.1 §6.2.2 step 12); otherwise only the user id.
+            var entity: [CBORValue: CBORValue] = ["id": .byteString(user.id)]
+            if plan.userVerified && !plan.fromAllowList && plan.candidates.count > 1 {
+                if let name = user.name { entity["name"] = .textString(name) }
+                if let displayName = user.displayName { entity["displayName"] = .textString(displayName) }
+                if let icon = user.icon { entity["icon"] = .textString(icon) }
+            }
+            response[.unsigned(4)] = .map(entity)
+        }
+        if plan.extensions.largeBlobKey, let key = candidate.largeBlobKey {
+            response[.unsigned(7)] = .byteString(key)
         }
         return response
     }

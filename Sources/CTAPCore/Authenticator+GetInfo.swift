@@ -3,16 +3,33 @@ import CTAPCBOR
 extension Authenticator {
     /// The authenticatorGetInfo response map: only what this build implements and tests.
     func getInfo() -> CBORValue {
-        [
-            0x01: ["U2F_V2", "FIDO_2_0"],
+        let options: [CBORValue: CBORValue] = [
+            "rk": true,
+            "up": true,
+            "plat": false,
+            // Present and false: a PIN can be set; true once one is.
+            "clientPin": .boolean(storage.pin != nil),
+            "pinUvAuthToken": true,
+            "credMgmt": true,
+            // libfido2 sends only the preview command 0x41, which behaves like 0x0A.
+            "credentialMgmtPreview": true,
+            "makeCredUvNotRqd": true,
+        ]
+        return [
+            0x01: ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
+            0x02: .array(ExtensionName.supported.map { .textString($0) }),
             0x03: .byteString(configuration.aaguid),
-            0x04: ["rk": true, "up": true, "plat": false],
+            0x04: .map(options),
             0x05: CBORValue(configuration.maxMessageSize),
+            0x06: .array(PinUvAuthProtocol.supported.map { CBORValue($0.rawValue) }),
             0x07: 8,  // maxCredentialCountInList
             0x08: CBORValue(CredentialID.length),  // maxCredentialIdLength
             0x09: ["usb"],
-            0x0A: [["alg": -7, "type": "public-key"]],
+            0x0A: [["alg": -7, "type": "public-key"], ["alg": -8, "type": "public-key"]],
+            0x0C: false,  // forcePINChange
+            0x0D: CBORValue(minPINLength),
             0x0E: CBORValue(configuration.firmwareVersion),
+            0x0F: CBORValue(maxCredBlobLength),
             0x14: CBORValue(remainingDiscoverableCredentials),
         ]
     }

@@ -9,10 +9,13 @@ struct MakeCredentialPlan: Sendable {
     var user: UserEntity
     var resident: Bool
     var attestationNone: Bool
+    var algorithm: CredentialAlgorithm
+    var userVerified: Bool
+    var extensions: MakeCredentialExtensions
 }
 
 extension Authenticator {
-    /// authenticatorMakeCredential (0x01), up to the point where user presence is needed.
+    /// authenticatorMakeCredential (0x01, CTAP 2.1 §6.1.2), up to the point where user presence is needed.
     mutating func makeCredential(_ params: RequestParameters, now: Duration) throws(CTAPError) -> AuthenticatorOutcome {
         let pinUvAuthParam = try params.bytes(0x08, "pinUvAuthParam")
         if pinUvAuthParam?.isEmpty == true {
@@ -39,31 +42,37 @@ extension Authenticator {
             displayName: try userMap.optionalText("displayName"),
             icon: try userMap.optionalText("icon")
         )
-        var es256 = false
+        var algorithm: CredentialAlgorithm?
         for entry in credParams {
             guard let map = entry.mapValue else { throw CTAPError(.cborUnexpectedType, "pubKeyCredParams entry") }
             guard let alg = map[.textString("alg")] else { throw CTAPError(.missingParameter, "alg missing") }
-            guard let algorithm = alg.intValue else { throw CTAPError(.cborUnexpectedType, "alg is not an integer") }
+            guard let number = alg.intValue else { throw CTAPError(.cborUnexpectedType, "alg is not an integer") }
             guard let type = try map.optionalText("type") else { throw CTAPError(.missingParameter, "type missing") }
-            if type == "public-key" && algorithm == -7 { es256 = true }
+            if algorithm == nil, type == "public-key", let known = CredentialAlgorithm(rawValue: number) {
+                algorithm = known
+            }
         }
         let excludeList = try params.array(0x05, "excludeList").map { (list) throws(CTAPError) in
             try CredentialDescriptor.list(list)
         } ?? []
-        _ = try params.subMap(0x06, "extensions")
+        let extensions = try MakeCredentialExtensions(params.subMap(0x06, "extensions"))
         let options = try RequestOptions(params.subMap(0x07, "options"))
-        let pinUvAuthProtocol = try params.int(0x09, "pinUvAuthProtocol")
+        let proto = try pinUvAuthProtocol(params.int(0x09, "pinUvAuthProtocol"), with: pinUvAuthParam)
         let enterpriseAttestation = try params.int(0x0A, "enterpriseAttestation")
         let formats = try params.array(0x0B, "attestationFormatsPreference")
 
-        if pinUvAuthParam != nil {
-            guard pinUvAuthProtocol != nil else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
-            throw CTAPError(.invalidParameter, "no PIN/UV auth protocol is supported")
+        guard let algorithm else { throw CTAPError(.unsupportedAlgorithm, "no supported algorithm offered") }
+        // A pinUvAuthParam takes the place of the uv option; without one, uv asks for built-in UV.
+        if options.uv == true && pinUvAuthParam == nil {
+            throw CTAPError(.invalidOption, "no built-in user verification")
         }
-        guard es256 else { throw CTAPError(.unsupportedAlgorithm, "no supported algorithm offered") }
-        if enterpriseAttestation != nil { throw CTAPError(.invalidParameter, "enterprise attestation not supported") }
         if options.up == false { throw CTAPError(.invalidOption, "up=false is invalid in makeCredential") }
-        if options.uv == true { throw CTAPError(.invalidOption, "no built-in user verification") }
+        let resident = options.rk ?? false
+        // makeCredUvNotRqd: once a PIN is set, only a discoverable credential needs the token.
+        if isProtectedByUV && pinUvAuthParam == nil && resident {
+            throw CTAPError(.puatRequired, "a discoverable credential needs a pinUvAuthToken once a PIN is set")
+        }
+        if enterpriseAttestation != nil { throw CTAPError(.invalidParameter, "enterprise attestation not supported") }
         guard clientDataHash.count == 32 else { throw CTAPError(.invalidLength, "clientDataHash is not 32 bytes") }
         guard userId.count <= 64 else { throw CTAPError(.invalidLength, "user.id longer than 64 bytes") }
         var attestationNone = false
@@ -74,9 +83,18 @@ extension Authenticator {
             }
             attestationNone = names.first { $0 == "packed" || $0 == "none" } == "none"
         }
+        if extensions.largeBlobKey && !resident {
+            throw CTAPError(.invalidOption, "largeBlobKey needs a discoverable credential")
+        }
+        var userVerified = false
+        if let pinUvAuthParam, let proto {
+            try verifyPinUvAuthParam(
+                pinUvAuthParam, proto: proto, clientDataHash: clientDataHash, permission: .makeCredential,
+                rpId: rpId, now: now)
+            userVerified = true
+        }
 
         let rpIdHash = Array(SHA256.hash(data: Array(rpId.utf8)))
-        let resident = options.rk ?? false
         if resident {
             let replaces = storage.residentCredentials.contains { $0.rpIdHash == rpIdHash && $0.user.id == userId }
             if !replaces && remainingDiscoverableCredentials <= 0 {
@@ -85,35 +103,66 @@ extension Authenticator {
         }
         let prompt = PresencePrompt(command: "makeCredential", rpId: rpId, userName: user.name ?? user.displayName)
         for descriptor in excludeList where descriptor.type == "public-key" {
-            if lookUp(descriptor.id, rpIdHash: rpIdHash) != nil {
-                return askPresence(.excluded, prompt)
+            guard let found = lookUp(descriptor.id, rpIdHash: rpIdHash) else { continue }
+            // A credential that needs UV is not revealed to a request without it.
+            if found.credProtect == .required && !userVerified { continue }
+            if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
+                return .response([CTAPStatus.credentialExcluded.rawValue])
             }
+            return askPresence(.excluded, prompt)
         }
         let plan = MakeCredentialPlan(
             clientDataHash: clientDataHash, rpId: rpId, rpIdHash: rpIdHash, user: user, resident: resident,
-            attestationNone: attestationNone)
+            attestationNone: attestationNone, algorithm: algorithm, userVerified: userVerified,
+            extensions: extensions)
+        if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
+            consumeTokenFlags()
+            return .response(Self.success(try finishMakeCredential(plan)))
+        }
         return askPresence(.makeCredential(plan), prompt)
     }
 
-    /// Creates the credential after the touch: key, id, storage, counter, attestation.
+    /// Creates the credential after the touch: key, id, storage, counter, extensions, attestation.
     mutating func finishMakeCredential(_ plan: MakeCredentialPlan) throws(CTAPError) -> CBORValue {
-        let key = newPrivateKey()
-        var rawKey = Array(key.rawRepresentation)
+        var rawKey = newPrivateKey(plan.algorithm)
         defer { wipe(&rawKey) }
+        let ext = plan.extensions
+        let credProtect = ext.credProtect ?? .optional
         let credentialId = try CredentialID.seal(
-            .init(isResident: plan.resident, privateKey: rawKey), rpIdHash: plan.rpIdHash, key: sealingKey,
-            nonce: entropy.bytes(12))
+            .init(
+                isResident: plan.resident, privateKey: rawKey, algorithm: plan.algorithm, credProtect: credProtect,
+                hmacSecret: ext.hmacSecret),
+            rpIdHash: plan.rpIdHash, key: sealingKey, nonce: entropy.bytes(12))
+        var outputs: [CBORValue: CBORValue] = [:]
+        if let level = ext.credProtect { outputs[.textString(ExtensionName.credProtect)] = CBORValue(Int(level.rawValue)) }
+        if ext.hmacSecret { outputs[.textString(ExtensionName.hmacSecret)] = true }
+        var credBlob: [UInt8]?
+        if let blob = ext.credBlob {
+            let stored = plan.resident && blob.count <= maxCredBlobLength
+            if stored { credBlob = blob }
+            outputs[.textString(ExtensionName.credBlob)] = .boolean(stored)
+        }
+        if ext.minPinLength && configuration.minPinLengthRPIDs.contains(plan.rpId) {
+            outputs[.textString(ExtensionName.minPinLength)] = CBORValue(minPINLength)
+        }
+        let largeBlobKey = ext.largeBlobKey ? entropy.bytes(32) : nil
         if plan.resident {
             let serial = (storage.residentCredentials.map(\.creationSerial).max() ?? 0) + 1
             try storage.storeResident(
                 ResidentCredential(
                     id: credentialId, rpId: plan.rpId, rpIdHash: plan.rpIdHash, user: plan.user, privateKey: rawKey,
-                    creationSerial: serial))
+                    creationSerial: serial, algorithm: plan.algorithm, credProtect: credProtect,
+                    hmacSecret: ext.hmacSecret, credBlob: credBlob, largeBlobKey: largeBlobKey))
         }
         let counter = try storage.incrementSignCounter()
+        var flags: AuthenticatorDataFlags = .userPresent
+        if plan.userVerified { flags.insert(.userVerified) }
         let authData = AuthenticatorData.make(
-            rpIdHash: plan.rpIdHash, flags: .userPresent, signCount: counter,
-            attestedCredential: (configuration.aaguid, credentialId, COSEKey.es256(key.publicKey)))
+            rpIdHash: plan.rpIdHash, flags: flags, signCount: counter,
+            attestedCredential: (
+                configuration.aaguid, credentialId, try Self.publicKey(of: rawKey, algorithm: plan.algorithm).encoded()
+            ),
+            extensions: outputs)
         let format: String
         let statement: CBORValue
         if plan.attestationNone {
@@ -121,10 +170,14 @@ extension Authenticator {
             statement = .map([:])
         } else {
             format = "packed"
-            let signature = try Self.sign(authData + plan.clientDataHash, with: rawKey)
-            statement = ["alg": -7, "sig": .byteString(signature)]
+            let signature = try Self.sign(authData + plan.clientDataHash, with: rawKey, algorithm: plan.algorithm)
+            statement = ["alg": CBORValue(plan.algorithm.rawValue), "sig": .byteString(signature)]
         }
-        return [0x01: .textString(format), 0x02: .byteString(authData), 0x03: statement]
+        var response: [CBORValue: CBORValue] = [
+            0x01: .textString(format), 0x02: .byteString(authData), 0x03: statement,
+        ]
+        if let largeBlobKey { response[0x05] = .byteString(largeBlobKey) }
+        return .map(response)
     }
 
     /// How many more discoverable credentials the key accepts: the configured limit and the storage's room.
@@ -141,8 +194,10 @@ extension Authenticator {
         guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else { return nil }
         if contents.isResident {
             guard let stored = storage.residentCredentials.first(where: { $0.id == id }) else { return nil }
-            return AssertionCandidate(id: id, privateKey: stored.privateKey, user: stored.user)
+            return AssertionCandidate(stored)
         }
-        return AssertionCandidate(id: id, privateKey: contents.privateKey, user: nil)
+        return AssertionCandidate(
+            id: id, privateKey: contents.privateKey, algorithm: contents.algorithm, credProtect: contents.credProtect,
+            hmacSecret: contents.hmacSecret)
     }
 }

@@ -11,7 +11,10 @@ extension Authenticator {
     mutating func finishReset() throws(CTAPError) -> [UInt8] {
         try storage.wipe(newDeviceSecret: entropy.bytes(32))
         sealingKey = CredentialID.sealingKey(deviceSecret: storage.deviceSecret)
+        credRandoms = CredRandomDeriver(deviceSecret: storage.deviceSecret)
         nextAssertion = nil
+        credentialEnumeration = nil
+        pinUv = PinUvState(entropy: &entropy)
         return [CTAPStatus.ok.rawValue]
     }
 }

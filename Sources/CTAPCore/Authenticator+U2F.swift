@@ -95,7 +95,11 @@ extension Authenticator {
         guard apdu.data.count == 65 + handleLength else { return .response(U2FStatus.wrongLength.bytes) }
         let application = Array(apdu.data[32..<64])
         let keyHandle = Array(apdu.data[65...])
-        guard let found = lookUp(keyHandle, rpIdHash: application) else {
+        // U2F signs with P-256 and cannot verify the user: other keys, and credentials that require UV, are
+        // not usable here.
+        guard let found = lookUp(keyHandle, rpIdHash: application), found.algorithm == .es256,
+            found.credProtect != .required
+        else {
             return .response(U2FStatus.wrongData.bytes)
         }
         let request = U2FAuthenticateRequest(

@@ -41,7 +41,10 @@ public enum CTAPCommand: UInt8, Sendable {
     case clientPIN = 0x06
     case reset = 0x07
     case getNextAssertion = 0x08
+    case credentialManagement = 0x0A
     case selection = 0x0B
+    /// The prototype credential management command of CTAP 2.1 previews, still sent by some platforms.
+    case credentialManagementPreview = 0x41
 }
 
 /// The authenticator: CTAP2 and U2F commands over whole messages.
@@ -55,9 +58,12 @@ public struct Authenticator: Sendable {
     public package(set) var storage: any AuthenticatorStorage
     var entropy: EntropySource
     var sealingKey: SymmetricKey
+    var credRandoms: CredRandomDeriver
     var powerUpTime: Duration
     var pending: PendingOperation?
     var nextAssertion: NextAssertionState?
+    var pinUv: PinUvState
+    var credentialEnumeration: CredentialEnumeration?
 
     public init(
         configuration: AuthenticatorConfiguration = .init(),
@@ -69,7 +75,9 @@ public struct Authenticator: Sendable {
         self.storage = storage
         self.entropy = entropy
         self.sealingKey = CredentialID.sealingKey(deviceSecret: storage.deviceSecret)
+        self.credRandoms = CredRandomDeriver(deviceSecret: storage.deviceSecret)
         self.powerUpTime = now
+        self.pinUv = PinUvState(entropy: &self.entropy)
         if self.storage.u2fAttestation == nil {
             try provisionSelfSignedU2FAttestation()
         }
@@ -79,7 +87,9 @@ public struct Authenticator: Sendable {
     public mutating func powerCycle(now: Duration) {
         pending = nil
         nextAssertion = nil
+        credentialEnumeration = nil
         powerUpTime = now
+        pinUv = PinUvState(entropy: &entropy)
     }
 
     /// The prompt of the request waiting for user presence, if any.
@@ -90,11 +100,15 @@ public struct Authenticator: Sendable {
         guard let first = message.first else { return .response([CTAPStatus.invalidLength.rawValue]) }
         pending = nil
         let params = message.dropFirst()
-        guard let command = CTAPCommand(rawValue: first), command != .clientPIN else {
+        guard let command = CTAPCommand(rawValue: first) else {
             nextAssertion = nil
+            credentialEnumeration = nil
             return .response([CTAPStatus.invalidCommand.rawValue])
         }
         if command != .getNextAssertion { nextAssertion = nil }
+        if command != .credentialManagement && command != .credentialManagementPreview {
+            credentialEnumeration = nil
+        }
         do {
             switch command {
             case .getInfo: return .response(Self.success(getInfo()))
@@ -103,7 +117,9 @@ public struct Authenticator: Sendable {
             case .getNextAssertion: return try getNextAssertion(now: now)
             case .reset: return try reset(now: now)
             case .selection: return askPresence(.selection, PresencePrompt(command: "selection"))
-            case .clientPIN: return .response([CTAPStatus.invalidCommand.rawValue])
+            case .clientPIN: return try clientPIN(RequestParameters(cbor: params), now: now)
+            case .credentialManagement, .credentialManagementPreview:
+                return try credentialManagement(params, now: now)
             }
         } catch {
             return .response([error.status.rawValue])
@@ -153,10 +169,14 @@ public struct Authenticator: Sendable {
 
     mutating func finish(_ operation: PendingOperation, now: Duration) throws(CTAPError) -> [UInt8] {
         switch operation.kind {
-        case .makeCredential(let plan): return Self.success(try finishMakeCredential(plan))
+        case .makeCredential(let plan):
+            consumeTokenFlags()
+            return Self.success(try finishMakeCredential(plan))
         case .excluded: return [CTAPStatus.credentialExcluded.rawValue]
-        case .pinProbe: return [CTAPStatus.pinNotSet.rawValue]
-        case .getAssertion(let plan): return Self.success(try finishGetAssertion(plan, now: now))
+        case .pinProbe: return [storage.pin == nil ? CTAPStatus.pinNotSet.rawValue : CTAPStatus.pinInvalid.rawValue]
+        case .getAssertion(let plan):
+            consumeTokenFlags()
+            return Self.success(try finishGetAssertion(plan, now: now))
         case .reset: return try finishReset()
         case .selection: return [CTAPStatus.ok.rawValue]
         case .u2fRegister(let request): return try finishU2FRegister(request)
@@ -186,10 +206,39 @@ public struct Authenticator: Sendable {
         try storage.setU2FAttestation(privateKey: Array(key.rawRepresentation), certificate: certificate)
     }
 
-    static func sign(_ data: [UInt8], with rawKey: [UInt8]) throws(CTAPError) -> [UInt8] {
+    /// A fresh private key of `algorithm` (a P-256 scalar or an Ed25519 seed) from the injected entropy.
+    mutating func newPrivateKey(_ algorithm: CredentialAlgorithm) -> [UInt8] {
+        switch algorithm {
+        case .es256: Array(newPrivateKey().rawRepresentation)
+        case .edDSA: entropy.bytes(32)
+        }
+    }
+
+    /// The COSE_Key of the public key that belongs to a raw private key.
+    static func publicKey(of rawKey: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> CBORValue {
         do {
-            let key = try P256.Signing.PrivateKey(rawRepresentation: rawKey)
-            return Array(try key.signature(for: data).derRepresentation)
+            switch algorithm {
+            case .es256: return COSEKey.es256(try P256.Signing.PrivateKey(rawRepresentation: rawKey).publicKey)
+            case .edDSA: return COSEKey.edDSA(try Curve25519.Signing.PrivateKey(rawRepresentation: rawKey).publicKey)
+            }
+        } catch {
+            throw CTAPError(.other, "a stored private key is invalid: \(error)")
+        }
+    }
+
+    /// Signs `data`: a DER ECDSA signature for ES256, a 64-byte Ed25519 signature for EdDSA.
+    static func sign(
+        _ data: [UInt8], with rawKey: [UInt8], algorithm: CredentialAlgorithm = .es256
+    ) throws(CTAPError) -> [UInt8] {
+        do {
+            switch algorithm {
+            case .es256:
+                let key = try P256.Signing.PrivateKey(rawRepresentation: rawKey)
+                return Array(try key.signature(for: data).derRepresentation)
+            case .edDSA:
+                let key = try Curve25519.Signing.PrivateKey(rawRepresentation: rawKey)
+                return Array(try key.signature(for: data))
+            }
         } catch {
             throw CTAPError(.other, "signing failed: \(error)")
         }

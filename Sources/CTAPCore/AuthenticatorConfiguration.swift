@@ -14,6 +14,8 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
     public var maxMessageSize: Int
     /// Firmware version reported in getInfo.
     public var firmwareVersion: Int
+    /// The RP IDs that may read the minimum PIN length through the minPinLength extension.
+    public var minPinLengthRPIDs: [String]
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
     public static let fidosimAAGUID: [UInt8] = [
@@ -27,8 +29,10 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
         getNextAssertionTimeout: Duration = .seconds(30),
         maxResidentCredentials: Int = 10_000,
         maxMessageSize: Int = 7609,
-        firmwareVersion: Int = 1
+        firmwareVersion: Int = 1,
+        minPinLengthRPIDs: [String] = []
     ) {
+        self.minPinLengthRPIDs = minPinLengthRPIDs
         self.aaguid = aaguid
         self.resetWindowEnabled = resetWindowEnabled
         self.resetWindow = resetWindow

@@ -14,11 +14,13 @@ struct AuthenticatorDataFlags: OptionSet {
 enum AuthenticatorData {
     static func make(
         rpIdHash: [UInt8], flags: AuthenticatorDataFlags, signCount: UInt32,
-        attestedCredential: (aaguid: [UInt8], credentialId: [UInt8], publicKey: [UInt8])? = nil
+        attestedCredential: (aaguid: [UInt8], credentialId: [UInt8], publicKey: [UInt8])? = nil,
+        extensions: [CBORValue: CBORValue] = [:]
     ) -> [UInt8] {
         var out = rpIdHash
         var flags = flags
         if attestedCredential != nil { flags.insert(.attestedCredentialData) }
+        if !extensions.isEmpty { flags.insert(.extensionData) }
         out.append(flags.rawValue)
         out += bigEndian(signCount)
         if let attested = attestedCredential {
@@ -27,6 +29,7 @@ enum AuthenticatorData {
             out += attested.credentialId
             out += attested.publicKey
         }
+        if !extensions.isEmpty { out += CBORValue.map(extensions).encoded() }
         return out
     }
 
@@ -38,15 +41,19 @@ enum AuthenticatorData {
 /// COSE encodings of public keys.
 enum COSEKey {
     /// The COSE_Key map of an ES256 public key: kty EC2, alg -7, crv P-256, x, y.
-    static func es256(_ key: P256.Signing.PublicKey) -> [UInt8] {
+    static func es256(_ key: P256.Signing.PublicKey) -> CBORValue {
         let point = Array(key.x963Representation)  // 0x04 | x | y
-        let map: CBORValue = [
+        return [
             1: 2,
             3: -7,
             -1: 1,
             -2: .byteString(Array(point[1..<33])),
             -3: .byteString(Array(point[33..<65])),
         ]
-        return map.encoded()
+    }
+
+    /// The COSE_Key map of an Ed25519 public key: kty OKP, alg -8, crv Ed25519, x.
+    static func edDSA(_ key: Curve25519.Signing.PublicKey) -> CBORValue {
+        [1: 1, 3: -8, -1: 6, -2: .byteString(Array(key.rawRepresentation))]
     }
 }

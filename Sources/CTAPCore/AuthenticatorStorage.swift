@@ -13,6 +13,10 @@ public protocol AuthenticatorStorage: Sendable {
     var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { get }
     /// How many more discoverable credentials of typical size fit in the storage.
     var remainingDiscoverableCredentials: Int { get }
+    /// The PIN, if one is set.
+    var pin: StoredPIN? { get }
+    /// PIN attempts left before the PIN blocks; ``StoredPIN/maxRetries`` when no PIN is set.
+    var pinRetries: Int { get }
 
     /// Increments the signature counter, commits it, and returns the new value.
     mutating func incrementSignCounter() throws(CTAPError) -> UInt32
@@ -22,8 +26,28 @@ public protocol AuthenticatorStorage: Sendable {
     @discardableResult mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool
     /// Stores the U2F attestation key and certificate.
     mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError)
-    /// Deletes every credential and installs a new device secret (authenticatorReset).
+    /// Sets the PIN and restores the retries to ``StoredPIN/maxRetries``, in one commit.
+    mutating func setPIN(_ pin: StoredPIN) throws(CTAPError)
+    /// Commits the number of PIN attempts left.
+    mutating func setPinRetries(_ retries: Int) throws(CTAPError)
+    /// Deletes every credential and the PIN, and installs a new device secret (authenticatorReset).
     mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError)
+}
+
+/// A PIN as the key keeps it: never the PIN itself.
+public struct StoredPIN: Sendable, Equatable {
+    /// The most PIN attempts: after this many wrong PINs in a row the PIN blocks until reset.
+    public static let maxRetries = 8
+
+    /// The left 16 bytes of SHA-256 of the PIN's UTF-8 bytes.
+    public var hash: [UInt8]
+    /// The PIN's length in Unicode code points (checked against a raised minimum PIN length).
+    public var codePoints: Int
+
+    public init(hash: [UInt8], codePoints: Int) {
+        self.hash = hash
+        self.codePoints = codePoints
+    }
 }
 
 /// Storage held in memory: state survives a power cycle of the simulated key, not the process.
@@ -33,6 +57,8 @@ public struct MemoryStorage: AuthenticatorStorage {
     public private(set) var deviceSecret: [UInt8]
     public private(set) var signCounter: UInt32 = 0
     public private(set) var residentCredentials: [ResidentCredential] = []
+    public private(set) var pin: StoredPIN?
+    public private(set) var pinRetries = StoredPIN.maxRetries
     private var attestationKey: [UInt8]?
     private var attestationCertificate: [UInt8]?
 
@@ -78,8 +104,19 @@ public struct MemoryStorage: AuthenticatorStorage {
         attestationCertificate = certificate
     }
 
+    public mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {
+        self.pin = pin
+        pinRetries = StoredPIN.maxRetries
+    }
+
+    public mutating func setPinRetries(_ retries: Int) throws(CTAPError) {
+        pinRetries = retries
+    }
+
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         residentCredentials.removeAll()
+        pin = nil
+        pinRetries = StoredPIN.maxRetries
         deviceSecret = newDeviceSecret
     }
 }

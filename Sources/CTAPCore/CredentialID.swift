@@ -4,17 +4,27 @@ import Crypto
 /// device secret, bound to the rpIdHash (or U2F application parameter).
 ///
 /// Layout (63 bytes): `version (0x01) | nonce (12) | ciphertext (34) | tag (16)`; the plaintext is
-/// `flags (bit 0: discoverable) | algorithm (1 = ES256) | P-256 scalar (32)`, the additional data is
-/// `version | rpIdHash`. Anything that does not open (tampered, truncated, foreign, from before a reset)
+/// `flags | algorithm (1 = ES256, 2 = EdDSA) | private key (32)`, the additional data is
+/// `version | rpIdHash`. Flags: bit 0 discoverable, bits 1–2 the credProtect level (0 means level 1),
+/// bit 3 made with hmac-secret. Anything that does not open (tampered, truncated, foreign, from before a reset)
 /// is simply not a credential of this key.
 struct CredentialID {
     static let version: UInt8 = 0x01
     static let length = 1 + 12 + 34 + 16
-    static let algorithmES256: UInt8 = 1
 
     struct Contents: Equatable {
         var isResident: Bool
         var privateKey: [UInt8]
+        var algorithm: CredentialAlgorithm = .es256
+        var credProtect: CredProtect = .optional
+        var hmacSecret: Bool = false
+    }
+
+    static func algorithmByte(_ algorithm: CredentialAlgorithm) -> UInt8 {
+        switch algorithm {
+        case .es256: 1
+        case .edDSA: 2
+        }
     }
 
     /// Derives the sealing key from the device secret.
@@ -30,7 +40,10 @@ struct CredentialID {
     static func seal(
         _ contents: Contents, rpIdHash: [UInt8], key: SymmetricKey, nonce: [UInt8]
     ) throws(CTAPError) -> [UInt8] {
-        var plaintext: [UInt8] = [contents.isResident ? 0x01 : 0x00, algorithmES256]
+        var flags: UInt8 = contents.isResident ? 0x01 : 0x00
+        flags |= contents.credProtect.rawValue << 1
+        if contents.hmacSecret { flags |= 0x08 }
+        var plaintext: [UInt8] = [flags, algorithmByte(contents.algorithm)]
         plaintext += contents.privateKey
         defer { wipe(&plaintext) }
         do {
@@ -50,8 +63,17 @@ struct CredentialID {
             let plain = try? AES.GCM.open(box, using: key, authenticating: [version] + rpIdHash)
         else { return nil }
         let bytes = Array(plain)
-        guard bytes.count == 34, bytes[0] & ~0x01 == 0, bytes[1] == algorithmES256 else { return nil }
-        return Contents(isResident: bytes[0] & 0x01 != 0, privateKey: Array(bytes[2...]))
+        guard bytes.count == 34, bytes[0] & ~0x0F == 0 else { return nil }
+        let algorithm: CredentialAlgorithm
+        switch bytes[1] {
+        case 1: algorithm = .es256
+        case 2: algorithm = .edDSA
+        default: return nil
+        }
+        let flags = bytes[0]
+        return Contents(
+            isResident: flags & 0x01 != 0, privateKey: Array(bytes[2...]), algorithm: algorithm,
+            credProtect: CredProtect(rawValue: (flags >> 1) & 0x03) ?? .optional, hmacSecret: flags & 0x08 != 0)
     }
 }
 

@@ -21,6 +21,10 @@ public enum StorageKey {
     public static let u2fAttestationCertificate: UInt16 = 0x0005
     /// The device serial, 8 bytes, made once and kept across resets (the uhid serial number).
     public static let serial: UInt16 = 0x0006
+    /// The PIN: the left 16 bytes of SHA-256(PIN) followed by its length in code points (1 byte).
+    public static let pin: UInt16 = 0x0010
+    /// PIN attempts left, 1 byte.
+    public static let pinRetries: UInt16 = 0x0011
     /// Discoverable credentials, one record each, in keys 0x1000...0xFFFE.
     public static let firstCredential: UInt16 = 0x1000
     public static let lastCredential: UInt16 = 0xFFFE
@@ -37,6 +41,8 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     public private(set) var serial: [UInt8]
     var residents: [UInt16: ResidentCredential]
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
+    public private(set) var pin: StoredPIN?
+    public private(set) var pinRetries: Int
 
     static var recordFormatVersion: UInt8 { 1 }
 
@@ -77,6 +83,18 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         self.signCounter = counterBytes.reduce(0) { $0 << 8 | UInt32($1) }
         if let key = try read(StorageKey.u2fAttestationKey), let certificate = try read(StorageKey.u2fAttestationCertificate) {
             attestation = (key, certificate)
+        }
+        if let bytes = try read(StorageKey.pin) {
+            guard bytes.count == 17 else { throw StorageError("the PIN record is corrupt") }
+            pin = StoredPIN(hash: Array(bytes.prefix(16)), codePoints: Int(bytes[16]))
+        }
+        if let bytes = try read(StorageKey.pinRetries) {
+            guard bytes.count == 1, Int(bytes[0]) <= StoredPIN.maxRetries else {
+                throw StorageError("the PIN retries record is corrupt")
+            }
+            pinRetries = Int(bytes[0])
+        } else {
+            pinRetries = StoredPIN.maxRetries
         }
         var residents: [UInt16: ResidentCredential] = [:]
         for key in store.keys where key >= StorageKey.firstCredential && key <= StorageKey.lastCredential {
@@ -137,11 +155,29 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         attestation = (privateKey, certificate)
     }
 
+    public mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {
+        try write([
+            .insert(key: StorageKey.pin, value: pin.hash + [UInt8(clamping: pin.codePoints)]),
+            .insert(key: StorageKey.pinRetries, value: [UInt8(StoredPIN.maxRetries)]),
+        ])
+        self.pin = pin
+        pinRetries = StoredPIN.maxRetries
+    }
+
+    public mutating func setPinRetries(_ retries: Int) throws(CTAPError) {
+        try write([.insert(key: StorageKey.pinRetries, value: [UInt8(clamping: retries)])])
+        pinRetries = retries
+    }
+
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         var updates: [StoreUpdate] = residents.keys.map { .remove(key: $0) }
+        if pin != nil { updates.append(.remove(key: StorageKey.pin)) }
+        if store.keys.contains(StorageKey.pinRetries) { updates.append(.remove(key: StorageKey.pinRetries)) }
         updates.append(.insert(key: StorageKey.deviceSecret, value: newDeviceSecret))
         try write(updates)
         residents.removeAll()
+        pin = nil
+        pinRetries = StoredPIN.maxRetries
         deviceSecret = newDeviceSecret
     }
 
@@ -172,14 +208,19 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         if let name = c.user.name { user["name"] = .textString(name) }
         if let displayName = c.user.displayName { user["displayName"] = .textString(displayName) }
         if let icon = c.user.icon { user["icon"] = .textString(icon) }
-        let record: CBORValue = [
+        var record: [CBORValue: CBORValue] = [
             1: .byteString(c.id),
             2: .textString(c.rpId),
             3: .map(user),
             4: .byteString(c.privateKey),
             5: .unsigned(c.creationSerial),
         ]
-        return record.encoded()
+        if c.algorithm != .es256 { record[6] = CBORValue(c.algorithm.rawValue) }
+        if c.credProtect != .optional { record[7] = CBORValue(Int(c.credProtect.rawValue)) }
+        if c.hmacSecret { record[8] = true }
+        if let blob = c.credBlob { record[9] = .byteString(blob) }
+        if let key = c.largeBlobKey { record[10] = .byteString(key) }
+        return CBORValue.map(record).encoded()
     }
 
     static func decodeCredential(_ bytes: [UInt8]) -> ResidentCredential? {
@@ -189,11 +230,22 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             let userId = user["id"]?.bytesValue, let key = map[4]?.bytesValue, key.count == 32,
             case .unsigned(let serial)? = map[5]
         else { return nil }
+        var algorithm = CredentialAlgorithm.es256
+        if let value = map[6] {
+            guard let raw = value.intValue, let known = CredentialAlgorithm(rawValue: raw) else { return nil }
+            algorithm = known
+        }
+        var credProtect = CredProtect.optional
+        if let value = map[7] {
+            guard let raw = value.intValue, let level = CredProtect(rawValue: UInt8(clamping: raw)) else { return nil }
+            credProtect = level
+        }
         return ResidentCredential(
             id: id, rpId: rpId, rpIdHash: Array(SHA256.hash(data: Array(rpId.utf8))),
             user: UserEntity(
                 id: userId, name: user["name"]?.textValue, displayName: user["displayName"]?.textValue,
                 icon: user["icon"]?.textValue),
-            privateKey: key, creationSerial: serial)
+            privateKey: key, creationSerial: serial, algorithm: algorithm, credProtect: credProtect,
+            hmacSecret: map[8]?.boolValue ?? false, credBlob: map[9]?.bytesValue, largeBlobKey: map[10]?.bytesValue)
     }
 }

@@ -13,6 +13,26 @@ public struct UserEntity: Sendable, Equatable {
     }
 }
 
+/// A signature algorithm of credentials, by its COSE identifier.
+public enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
+    /// ECDSA over P-256 with SHA-256.
+    case es256 = -7
+    /// Ed25519 (COSE EdDSA).
+    case edDSA = -8
+}
+
+/// The credProtect level of a credential (CTAP 2.1 §12.1).
+public enum CredProtect: UInt8, Sendable, Equatable, Comparable, CaseIterable {
+    /// userVerificationOptional: the credential is used like any other.
+    case optional = 1
+    /// userVerificationOptionalWithCredentialIDList: without UV, only when its id is in the allow list.
+    case optionalWithCredentialIDList = 2
+    /// userVerificationRequired: only with user verification.
+    case required = 3
+
+    public static func < (lhs: CredProtect, rhs: CredProtect) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
 /// A discoverable (resident) credential stored on the key.
 public struct ResidentCredential: Sendable, Equatable {
     /// The credential id handed to the relying party.
@@ -20,13 +40,23 @@ public struct ResidentCredential: Sendable, Equatable {
     public var rpId: String
     public var rpIdHash: [UInt8]
     public var user: UserEntity
-    /// The raw P-256 private scalar (32 bytes).
+    /// The raw private key: a P-256 scalar or an Ed25519 seed (32 bytes).
     public var privateKey: [UInt8]
     /// Creation order: larger is newer.
     public var creationSerial: UInt64
+    public var algorithm: CredentialAlgorithm
+    public var credProtect: CredProtect
+    /// Whether the credential was made with the hmac-secret extension.
+    public var hmacSecret: Bool
+    /// The credBlob extension's blob (at most 32 bytes), if one was stored.
+    public var credBlob: [UInt8]?
+    /// The largeBlobKey extension's 32-byte key, if one was made.
+    public var largeBlobKey: [UInt8]?
 
     public init(
-        id: [UInt8], rpId: String, rpIdHash: [UInt8], user: UserEntity, privateKey: [UInt8], creationSerial: UInt64
+        id: [UInt8], rpId: String, rpIdHash: [UInt8], user: UserEntity, privateKey: [UInt8], creationSerial: UInt64,
+        algorithm: CredentialAlgorithm = .es256, credProtect: CredProtect = .optional, hmacSecret: Bool = false,
+        credBlob: [UInt8]? = nil, largeBlobKey: [UInt8]? = nil
     ) {
         self.id = id
         self.rpId = rpId
@@ -34,5 +64,10 @@ public struct ResidentCredential: Sendable, Equatable {
         self.user = user
         self.privateKey = privateKey
         self.creationSerial = creationSerial
+        self.algorithm = algorithm
+        self.credProtect = credProtect
+        self.hmacSecret = hmacSecret
+        self.credBlob = credBlob
+        self.largeBlobKey = largeBlobKey
     }
 }

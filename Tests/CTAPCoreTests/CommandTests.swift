@@ -19,18 +19,18 @@ import Testing
         #expect(status.rawValue == byte)
     }
 
-    @Test(arguments: [0x00, 0x03, 0x05, 0x09, 0x0A, 0x0C, 0x0D, 0x40, 0x41, 0xBF, 0xFF] as [UInt8])
+    @Test(arguments: [0x00, 0x03, 0x05, 0x09, 0x0C, 0x0D, 0x40, 0x42, 0xBF, 0xFF] as [UInt8])
     func unknownCommandIsInvalidCommand(command: UInt8) throws {
         var harness = try Harness()
         #expect(harness.cbor(raw: [command]) == .response([0x01]))
         #expect(harness.cbor(raw: [command, 0xA0]) == .response([0x01]))
     }
 
-    @Test func clientPINIsInvalidCommand() throws {
+    @Test func commandsWithParametersNeedThem() throws {
         var harness = try Harness()
-        // getPinRetries: {1: 1, 2: 1}
-        #expect(harness.cbor(.clientPIN, [1: 1, 2: 1]) == .response([0x01]))
-        #expect(harness.cbor(raw: [0x06]) == .response([0x01]))
+        for command in [CTAPCommand.clientPIN, .credentialManagement, .credentialManagementPreview] {
+            #expect(harness.cbor(raw: [command.rawValue]) == .response([CTAPStatus.missingParameter.rawValue]))
+        }
     }
 
     @Test func emptyMessageIsInvalidLength() throws {

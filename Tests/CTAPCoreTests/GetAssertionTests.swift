@@ -23,6 +23,11 @@ import Testing
         RejectedRequest(
             "pinUvAuthParam with protocol",
             valid.setting(6, .byteString([1, 2])).setting(7, 1),
+            .pinNotSet
+        ),
+        RejectedRequest(
+            "pinUvAuthParam with protocol 3",
+            valid.setting(6, .byteString([1, 2])).setting(7, 3),
             .invalidParameter
         ),
         RejectedRequest(

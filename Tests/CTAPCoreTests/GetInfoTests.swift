@@ -16,8 +16,13 @@ import Testing
         #expect(CBORDecoder.isCanonical(Array(bytes.dropFirst())))
     }
 
-    @Test func versionsAreU2FAndFIDO2() throws {
-        #expect(try info()[1] == ["U2F_V2", "FIDO_2_0"])
+    @Test func versionsAreU2FAndFIDO2UpTo21() throws {
+        #expect(try info()[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"])
+    }
+
+    @Test func extensionsAreTheImplementedOnes() throws {
+        #expect(try info()[2] == ["credBlob", "credProtect", "hmac-secret", "largeBlobKey", "minPinLength"])
+        #expect(try info()[0x0F] == 32)  // maxCredBlobLength
     }
 
     @Test func aaguidIsTheConfiguredOne() throws {
@@ -26,12 +31,13 @@ import Testing
         #expect(try responseMap(other.cbor(.getInfo))[3] == .byteString(AuthenticatorConfiguration.fidosimAAGUID))
     }
 
-    @Test func optionsAnnounceResidentKeysAndPresenceButNoPIN() throws {
-        let options = try #require(try info()[4])
-        #expect(options["rk"] == true)
-        #expect(options["up"] == true)
-        #expect(options["clientPin"] == nil)
-        #expect(options["uv"] == nil)
+    @Test func optionsOfAPINKeyWithoutBuiltInUV() throws {
+        let options = try #require(try info()[4]?.mapValue)
+        #expect(
+            options == [
+                "rk": true, "up": true, "plat": false, "clientPin": false, "pinUvAuthToken": true, "credMgmt": true,
+                "credentialMgmtPreview": true, "makeCredUvNotRqd": true,
+            ])
     }
 
     @Test func maxMessageSizeIsTheConfiguredOne() throws {
@@ -42,14 +48,19 @@ import Testing
         #expect(try info()[9] == ["usb"])
     }
 
-    @Test func onlyES256IsOffered() throws {
+    @Test func es256ThenEdDSAAreOffered() throws {
         let algorithms = try #require(try info()[10]?.arrayValue)
-        #expect(algorithms.compactMap { $0["alg"]?.intValue } == [-7])
+        #expect(algorithms.compactMap { $0["alg"]?.intValue } == [-7, -8])
         #expect(algorithms.allSatisfy { $0["type"] == "public-key" })
     }
 
-    @Test func noPINProtocolsAreAnnounced() throws {
-        #expect(try info()[6] == nil)
+    @Test func pinProtocolsTwoThenOne() throws {
+        #expect(try info()[6] == [2, 1])
+    }
+
+    @Test func pinLengthAndForceChange() throws {
+        #expect(try info()[0x0C] == false)
+        #expect(try info()[0x0D] == 4)
     }
 
     @Test func firmwareVersionIsTheConfiguredOne() throws {

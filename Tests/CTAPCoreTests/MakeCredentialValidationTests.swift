@@ -97,11 +97,16 @@ struct RejectedRequest: Sendable, CustomTestStringConvertible {
         .init(
             "pinUvAuthParam with protocol 1",
             valid.setting(8, .byteString(Array(repeating: 7, count: 16))).setting(9, 1),
-            .invalidParameter
+            .pinNotSet
         ),
         .init(
             "pinUvAuthParam with protocol 2",
             valid.setting(8, .byteString(Array(repeating: 7, count: 32))).setting(9, 2),
+            .pinNotSet
+        ),
+        .init(
+            "pinUvAuthParam with protocol 3",
+            valid.setting(8, .byteString(Array(repeating: 7, count: 32))).setting(9, 3),
             .invalidParameter
         ),
         .init("enterpriseAttestation 1", valid.setting(10, 1), .invalidParameter),

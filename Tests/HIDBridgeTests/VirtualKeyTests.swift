@@ -112,7 +112,7 @@ let keepalive: UInt8 = 0xBB
         #expect(out.count == 1)
         #expect(out[0].command == 0x90 && out[0].payload.first == 0x00)
         let info = try CBORDecoder.decode(Array(out[0].payload.dropFirst()))
-        #expect(info[1] == ["U2F_V2", "FIDO_2_0"])
+        #expect(info[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"])
     }
 
     @Test func approveSendsUpNeededThenAnswersAfterTheDelay() throws {

@@ -1,0 +1,191 @@
+import CTAPCBOR
+import Crypto
+
+/// Subcommands of authenticatorClientPIN (CTAP 2.1 §6.5.5).
+enum ClientPINSubcommand: Int {
+    case getPINRetries = 0x01
+    case getKeyAgreement = 0x02
+    case setPIN = 0x03
+    case changePIN = 0x04
+    case getPinToken = 0x05
+    case getPinUvAuthTokenUsingUvWithPermissions = 0x06
+    case getUVRetries = 0x07
+    case getPinUvAuthTokenUsingPinWithPermissions = 0x09
+}
+
+extension Authenticator {
+    /// The permissions this build can grant; a request for another is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
+    static let grantablePermissions: PinUvPermissions = [.makeCredential, .getAssertion, .credentialManagement]
+
+    /// The shortest PIN accepted, in Unicode code points.
+    var minPINLength: Int { 4 }
+
+    /// authenticatorClientPIN (0x06).
+    mutating func clientPIN(_ params: RequestParameters, now: Duration) throws(CTAPError) -> AuthenticatorOutcome {
+        guard let raw = try params.int(0x02, "subCommand") else {
+            throw CTAPError(.missingParameter, "subCommand missing")
+        }
+        let protocolNumber = try params.int(0x01, "pinUvAuthProtocol")
+        let proto = try protocolNumber.map { (n) throws(CTAPError) in try PinUvAuthProtocol.named(n) }
+        // Type-check every member the request carries before acting on any.
+        let keyAgreement = params.value(0x03)
+        let pinUvAuthParam = try params.bytes(0x04, "pinUvAuthParam")
+        let newPinEnc = try params.bytes(0x05, "newPinEnc")
+        let pinHashEnc = try params.bytes(0x06, "pinHashEnc")
+        let permissions = try params.int(0x09, "permissions")
+        let rpId = try params.text(0x0A, "rpId")
+        guard let subcommand = ClientPINSubcommand(rawValue: raw) else {
+            throw CTAPError(.invalidSubcommand, "unknown clientPIN subcommand \(raw)")
+        }
+        func need<T>(_ value: T?, _ name: String) throws(CTAPError) -> T {
+            guard let value else { throw CTAPError(.missingParameter, "\(name) missing") }
+            return value
+        }
+
+        switch subcommand {
+        case .getPINRetries:
+            return .response(
+                Self.success([0x03: CBORValue(storage.pinRetries), 0x04: .boolean(pinUv.isBlockedUntilPowerCycle)]))
+        case .getKeyAgreement:
+            let proto = try need(proto, "pinUvAuthProtocol")
+            let key = pinUv.keyAgreementKey(proto).publicKey
+            return .response(Self.success([0x01: PinUvAuthProtocol.coseKey(key)]))
+        case .setPIN:
+            try setPIN(
+                proto: need(proto, "pinUvAuthProtocol"), keyAgreement: need(keyAgreement, "keyAgreement"),
+                newPinEnc: need(newPinEnc, "newPinEnc"), pinUvAuthParam: need(pinUvAuthParam, "pinUvAuthParam"))
+            return .response([CTAPStatus.ok.rawValue])
+        case .changePIN:
+            try changePIN(
+                proto: need(proto, "pinUvAuthProtocol"), keyAgreement: need(keyAgreement, "keyAgreement"),
+                pinHashEnc: need(pinHashEnc, "pinHashEnc"), newPinEnc: need(newPinEnc, "newPinEnc"),
+                pinUvAuthParam: need(pinUvAuthParam, "pinUvAuthParam"))
+            return .response([CTAPStatus.ok.rawValue])
+        case .getPinToken:
+            let proto = try need(proto, "pinUvAuthProtocol")
+            let keyAgreement = try need(keyAgreement, "keyAgreement")
+            let pinHashEnc = try need(pinHashEnc, "pinHashEnc")
+            if permissions != nil || rpId != nil {
+                throw CTAPError(.invalidParameter, "getPinToken takes no permissions or rpId")
+            }
+            let token = try tokenUsingPIN(
+                proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
+                permissions: [.makeCredential, .getAssertion], rpId: nil, now: now)
+            return .response(Self.success([0x02: .byteString(token)]))
+        case .getPinUvAuthTokenUsingPinWithPermissions:
+            let proto = try need(proto, "pinUvAuthProtocol")
+            let keyAgreement = try need(keyAgreement, "keyAgreement")
+            let pinHashEnc = try need(pinHashEnc, "pinHashEnc")
+            let bits = try need(permissions, "permissions")
+            guard bits > 0 else { throw CTAPError(.invalidParameter, "permissions are empty") }
+            let requested = PinUvPermissions(rawValue: bits)
+            guard Self.grantablePermissions.isSuperset(of: requested) else {
+                throw CTAPError(.unauthorizedPermission, "permissions 0x\(String(bits, radix: 16)) not supported")
+            }
+            let token = try tokenUsingPIN(
+                proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc, permissions: requested, rpId: rpId,
+                now: now)
+            return .response(Self.success([0x02: .byteString(token)]))
+        case .getUVRetries, .getPinUvAuthTokenUsingUvWithPermissions:
+            // No built-in user verification on this key.
+            throw CTAPError(.invalidSubcommand, "this key has no built-in user verification")
+        }
+    }
+
+    /// setPIN (0x03): the first PIN of a key.
+    mutating func setPIN(
+        proto: PinUvAuthProtocol, keyAgreement: CBORValue, newPinEnc: [UInt8], pinUvAuthParam: [UInt8]
+    ) throws(CTAPError) {
+        if storage.pin != nil { throw CTAPError(.pinAuthInvalid, "a PIN is already set; use changePIN") }
+        let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
+        guard proto.verify(key: secret, message: newPinEnc, signature: pinUvAuthParam) else {
+            throw CTAPError(.pinAuthInvalid, "pinUvAuthParam does not authenticate newPinEnc")
+        }
+        let pin = try decryptNewPIN(newPinEnc, proto: proto, secret: secret)
+        try storage.setPIN(pin)
+    }
+
+    /// changePIN (0x04): the current PIN proves the user, then the new PIN replaces it.
+    mutating func changePIN(
+        proto: PinUvAuthProtocol, keyAgreement: CBORValue, pinHashEnc: [UInt8], newPinEnc: [UInt8],
+        pinUvAuthParam: [UInt8]
+    ) throws(CTAPError) {
+        try checkPINUsable()
+        let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
+        guard proto.verify(key: secret, message: newPinEnc + pinHashEnc, signature: pinUvAuthParam) else {
+            throw CTAPError(.pinAuthInvalid, "pinUvAuthParam does not authenticate newPinEnc | pinHashEnc")
+        }
+        try checkPINHash(pinHashEnc, proto: proto, secret: secret)
+        let pin = try decryptNewPIN(newPinEnc, proto: proto, secret: secret)
+        try storage.setPIN(pin)
+        pinUv.resetToken(&entropy)
+    }
+
+    /// getPinToken and getPinUvAuthTokenUsingPinWithPermissions: the PIN proves the user, then a new token
+    /// with `permissions` is handed out, encrypted for the platform.
+    mutating func tokenUsingPIN(
+        proto: PinUvAuthProtocol, keyAgreement: CBORValue, pinHashEnc: [UInt8], permissions: PinUvPermissions,
+        rpId: String?, now: Duration
+    ) throws(CTAPError) -> [UInt8] {
+        try checkPINUsable()
+        let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
+        try checkPINHash(pinHashEnc, proto: proto, secret: secret)
+        pinUv.resetToken(&entropy)
+        pinUv.token.begin(permissions: permissions, rpId: rpId, userIsPresent: false, now: now)
+        return try proto.encrypt(pinUv.token.value, secret: secret, iv: entropy.bytes(16))
+    }
+
+    /// The checks before any PIN entry: a PIN is set, not blocked, and not latched until a power cycle.
+    func checkPINUsable() throws(CTAPError) {
+        guard storage.pin != nil else { throw CTAPError(.pinNotSet, "no PIN is set") }
+        if storage.pinRetries == 0 { throw CTAPError(.pinBlocked, "the PIN is blocked; reset the key") }
+        if pinUv.isBlockedUntilPowerCycle {
+            throw CTAPError(.pinAuthBlocked, "three wrong PINs since power-up; replug the key")
+        }
+    }
+
+    /// Checks an encrypted PIN hash against the stored one. The retry counter is decremented and committed
+    /// before the comparison; a match restores it, a mismatch regenerates the key-agreement keys and counts
+    /// towards the power-cycle block.
+    mutating func checkPINHash(_ pinHashEnc: [UInt8], proto: PinUvAuthProtocol, secret: [UInt8]) throws(CTAPError) {
+        guard let stored = storage.pin else { throw CTAPError(.pinNotSet, "no PIN is set") }
+        try storage.setPinRetries(storage.pinRetries - 1)
+        let hash = proto.decrypt(pinHashEnc, secret: secret)
+        guard let hash, hash.count == 16, constantTimeEqual(hash, stored.hash) else {
+            pinUv.regenerateKeyAgreementKeys(&entropy)
+            pinUv.consecutiveMismatches += 1
+            if storage.pinRetries == 0 { throw CTAPError(.pinBlocked, "wrong PIN; no attempts left") }
+            if pinUv.isBlockedUntilPowerCycle {
+                throw CTAPError(.pinAuthBlocked, "wrong PIN three times; replug the key")
+            }
+            throw CTAPError(.pinInvalid, "wrong PIN, \(storage.pinRetries) attempts left")
+        }
+        pinUv.consecutiveMismatches = 0
+        try storage.setPinRetries(StoredPIN.maxRetries)
+    }
+
+    /// Decrypts and checks a new PIN: 64 bytes padded with zeros, 4 to 63 bytes of UTF-8 of at least
+    /// ``minPINLength`` code points.
+    func decryptNewPIN(_ newPinEnc: [UInt8], proto: PinUvAuthProtocol, secret: [UInt8]) throws(CTAPError) -> StoredPIN
+    {
+        guard var padded = proto.decrypt(newPinEnc, secret: secret) else {
+            throw CTAPError(.pinAuthInvalid, "newPinEnc does not decrypt")
+        }
+        defer { wipe(&padded) }
+        guard padded.count == 64 else { throw CTAPError(.invalidParameter, "the padded PIN is not 64 bytes") }
+        var pinBytes = Array(padded.prefix { $0 != 0 })
+        defer { wipe(&pinBytes) }
+        guard padded[pinBytes.count...].allSatisfy({ $0 == 0 }) else {
+            throw CTAPError(.pinPolicyViolation, "the PIN contains a zero byte")
+        }
+        guard pinBytes.count <= 63 else { throw CTAPError(.pinPolicyViolation, "the PIN is longer than 63 bytes") }
+        guard let text = String(validating: pinBytes, as: UTF8.self) else {
+            throw CTAPError(.pinPolicyViolation, "the PIN is not UTF-8")
+        }
+        let codePoints = text.unicodeScalars.count
+        guard codePoints >= minPINLength else {
+            throw CTAPError(.pinPolicyViolation, "the PIN is shorter than \(minPINLength) code points")
+        }
+        return StoredPIN(hash: Array(SHA256.hash(data: pinBytes).prefix(16)), codePoints: codePoints)
+    }
+}

@@ -1,0 +1,57 @@
+extension Authenticator {
+    /// Whether the key is protected by some form of user verification: a PIN is set.
+    var isProtectedByUV: Bool { storage.pin != nil }
+
+    /// The PIN/UV auth protocol of a request that carries a pinUvAuthParam: CTAP2_ERR_MISSING_PARAMETER without
+    /// one, CTAP1_ERR_INVALID_PARAMETER for one this key does not support; nil when no pinUvAuthParam was sent.
+    func pinUvAuthProtocol(_ number: Int?, with pinUvAuthParam: [UInt8]?) throws(CTAPError) -> PinUvAuthProtocol? {
+        guard pinUvAuthParam != nil else {
+            return try number.map { (n) throws(CTAPError) in try PinUvAuthProtocol.named(n) }
+        }
+        guard let number else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
+        return try PinUvAuthProtocol.named(number)
+    }
+
+    /// Checks the pinUvAuthParam of makeCredential or getAssertion (CTAP 2.1 §6.1.2 step 11.1, §6.2.2 step 6.1):
+    /// the token is in use and authenticates `clientDataHash`, has `permission`, was obtained for `rpId` or for
+    /// no RP (it is then bound to `rpId`), and its user verified flag is set. Every failure is
+    /// CTAP2_ERR_PIN_AUTH_INVALID; on a key without a PIN it is CTAP2_ERR_PIN_NOT_SET.
+    mutating func verifyPinUvAuthParam(
+        _ pinUvAuthParam: [UInt8], proto: PinUvAuthProtocol, clientDataHash: [UInt8], permission: PinUvPermissions,
+        rpId: String, now: Duration
+    ) throws(CTAPError) {
+        guard isProtectedByUV else { throw CTAPError(.pinNotSet, "a pinUvAuthParam was sent but no PIN is set") }
+        try verifyToken(pinUvAuthParam, proto: proto, message: clientDataHash, now: now)
+        guard pinUv.token.permissions.contains(permission) else {
+            throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))")
+        }
+        if let bound = pinUv.token.rpId, bound != rpId {
+            throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken is for \(bound), not \(rpId)")
+        }
+        guard pinUv.token.userVerifiedFlag(now: now) else {
+            throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken was already used for a touch")
+        }
+        if pinUv.token.rpId == nil { pinUv.token.bind(rpId: rpId) }
+    }
+
+    /// verify(pinUvAuthToken, message, pinUvAuthParam): fails when the token is not in use or the MAC differs.
+    mutating func verifyToken(
+        _ pinUvAuthParam: [UInt8], proto: PinUvAuthProtocol, message: [UInt8], now: Duration
+    ) throws(CTAPError) {
+        guard pinUv.token.isInUse(now: now) else {
+            throw CTAPError(.pinAuthInvalid, "no pinUvAuthToken is in use (expired, or never obtained)")
+        }
+        guard proto.verify(key: pinUv.token.value, message: message, signature: pinUvAuthParam) else {
+            throw CTAPError(.pinAuthInvalid, "pinUvAuthParam does not verify")
+        }
+        pinUv.token.markUsed()
+    }
+
+    /// After the user's touch in makeCredential or getAssertion: the token's cached presence and verification
+    /// are spent, and it keeps only the lbw permission (§6.1.2 step 14.d, §6.2.2 step 9.d).
+    mutating func consumeTokenFlags() {
+        pinUv.token.clearUserPresentFlag()
+        pinUv.token.clearUserVerifiedFlag()
+        pinUv.token.clearPermissionsExceptLargeBlobWrite()
+    }
+}
