@@ -102,4 +102,62 @@ import Testing
         let remaining = try #require(info[0x14]?.intValue)
         #expect(remaining >= 150)
     }
+
+    @Test func extendedCredentialRecordsRoundTrip() {
+        var c = credential(9)
+        c.algorithm = .edDSA
+        c.credProtect = .required
+        c.hmacSecret = true
+        c.credBlob = [1, 2, 3]
+        c.largeBlobKey = Array(repeating: 0x4B, count: 32)
+        let bytes = FlashStorage<SimulatedFlash>.encodeCredential(c)
+        #expect(FlashStorage<SimulatedFlash>.decodeCredential(bytes) == c)
+        // A record of format 1 without the new members reads with their defaults.
+        let plain = credential(8)
+        let decoded = FlashStorage<SimulatedFlash>.decodeCredential(FlashStorage<SimulatedFlash>.encodeCredential(plain))
+        #expect(decoded?.algorithm == .es256 && decoded?.credProtect == .optional && decoded?.hmacSecret == false)
+    }
+
+    @Test func pinAndRetriesSurviveARemountAndResetClearsThem() throws {
+        var entropy = EntropySource(SeededGenerator(seed: 1))
+        var storage = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
+        #expect(storage.pin == nil && storage.pinRetries == 8)
+        let pin = StoredPIN(hash: Array(repeating: 0xAB, count: 16), codePoints: 6)
+        try storage.setPIN(pin)
+        try storage.setPinRetries(5)
+        var again = try FlashStorage(device: storage.store.device, entropy: &entropy)
+        #expect(again.pin == pin && again.pinRetries == 5)
+        try again.setPIN(StoredPIN(hash: Array(repeating: 0xCD, count: 16), codePoints: 4))
+        #expect(again.pinRetries == 8)
+        try again.wipe(newDeviceSecret: Array(repeating: 3, count: 32))
+        let wiped = try FlashStorage(device: again.store.device, entropy: &entropy)
+        #expect(wiped.pin == nil && wiped.pinRetries == 8)
+    }
+
+    @Test func aWrongPINIsCountedInFlashBeforeTheAnswer() throws {
+        var entropy = EntropySource(SeededGenerator(seed: 2))
+        let storage = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
+        var harness = try Harness()
+        harness.authenticator = try Authenticator(storage: storage, entropy: entropy, now: .zero)
+        _ = try harness.setPIN("1234")
+        #expect(status(of: try harness.requestToken("0000", permissions: 1).0) == .pinInvalid)
+        guard let flash = harness.authenticator.storage as? FlashStorage<SimulatedFlash> else {
+            throw HarnessFailure("not flash storage")
+        }
+        let remounted = try FlashStorage(device: flash.store.device, entropy: &entropy)
+        #expect(remounted.pinRetries == 7)
+        #expect(remounted.pin?.codePoints == 4)
+    }
+
+    @Test func corruptPINRecordsAreReportedNotTrusted() throws {
+        var entropy = EntropySource(SeededGenerator(seed: 1))
+        var storage = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
+        var store = storage.store
+        try store.apply([.insert(key: StorageKey.pinRetries, value: [42])])
+        #expect(throws: StorageError.self) { try FlashStorage(device: store.device, entropy: &entropy) }
+        try storage.setPIN(StoredPIN(hash: Array(repeating: 1, count: 16), codePoints: 4))
+        store = storage.store
+        try store.apply([.insert(key: StorageKey.pin, value: [1, 2, 3])])
+        #expect(throws: StorageError.self) { try FlashStorage(device: store.device, entropy: &entropy) }
+    }
 }
