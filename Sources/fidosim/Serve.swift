@@ -76,6 +76,13 @@ struct Serve: ParsableCommand {
     @Option(help: "Geometry of a new flash image: nrf52840 (20 pages of 4 KiB), stm32l4, large (4 MiB).")
     var flashGeometry: GeometryChoice?
 
+    @Option(
+        name: .customLong("min-pin-length-rp"),
+        help: ArgumentHelp(
+            "An RP ID that may read the minimum PIN length through the minPinLength extension (repeatable).",
+            valueName: "rp-id"))
+    var minPinLengthRPs: [String] = []
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -148,7 +155,8 @@ struct Serve: ParsableCommand {
         }
 
         let storage = persistent.storage
-        let configuration = AuthenticatorConfiguration(resetWindowEnabled: resetWindow == .on)
+        let configuration = AuthenticatorConfiguration(
+            resetWindowEnabled: resetWindow == .on, minPinLengthRPIDs: minPinLengthRPs)
         let authenticator: Authenticator
         do {
             authenticator = try Authenticator(

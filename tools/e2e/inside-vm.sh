@@ -8,6 +8,7 @@ bin=$1
 out=$2
 repo=$3
 python=${PYTHON:-python3}
+pin() { "$python" "$repo/tools/e2e/answer_pin.py" 1234 "$@"; } # runs a command, typing PIN 1234 at its prompts
 groups=${E2E_GROUPS:-libfido2,ssh,python,browser}
 want() { [[ ",$groups," == *",$1,"* ]]; }
 work=$(mktemp -d)
@@ -70,16 +71,18 @@ stop_key() {
 step start-key start_key
 step auto-transport-picks-uhid grep -q "using uhid" "$out/serve.log"
 step fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$DEV: vendor=0x1209, product=0xf1d0'"
-step fido2-token-info bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0'"
+step fido2-token-info bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
 
 # --- libfido2 tools: make and verify credentials, assertions ----------------------------------
 if want libfido2; then
 cdh() { head -c 32 /dev/urandom | base64; }
-make_cred() { # $1 name, extra args for fido2-cred -M
+make_cred() { # $1 name, extra args for fido2-cred -M; $wrap runs fido2-cred -M (pin: answering the PIN prompt)
     local name=$1; shift
     printf '%s\n%s\n%s\n%s\n' "$(cdh)" "example.com" "alice" "$(head -c 16 /dev/urandom | base64)" >"$name.in"
-    fido2-cred -M "$@" -i "$name.in" -o "$name.cred" "$DEV" es256 &&
-        fido2-cred -V -i "$name.cred" -o "$name.pub" es256
+    local verify_args=()
+    [[ " $* " == *" -h "* ]] && verify_args=(-h)
+    ${wrap:-} fido2-cred -M "$@" -i "$name.in" -o "$name.cred" "$DEV" es256 &&
+        fido2-cred -V "${verify_args[@]}" -i "$name.cred" -o "$name.pub" es256
 }
 assert_cred() { # $1 name; verifies an assertion with the credential's id against its public key
     local name=$1
@@ -98,6 +101,43 @@ step fido2-cred-make-verify make_cred plain
 step fido2-assert-get-verify assert_cred plain
 step fido2-cred-discoverable make_cred rk -r
 step fido2-assert-discoverable assert_discoverable
+
+# With a PIN: set it, then PIN-protected discoverable credentials, hmac-secret, credential management.
+assert_hmac() { # two assertions with the same salt give the same hmac-secret output
+    local id salt
+    id=$(sed -n 5p pinrk.cred)
+    salt=$(head -c 32 /dev/urandom | base64)
+    for n in 1 2; do
+        printf '%s\n%s\n%s\n%s\n' "$(cdh)" "example.com" "$id" "$salt" >"hmac$n.ain"
+        fido2-assert -G -h -i "hmac$n.ain" -o "hmac$n.assert" "$DEV" || return 1
+        fido2-assert -V -h -i "hmac$n.assert" pinrk.pub es256 || return 1
+    done
+    local a b
+    a=$(tail -n 1 hmac1.assert)
+    b=$(tail -n 1 hmac2.assert)
+    echo "hmac-secret outputs: $a / $b"
+    [ -n "$a" ] && [ "$a" = "$b" ]
+}
+list_rps() { pin fido2-token -L -r "$DEV" | tee /dev/stderr | grep -q "example.com"; }
+list_creds() { # the discoverable credential made with the PIN is listed under example.com
+    pin fido2-token -L -k example.com "$DEV" | tee /dev/stderr | grep -qF "$(sed -n 5p pinrk.cred)"
+}
+delete_cred() { # after deleting it, the key no longer lists it and no longer signs with it
+    local id
+    id=$(sed -n 5p pinrk.cred)
+    pin fido2-token -D -i "$id" "$DEV" || return 1
+    if pin fido2-token -L -k example.com "$DEV" | grep -qF "$id"; then echo "still listed"; return 1; fi
+    if assert_cred pinrk; then echo "still signs"; return 1; fi
+    return 0
+}
+step fido2-token-set-pin pin fido2-token -S "$DEV"
+step fido2-token-info-pin bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -qw clientPin && fido2-token -I $DEV | grep -q 'pin retries: 8'"
+step fido2-token-change-pin pin fido2-token -C "$DEV"
+wrap=pin step fido2-cred-discoverable-pin-hmac make_cred pinrk -r -h
+step fido2-assert-hmac-secret assert_hmac
+step fido2-token-list-rps list_rps
+step fido2-token-list-credentials list_creds
+step fido2-token-delete-credential delete_cred
 fi
 
 # --- OpenSSH: FIDO keys, signatures verified by ssh-keygen ---------------------------------------
@@ -108,9 +148,23 @@ ssh_sign_verify() { # $1 key file
         echo "alice@fidosim $(cut -d' ' -f1,2 "$1.pub")" >"$1.allowed" &&
         ssh-keygen -Y verify -f "$1.allowed" -I alice@fidosim -n file -s "$1.msg.sig" <"$1.msg"
 }
+ensure_pin() { fido2-token -I "$DEV" | grep -qw clientPin || pin fido2-token -S "$DEV"; }
+download_resident() { # ssh-keygen -K writes the resident key's handle files; the public key must match
+    mkdir -p rk && cd rk || return 1
+    pin ssh-keygen -K -N "" || return 1
+    ls -l
+    local got
+    got=$(cut -d' ' -f2 id_ecdsa_sk_rk_e2e.pub)
+    cd .. && [ "$got" = "$(cut -d' ' -f2 id_rk.pub)" ]
+}
 step ssh-keygen-ecdsa-sk ssh-keygen -t ecdsa-sk -f id_ecdsa_sk -N "" -C e2e
 step ssh-sign-verify-ecdsa-sk ssh_sign_verify id_ecdsa_sk
-# Resident SSH keys (-O resident) need the credProtect extension, which comes with the PIN/UV work.
+step ssh-keygen-ed25519-sk ssh-keygen -t ed25519-sk -f id_ed25519_sk -N "" -C e2e
+step ssh-sign-verify-ed25519-sk ssh_sign_verify id_ed25519_sk
+step ssh-ensure-pin ensure_pin
+step ssh-keygen-resident pin ssh-keygen -t ecdsa-sk -O resident -O application=ssh:e2e -f id_rk -N "" -C e2e
+step ssh-sign-verify-resident ssh_sign_verify id_rk
+step ssh-keygen-download-resident download_resident
 fi
 step stop-key stop_key
 
@@ -131,7 +185,8 @@ flows_for() {
     esac
 }
 if want browser; then
-    step start-key-browser start_key
+    # A fresh key in memory, without the PIN set above: a headless browser cannot show its PIN dialog.
+    step start-key-browser start_key --flash memory
     for browser in ${E2E_BROWSERS:-chromium firefox}; do
         step "browser-$browser" env PYTHON="$python" BROWSER_FLOWS="$(flows_for "$browser")" \
             BROWSER_LOG_DIR="$out" "$repo/tools/browser/run-browsers.sh" "$browser"
