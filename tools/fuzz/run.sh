@@ -18,7 +18,7 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore)
+[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore authenticator)
 swiftc=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)
 
 module_of() {
@@ -26,16 +26,52 @@ module_of() {
         cbor) echo CTAPCBOR ;;
         ctaphid) echo CTAPHID ;;
         flashstore) echo FlashStore ;;
+        authenticator) echo CTAPCore ;;
         *) return 1 ;;
     esac
+}
+
+fuzz_flags=(-sanitize=fuzzer,address -parse-as-library -O -package-name fidosim)
+
+# One module whose sources contain the driver: CTAPCBOR, CTAPHID, FlashStore.
+build_single() { # $1 target, $2 module
+    "$swiftc" "${fuzz_flags[@]}" -module-name "$2" Sources/"$2"/*.swift "tools/fuzz/$1.swift" -o "$out/$1"
+}
+
+# The authenticator: CTAPCBOR, FlashStore and CTAPCore instrumented, each its own module, linked with
+# swift-crypto's objects from the debug build (not instrumented: coverage is wanted for our code).
+build_authenticator() {
+    local mods=$out/authenticator-modules
+    mkdir -p "$mods"
+    # swift-crypto from the release build for long runs (BoringSSL at -O2 signs many times faster), from the
+    # debug build (which make test has anyway) for the smoke run. Either is brought up to date first.
+    local config=release
+    [ $smoke = 1 ] && config=debug
+    config=${FUZZ_DEPS:-$config}
+    swift build -c "$config" --product fidosim || return 1
+    local deps=.build/$config
+    echo "swift-crypto from $deps"
+    local module
+    for module in CTAPCBOR FlashStore CTAPCore; do
+        "$swiftc" "${fuzz_flags[@]}" -module-name "$module" -I "$mods" -I "$deps/Modules" -wmo \
+            -emit-module -emit-module-path "$mods/$module.swiftmodule" -emit-object -o "$mods/$module.o" \
+            Sources/"$module"/*.swift || return 1
+    done
+    rm -f "$mods/libcryptodeps.a"
+    find "$deps/Crypto.build" "$deps/_CryptoExtras.build" "$deps/CryptoExtras.build" "$deps/CCryptoBoringSSL.build" \
+        "$deps/CCryptoBoringSSLShims.build" "$deps/CryptoBoringWrapper.build" -name "*.o" -print0 |
+        xargs -0 ar rcs "$mods/libcryptodeps.a" || return 1
+    "$swiftc" "${fuzz_flags[@]}" -module-name FuzzAuthenticator -I "$mods" -I "$deps/Modules" \
+        tools/fuzz/authenticator.swift "$mods"/CTAPCBOR.o "$mods"/FlashStore.o "$mods"/CTAPCore.o \
+        -L "$mods" -Xlinker --whole-archive -lcryptodeps -Xlinker --no-whole-archive -o "$out/authenticator"
 }
 
 pass=0
 fail=0
 for target in "${targets[@]}"; do
     module=$(module_of "$target") || { echo "fuzz: unknown target $target"; fail=$((fail + 1)); continue; }
-    if ! "$swiftc" -sanitize=fuzzer,address -parse-as-library -O -package-name fidosim -module-name "$module" \
-        Sources/"$module"/*.swift "tools/fuzz/$target.swift" -o "$out/$target" >"$out/$target.build.log" 2>&1; then
+    if [ "$target" = authenticator ]; then build=(build_authenticator); else build=(build_single "$target" "$module"); fi
+    if ! "${build[@]}" >"$out/$target.build.log" 2>&1; then
         echo "fuzz $target: build failed"; grep -E "error" "$out/$target.build.log" | head -20
         fail=$((fail + 1))
         continue
@@ -45,7 +81,10 @@ for target in "${targets[@]}"; do
     dict=()
     [ -f "tools/fuzz/$target.dict" ] && dict=(-dict="tools/fuzz/$target.dict")
     if [ $smoke = 1 ]; then
-        limit=(-runs="${FUZZ_RUNS:-200000}" -seed=1)
+        # The authenticator signs and runs key agreements: far fewer executions per second than the others.
+        runs=${FUZZ_RUNS:-200000}
+        [ "$target" = authenticator ] && runs=${FUZZ_RUNS:-6000}
+        limit=(-runs="$runs" -seed=1)
     else
         limit=(-max_total_time="${FUZZ_SECONDS:-300}")
     fi

@@ -989,6 +989,22 @@ def test_large_blob_key(sim):
     assert "minPinLength" not in (att.auth_data.extensions or {})
 
 
+@pytest.mark.sim_args("--presence-delay", "0", "--min-pin-length-rp", "example.com")
+def test_min_pin_length_extension(sim):
+    ctap2 = Ctap2(sim.device())
+    att = ctap2.make_credential(new_cdh(), RP, user("mpl"), ES256_PARAMS, extensions={"minPinLength": True})
+    assert att.auth_data.extensions == {"minPinLength": 4}
+    # Not asked for: not returned. An RP that is not listed: not returned.
+    att = ctap2.make_credential(new_cdh(), RP, user("mpl2"), ES256_PARAMS)
+    assert not att.auth_data.extensions
+    att = ctap2.make_credential(new_cdh(), OTHER_RP, user("mpl3"), ES256_PARAMS, extensions={"minPinLength": True})
+    assert "minPinLength" not in (att.auth_data.extensions or {})
+    # With a PIN set (and a token), the same answer.
+    ClientPin(ctap2).set_pin(PIN)
+    att = make_cred_uv(ctap2, user("mpl4"), extensions={"minPinLength": True})
+    assert att.auth_data.extensions == {"minPinLength": 4}
+
+
 # --------------------------------------------------------------------------
 # 5. EdDSA
 # --------------------------------------------------------------------------

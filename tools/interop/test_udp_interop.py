@@ -179,8 +179,8 @@ def test_get_info(sim):
     assert bytes(info.aaguid) != b"\0" * 16
     assert info.options.get("rk") is True
     assert info.options.get("up") is True
-    assert "clientPin" not in info.options
-    assert not info.pin_uv_protocols
+    assert info.options.get("clientPin") is False  # supported, no PIN set yet
+    assert info.pin_uv_protocols == [2, 1]
     assert any(
         a.get("alg") == -7 and a.get("type") == "public-key" for a in info.algorithms
     ), info.algorithms
