@@ -170,7 +170,7 @@ step stop-key stop_key
 
 # --- python-fido2 over its own hidraw backend: the interop suite ---------------------------------
 want python && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest -p no:benchmark \
-    -p no:cacheprovider -q "$repo/tools/interop/test_udp_interop.py"
+    -p no:cacheprovider -q "$repo/tools/interop/test_udp_interop.py" "$repo/tools/interop/test_pin_interop.py"
 
 # --- browsers ----------------------------------------------------------------------------------
 # The key must exist before a browser starts (Chromium enumerates hidraw devices at start-up). Each browser
