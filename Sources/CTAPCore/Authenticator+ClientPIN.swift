@@ -15,10 +15,12 @@ enum ClientPINSubcommand: Int {
 
 extension Authenticator {
     /// The permissions this build can grant; a request for another is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
-    static let grantablePermissions: PinUvPermissions = [.makeCredential, .getAssertion, .credentialManagement]
+    static let grantablePermissions: PinUvPermissions = [
+        .makeCredential, .getAssertion, .credentialManagement, .largeBlobWrite, .authenticatorConfiguration,
+    ]
 
-    /// The shortest PIN accepted, in Unicode code points.
-    var minPINLength: Int { 4 }
+    /// The shortest PIN accepted, in Unicode code points (raised by setMinPINLength).
+    var minPINLength: Int { storage.settings.minPINLength }
 
     /// authenticatorClientPIN (0x06).
     mutating func clientPIN(_ params: RequestParameters, now: Duration) throws(CTAPError) -> AuthenticatorOutcome {
@@ -70,7 +72,7 @@ extension Authenticator {
             }
             let token = try tokenUsingPIN(
                 proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
-                permissions: [.makeCredential, .getAssertion], rpId: nil, now: now)
+                permissions: [.makeCredential, .getAssertion], rpId: nil, forcedChange: .pinInvalid, now: now)
             return .response(Self.success([0x02: .byteString(token)]))
         case .getPinUvAuthTokenUsingPinWithPermissions:
             let proto = try need(proto, "pinUvAuthProtocol")
@@ -84,7 +86,7 @@ extension Authenticator {
             }
             let token = try tokenUsingPIN(
                 proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc, permissions: requested, rpId: rpId,
-                now: now)
+                forcedChange: .pinPolicyViolation, now: now)
             return .response(Self.success([0x02: .byteString(token)]))
         case .getUVRetries, .getPinUvAuthTokenUsingUvWithPermissions:
             // No built-in user verification on this key.
@@ -117,7 +119,15 @@ extension Authenticator {
         }
         try checkPINHash(pinHashEnc, proto: proto, secret: secret)
         let pin = try decryptNewPIN(newPinEnc, proto: proto, secret: secret)
+        if storage.settings.forcePINChange, let current = storage.pin, constantTimeEqual(pin.hash, current.hash) {
+            throw CTAPError(.pinPolicyViolation, "a forced PIN change needs a different PIN")
+        }
         try storage.setPIN(pin)
+        if storage.settings.forcePINChange {
+            var settings = storage.settings
+            settings.forcePINChange = false
+            try storage.setSettings(settings)
+        }
         pinUv.resetToken(&entropy)
     }
 
@@ -125,11 +135,14 @@ extension Authenticator {
     /// with `permissions` is handed out, encrypted for the platform.
     mutating func tokenUsingPIN(
         proto: PinUvAuthProtocol, keyAgreement: CBORValue, pinHashEnc: [UInt8], permissions: PinUvPermissions,
-        rpId: String?, now: Duration
+        rpId: String?, forcedChange: CTAPStatus, now: Duration
     ) throws(CTAPError) -> [UInt8] {
         try checkPINUsable()
         let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
         try checkPINHash(pinHashEnc, proto: proto, secret: secret)
+        if storage.settings.forcePINChange {
+            throw CTAPError(forcedChange, "the PIN must be changed first (forcePINChange)")
+        }
         pinUv.resetToken(&entropy)
         pinUv.token.begin(permissions: permissions, rpId: rpId, userIsPresent: false, now: now)
         return try proto.encrypt(pinUv.token.value, secret: secret, iv: entropy.bytes(16))

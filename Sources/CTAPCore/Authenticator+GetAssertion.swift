@@ -77,6 +77,9 @@ extension Authenticator {
         }
         if options.rk != nil { throw CTAPError(.unsupportedOption, "rk is not an option of getAssertion") }
         guard clientDataHash.count == 32 else { throw CTAPError(.invalidLength, "clientDataHash is not 32 bytes") }
+        if storage.settings.alwaysUv && options.up != false && pinUvAuthParam == nil {
+            throw CTAPError(.puatRequired, "alwaysUv: getAssertion with user presence needs a pinUvAuthToken")
+        }
         var userVerified = false
         if let pinUvAuthParam, let proto {
             try verifyPinUvAuthParam(

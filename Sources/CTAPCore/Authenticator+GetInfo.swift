@@ -3,6 +3,7 @@ import CTAPCBOR
 extension Authenticator {
     /// The authenticatorGetInfo response map: only what this build implements and tests.
     func getInfo() -> CBORValue {
+        let settings = storage.settings
         let options: [CBORValue: CBORValue] = [
             "rk": true,
             "up": true,
@@ -13,7 +14,12 @@ extension Authenticator {
             "credMgmt": true,
             // libfido2 sends only the preview command 0x41, which behaves like 0x0A.
             "credentialMgmtPreview": true,
-            "makeCredUvNotRqd": true,
+            // alwaysUv takes makeCredUvNotRqd away (CTAP 2.1 §6.11.2).
+            "makeCredUvNotRqd": .boolean(!settings.alwaysUv),
+            "largeBlobs": true,
+            "authnrCfg": true,
+            "alwaysUv": .boolean(settings.alwaysUv),
+            "setMinPINLength": true,
         ]
         return [
             0x01: ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
@@ -26,10 +32,12 @@ extension Authenticator {
             0x08: CBORValue(CredentialID.length),  // maxCredentialIdLength
             0x09: ["usb"],
             0x0A: [["alg": -7, "type": "public-key"], ["alg": -8, "type": "public-key"]],
-            0x0C: false,  // forcePINChange
+            0x0B: CBORValue(configuration.maxLargeBlobArray),
+            0x0C: .boolean(settings.forcePINChange),
             0x0D: CBORValue(minPINLength),
             0x0E: CBORValue(configuration.firmwareVersion),
             0x0F: CBORValue(maxCredBlobLength),
+            0x10: CBORValue(Self.maxRPIDsForSetMinPINLength),
             0x14: CBORValue(remainingDiscoverableCredentials),
         ]
     }

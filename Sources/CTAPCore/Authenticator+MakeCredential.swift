@@ -68,7 +68,11 @@ extension Authenticator {
         }
         if options.up == false { throw CTAPError(.invalidOption, "up=false is invalid in makeCredential") }
         let resident = options.rk ?? false
-        // makeCredUvNotRqd: once a PIN is set, only a discoverable credential needs the token.
+        // alwaysUv: every credential needs a token (and so a PIN). Otherwise makeCredUvNotRqd: once a PIN is
+        // set, only a discoverable credential needs the token.
+        if storage.settings.alwaysUv && pinUvAuthParam == nil {
+            throw CTAPError(.puatRequired, "alwaysUv: every makeCredential needs a pinUvAuthToken")
+        }
         if isProtectedByUV && pinUvAuthParam == nil && resident {
             throw CTAPError(.puatRequired, "a discoverable credential needs a pinUvAuthToken once a PIN is set")
         }
@@ -142,7 +146,10 @@ extension Authenticator {
             if stored { credBlob = blob }
             outputs[.textString(ExtensionName.credBlob)] = .boolean(stored)
         }
-        if ext.minPinLength && configuration.minPinLengthRPIDs.contains(plan.rpId) {
+        if ext.minPinLength
+            && (configuration.minPinLengthRPIDs.contains(plan.rpId)
+                || storage.settings.minPinLengthRPIDs.contains(plan.rpId))
+        {
             outputs[.textString(ExtensionName.minPinLength)] = CBORValue(minPINLength)
         }
         let largeBlobKey = ext.largeBlobKey ? entropy.bytes(32) : nil

@@ -14,6 +14,7 @@ extension Authenticator {
         credRandoms = CredRandomDeriver(deviceSecret: storage.deviceSecret)
         nextAssertion = nil
         credentialEnumeration = nil
+        largeBlobWrite = nil
         pinUv = PinUvState(entropy: &entropy)
         return [CTAPStatus.ok.rawValue]
     }

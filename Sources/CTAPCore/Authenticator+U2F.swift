@@ -9,6 +9,7 @@ public enum U2FStatus: UInt16, Sendable {
     case incorrectParameters = 0x6B00
     case insNotSupported = 0x6D00
     case claNotSupported = 0x6E00
+    case commandNotAllowed = 0x6986
 
     public var bytes: [UInt8] { [UInt8(rawValue >> 8), UInt8(rawValue & 0xFF)] }
 }
@@ -74,8 +75,13 @@ extension Authenticator {
         guard let apdu = APDU(message) else { return .response(U2FStatus.wrongLength.bytes) }
         guard apdu.cla == 0 else { return .response(U2FStatus.claNotSupported.bytes) }
         switch apdu.ins {
-        case 0x01: return u2fRegister(apdu)
-        case 0x02: return u2fAuthenticate(apdu)
+        // U2F cannot verify the user: with alwaysUv it is switched off (VERSION still answers).
+        case 0x01:
+            if storage.settings.alwaysUv { return .response(U2FStatus.commandNotAllowed.bytes) }
+            return u2fRegister(apdu)
+        case 0x02:
+            if storage.settings.alwaysUv { return .response(U2FStatus.commandNotAllowed.bytes) }
+            return u2fAuthenticate(apdu)
         case 0x03:
             guard apdu.data.isEmpty else { return .response(U2FStatus.wrongLength.bytes) }
             return .response(Array("U2F_V2".utf8) + U2FStatus.noError.bytes)

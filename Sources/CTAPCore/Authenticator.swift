@@ -43,6 +43,8 @@ public enum CTAPCommand: UInt8, Sendable {
     case getNextAssertion = 0x08
     case credentialManagement = 0x0A
     case selection = 0x0B
+    case largeBlobs = 0x0C
+    case config = 0x0D
     /// The prototype credential management command of CTAP 2.1 previews, still sent by some platforms.
     case credentialManagementPreview = 0x41
 }
@@ -64,6 +66,7 @@ public struct Authenticator: Sendable {
     var nextAssertion: NextAssertionState?
     var pinUv: PinUvState
     var credentialEnumeration: CredentialEnumeration?
+    var largeBlobWrite: LargeBlobWrite?
 
     public init(
         configuration: AuthenticatorConfiguration = .init(),
@@ -88,6 +91,7 @@ public struct Authenticator: Sendable {
         pending = nil
         nextAssertion = nil
         credentialEnumeration = nil
+        largeBlobWrite = nil
         powerUpTime = now
         pinUv = PinUvState(entropy: &entropy)
     }
@@ -120,6 +124,8 @@ public struct Authenticator: Sendable {
             case .clientPIN: return try clientPIN(RequestParameters(cbor: params), now: now)
             case .credentialManagement, .credentialManagementPreview:
                 return try credentialManagement(params, now: now)
+            case .largeBlobs: return try largeBlobs(RequestParameters(cbor: params), now: now)
+            case .config: return try authenticatorConfig(params, now: now)
             }
         } catch {
             return .response([error.status.rawValue])

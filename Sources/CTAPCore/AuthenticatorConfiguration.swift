@@ -16,6 +16,8 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
     public var firmwareVersion: Int
     /// The RP IDs that may read the minimum PIN length through the minPinLength extension.
     public var minPinLengthRPIDs: [String]
+    /// The largest serialized large-blob array (getInfo maxSerializedLargeBlobArray).
+    public var maxLargeBlobArray: Int
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
     public static let fidosimAAGUID: [UInt8] = [
@@ -30,8 +32,10 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
         maxResidentCredentials: Int = 10_000,
         maxMessageSize: Int = 7609,
         firmwareVersion: Int = 1,
-        minPinLengthRPIDs: [String] = []
+        minPinLengthRPIDs: [String] = [],
+        maxLargeBlobArray: Int = 4096
     ) {
+        self.maxLargeBlobArray = maxLargeBlobArray
         self.minPinLengthRPIDs = minPinLengthRPIDs
         self.aaguid = aaguid
         self.resetWindowEnabled = resetWindowEnabled

@@ -17,6 +17,10 @@ public protocol AuthenticatorStorage: Sendable {
     var pin: StoredPIN? { get }
     /// PIN attempts left before the PIN blocks; ``StoredPIN/maxRetries`` when no PIN is set.
     var pinRetries: Int { get }
+    /// What authenticatorConfig has set.
+    var settings: AuthenticatorSettings { get }
+    /// The serialized large-blob array; ``LargeBlobArray/initial`` on a new key.
+    var largeBlobArray: [UInt8] { get }
 
     /// Increments the signature counter, commits it, and returns the new value.
     mutating func incrementSignCounter() throws(CTAPError) -> UInt32
@@ -30,7 +34,12 @@ public protocol AuthenticatorStorage: Sendable {
     mutating func setPIN(_ pin: StoredPIN) throws(CTAPError)
     /// Commits the number of PIN attempts left.
     mutating func setPinRetries(_ retries: Int) throws(CTAPError)
-    /// Deletes every credential and the PIN, and installs a new device secret (authenticatorReset).
+    /// Commits new settings.
+    mutating func setSettings(_ settings: AuthenticatorSettings) throws(CTAPError)
+    /// Replaces the large-blob array as one commit: a power cut leaves the old array or the new one.
+    mutating func setLargeBlobArray(_ array: [UInt8]) throws(CTAPError)
+    /// Deletes every credential, the PIN, the large blobs and the settings, and installs a new device secret
+    /// (authenticatorReset).
     mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError)
 }
 
@@ -59,6 +68,8 @@ public struct MemoryStorage: AuthenticatorStorage {
     public private(set) var residentCredentials: [ResidentCredential] = []
     public private(set) var pin: StoredPIN?
     public private(set) var pinRetries = StoredPIN.maxRetries
+    public private(set) var settings = AuthenticatorSettings()
+    public private(set) var largeBlobArray = LargeBlobArray.initial
     private var attestationKey: [UInt8]?
     private var attestationCertificate: [UInt8]?
 
@@ -113,8 +124,18 @@ public struct MemoryStorage: AuthenticatorStorage {
         pinRetries = retries
     }
 
+    public mutating func setSettings(_ settings: AuthenticatorSettings) throws(CTAPError) {
+        self.settings = settings
+    }
+
+    public mutating func setLargeBlobArray(_ array: [UInt8]) throws(CTAPError) {
+        largeBlobArray = array
+    }
+
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         residentCredentials.removeAll()
+        settings = AuthenticatorSettings()
+        largeBlobArray = LargeBlobArray.initial
         pin = nil
         pinRetries = StoredPIN.maxRetries
         deviceSecret = newDeviceSecret

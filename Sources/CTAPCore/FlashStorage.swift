@@ -25,6 +25,13 @@ public enum StorageKey {
     public static let pin: UInt16 = 0x0010
     /// PIN attempts left, 1 byte.
     public static let pinRetries: UInt16 = 0x0011
+    /// The large-blob array's header: the slot that holds it (1 byte, 0 or 1) and its length (4 bytes big endian).
+    public static let largeBlobHeader: UInt16 = 0x0012
+    /// The settings of authenticatorConfig (``AuthenticatorSettings/encoded``).
+    public static let settings: UInt16 = 0x0013
+    /// Large-blob chunks: slot 0 in 0x0100...0x017F, slot 1 in 0x0180...0x01FF, chunk i at the slot's base + i.
+    public static let largeBlobSlots: [UInt16] = [0x0100, 0x0180]
+    public static let largeBlobChunksPerSlot: UInt16 = 0x80
     /// Discoverable credentials, one record each, in keys 0x1000...0xFFFE.
     public static let firstCredential: UInt16 = 0x1000
     public static let lastCredential: UInt16 = 0xFFFE
@@ -43,6 +50,10 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var pin: StoredPIN?
     public private(set) var pinRetries: Int
+    public private(set) var settings = AuthenticatorSettings()
+    public private(set) var largeBlobArray = LargeBlobArray.initial
+    /// The slot of the current large-blob array; nil while it is the initial one.
+    var largeBlobSlot: Int?
 
     static var recordFormatVersion: UInt8 { 1 }
 
@@ -95,6 +106,38 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             pinRetries = Int(bytes[0])
         } else {
             pinRetries = StoredPIN.maxRetries
+        }
+        if let bytes = try read(StorageKey.settings) {
+            guard let decoded = AuthenticatorSettings(encoded: bytes) else {
+                throw StorageError("the settings record is corrupt")
+            }
+            settings = decoded
+        }
+        if let header = try read(StorageKey.largeBlobHeader) {
+            guard header.count == 5, header[0] <= 1 else { throw StorageError("the large-blob header is corrupt") }
+            let slot = Int(header[0])
+            let length = header[1...].reduce(0) { $0 << 8 | Int($1) }
+            var array: [UInt8] = []
+            var index: UInt16 = 0
+            while array.count < length, index < StorageKey.largeBlobChunksPerSlot,
+                let chunk = try read(StorageKey.largeBlobSlots[slot] + index)
+            {
+                array += chunk
+                index += 1
+            }
+            guard array.count == length else { throw StorageError("the large-blob array is incomplete") }
+            largeBlobArray = array
+            largeBlobSlot = slot
+        }
+        // Chunks of the other slot are left from a write that a power cut interrupted: drop them.
+        let inUse = largeBlobSlot.map { StorageKey.largeBlobSlots[$0] }
+        let stale: [StoreUpdate] = store.keys.filter { key in
+            StorageKey.largeBlobSlots.contains { base in
+                key >= base && key < base + StorageKey.largeBlobChunksPerSlot && base != inUse
+            }
+        }.map { .remove(key: $0) }
+        if !stale.isEmpty {
+            do { try store.apply(stale) } catch { throw StorageError("cleaning an interrupted large-blob write: \(error)") }
         }
         var residents: [UInt16: ResidentCredential] = [:]
         for key in store.keys where key >= StorageKey.firstCredential && key <= StorageKey.lastCredential {
@@ -169,12 +212,68 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         pinRetries = retries
     }
 
+    public mutating func setSettings(_ settings: AuthenticatorSettings) throws(CTAPError) {
+        try write([.insert(key: StorageKey.settings, value: settings.encoded)])
+        self.settings = settings
+    }
+
+    /// Writes the new array's chunks into the free slot (several store operations), then switches the header to
+    /// it in one operation, then drops the old slot's chunks. A cut before the switch leaves the old array (the
+    /// new chunks are dropped at the next mount); a cut after it, the new one.
+    public mutating func setLargeBlobArray(_ array: [UInt8]) throws(CTAPError) {
+        let slot = largeBlobSlot == 0 ? 1 : 0
+        let base = StorageKey.largeBlobSlots[slot]
+        let chunkSize = min(1024, store.maxValueLength)
+        let chunks = stride(from: 0, to: array.count, by: chunkSize).map {
+            Array(array[$0..<min(array.count, $0 + chunkSize)])
+        }
+        guard chunks.count <= Int(StorageKey.largeBlobChunksPerSlot) else {
+            throw CTAPError(.largeBlobStorageFull, "the array needs \(chunks.count) chunks")
+        }
+        do {
+            for (i, chunk) in chunks.enumerated() {
+                try write([.insert(key: base + UInt16(i), value: chunk)], fullIs: .largeBlobStorageFull)
+            }
+            let length = UInt32(array.count)
+            try write([
+                .insert(
+                    key: StorageKey.largeBlobHeader,
+                    value: [UInt8(slot)] + AuthenticatorData.bigEndian(length)),
+            ])
+        } catch {
+            // Best effort: the chunks written so far are not referenced; free their space now.
+            let written = store.keys.filter { $0 >= base && $0 < base + StorageKey.largeBlobChunksPerSlot }
+            try? write(written.map { .remove(key: $0) })
+            throw error
+        }
+        let old = largeBlobSlot
+        largeBlobArray = array
+        largeBlobSlot = slot
+        if let old {
+            let oldBase = StorageKey.largeBlobSlots[old]
+            let stale = store.keys.filter { $0 >= oldBase && $0 < oldBase + StorageKey.largeBlobChunksPerSlot }
+            try write(stale.map { .remove(key: $0) })
+        }
+    }
+
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         var updates: [StoreUpdate] = residents.keys.map { .remove(key: $0) }
-        if pin != nil { updates.append(.remove(key: StorageKey.pin)) }
-        if store.keys.contains(StorageKey.pinRetries) { updates.append(.remove(key: StorageKey.pinRetries)) }
+        let present = Set(store.keys)
+        for key in [StorageKey.pin, StorageKey.pinRetries, StorageKey.settings, StorageKey.largeBlobHeader]
+        where present.contains(key) {
+            updates.append(.remove(key: key))
+        }
         updates.append(.insert(key: StorageKey.deviceSecret, value: newDeviceSecret))
         try write(updates)
+        // The blob chunks are unreferenced once the header is gone; remove them (a cut here leaves them to the
+        // next mount, which drops chunks of a slot no header names).
+        let chunks = store.keys.filter { key in
+            StorageKey.largeBlobSlots.contains { key >= $0 && key < $0 + StorageKey.largeBlobChunksPerSlot }
+        }
+        if !chunks.isEmpty { try write(chunks.map { .remove(key: $0) }) }
+        settings = AuthenticatorSettings()
+        largeBlobArray = LargeBlobArray.initial
+        largeBlobSlot = nil
         residents.removeAll()
         pin = nil
         pinRetries = StoredPIN.maxRetries

@@ -5,11 +5,13 @@ import FlashStore
 /// Power cuts at every flash write of a CTAP workload, checked at the level a relying party sees.
 ///
 /// The workload (deterministic from a seed) registers discoverable credentials until the store is full,
-/// replaces some (same rp and user), signs assertions, and resets the key every 700 operations. Before each operation
+/// replaces some (same rp and user), signs assertions, writes large-blob arrays of up to 4 KiB, and resets the
+/// key every 700 operations. Before each operation
 /// the flash is snapshotted; the operation is run uncut to count its flash mutations, then once per mutation
 /// and tear mode with the power cut there. After each cut the flash is remounted (optionally with a second cut
 /// during the remount) and checked:
-/// - the discoverable credentials equal those acknowledged before the operation or those after it;
+/// - the discoverable credentials equal those acknowledged before the operation or those after it, and so
+///   does the large-blob array (never a mix, never a torn array);
 /// - the stored signature counter is at least the highest counter acknowledged in a response (so the next
 ///   signature carries a larger one: a counter value is never repeated and never goes down);
 /// - the flash rules were never broken (a breach traps);
@@ -25,10 +27,13 @@ public enum CTAPPowerCutProof {
         public var storeFullRefusals = 0
         /// Assertions signed.
         public var assertions = 0
+        /// Large-blob arrays written.
+        public var largeBlobWrites = 0
         public var violations: [String] = []
 
         public var description: String {
-            "\(operations) CTAP operations (\(assertions) assertions, \(storeFullRefusals) refused as store full), "
+            "\(operations) CTAP operations (\(assertions) assertions, \(largeBlobWrites) large-blob arrays, "
+                + "\(storeFullRefusals) refused as store full), "
                 + "\(cutPoints) cut points, \(scenarios) scenarios "
                 + "(\(nestedScenarios) with a cut during the remount), \(imageScans) image scans, "
                 + "\(violations.count) violations"
@@ -41,10 +46,13 @@ public enum CTAPPowerCutProof {
         /// Ids of the stored discoverable credentials (each id is unique and names its rp, user and key).
         var credentials: Set<[UInt8]>
         var counter: UInt32
+        var largeBlobs: [UInt8]
     }
 
     static func state(of storage: Storage) -> State {
-        State(credentials: Set(storage.residentCredentials.map(\.id)), counter: storage.signCounter)
+        State(
+            credentials: Set(storage.residentCredentials.map(\.id)), counter: storage.signCounter,
+            largeBlobs: storage.largeBlobArray)
     }
 
     static func storage(of authenticator: Authenticator) -> Storage? { authenticator.storage as? Storage }
@@ -86,6 +94,7 @@ public enum CTAPPowerCutProof {
             report.operations += 1
             if response.first == 0x28 { report.storeFullRefusals += 1 }
             if request.name == "assert" && response.first == 0 { report.assertions += 1 }
+            if request.name == "largeBlobs" && response == [0] { report.largeBlobWrites += 1 }
 
             for cut in stride(from: 1, through: mutations, by: 1) {
                 guard report.cutPoints < cutLimit else { break }
@@ -117,6 +126,11 @@ public enum CTAPPowerCutProof {
                         continue
                     }
                     let found = state(of: recovered)
+                    if found.largeBlobs != before.largeBlobs && found.largeBlobs != after.largeBlobs {
+                        report.violations.append(
+                            "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): the large-blob array is "
+                                + "neither the one before nor the one after (\(found.largeBlobs.count) bytes)")
+                    }
                     if found.credentials != before.credentials && found.credentials != after.credentials {
                         report.violations.append(
                             "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): credentials are neither "
@@ -183,6 +197,15 @@ public enum CTAPPowerCutProof {
                 7: ["rk": true],
             ]
             return Request(name: replace ? "replace" : "register", message: [0x01] + params.encoded())
+        }
+        if roll >= 90 {
+            // A whole large-blob array in one fragment: a CBOR array of one byte string and its checksum.
+            let size = Int(g.next() % 4000)
+            let body = CBORValue.array([.byteString([UInt8](repeating: UInt8(truncatingIfNeeded: index), count: size))])
+                .encoded()
+            let array = body + LargeBlobArray.checksum(body)
+            let params: CBORValue = [2: .byteString(array), 3: 0, 4: CBORValue(array.count)]
+            return Request(name: "largeBlobs", message: [0x0C] + params.encoded())
         }
         let params: CBORValue = [
             1: .textString("rp\(g.next() % 5).example.com"),

@@ -17,4 +17,12 @@ import Testing
         #expect(report.storeFullRefusals > 0)  // the workload filled the store
         #expect(report.assertions > 50)
     }
+
+    @Test func everyCutOfALargeBlobWriteLeavesTheOldArrayOrTheNew() {
+        let report = CTAPPowerCutProof.run(
+            geometry: .nrf52840, operations: 120, seed: 11, cutLimit: 2500, scanEvery: 0)
+        #expect(report.violations.isEmpty, "\(report.violations.prefix(5))")
+        #expect(report.largeBlobWrites >= 5)
+        #expect(report.cutPoints >= 500)
+    }
 }

@@ -19,7 +19,7 @@ import Testing
         #expect(status.rawValue == byte)
     }
 
-    @Test(arguments: [0x00, 0x03, 0x05, 0x09, 0x0C, 0x0D, 0x40, 0x42, 0xBF, 0xFF] as [UInt8])
+    @Test(arguments: [0x00, 0x03, 0x05, 0x09, 0x0E, 0x40, 0x42, 0xBF, 0xFF] as [UInt8])
     func unknownCommandIsInvalidCommand(command: UInt8) throws {
         var harness = try Harness()
         #expect(harness.cbor(raw: [command]) == .response([0x01]))
@@ -28,7 +28,7 @@ import Testing
 
     @Test func commandsWithParametersNeedThem() throws {
         var harness = try Harness()
-        for command in [CTAPCommand.clientPIN, .credentialManagement, .credentialManagementPreview] {
+        for command in [CTAPCommand.clientPIN, .credentialManagement, .credentialManagementPreview, .largeBlobs, .config] {
             #expect(harness.cbor(raw: [command.rawValue]) == .response([CTAPStatus.missingParameter.rawValue]))
         }
     }

@@ -160,4 +160,23 @@ import Testing
         try store.apply([.insert(key: StorageKey.pin, value: [1, 2, 3])])
         #expect(throws: StorageError.self) { try FlashStorage(device: store.device, entropy: &entropy) }
     }
+
+    @Test func settingsSurviveARemountAndResetClearsThem() throws {
+        var entropy = EntropySource(SeededGenerator(seed: 6))
+        var storage = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
+        var settings = AuthenticatorSettings()
+        settings.minPINLength = 7
+        settings.minPinLengthRPIDs = ["a.example", "b.example"]
+        settings.forcePINChange = true
+        settings.alwaysUv = true
+        try storage.setSettings(settings)
+        try storage.setLargeBlobArray(LargeBlobArray.initial + [])
+        var again = try FlashStorage(device: storage.store.device, entropy: &entropy)
+        #expect(again.settings == settings)
+        try again.wipe(newDeviceSecret: Array(repeating: 4, count: 32))
+        let wiped = try FlashStorage(device: again.store.device, entropy: &entropy)
+        #expect(wiped.settings == AuthenticatorSettings())
+        #expect(wiped.largeBlobArray == LargeBlobArray.initial)
+        #expect(wiped.store.keys.allSatisfy { $0 < 0x0100 || $0 >= 0x0200 })
+    }
 }

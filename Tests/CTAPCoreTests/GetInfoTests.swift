@@ -36,7 +36,8 @@ import Testing
         #expect(
             options == [
                 "rk": true, "up": true, "plat": false, "clientPin": false, "pinUvAuthToken": true, "credMgmt": true,
-                "credentialMgmtPreview": true, "makeCredUvNotRqd": true,
+                "credentialMgmtPreview": true, "makeCredUvNotRqd": true, "largeBlobs": true, "authnrCfg": true,
+                "alwaysUv": false, "setMinPINLength": true,
             ])
     }
 
@@ -61,6 +62,11 @@ import Testing
     @Test func pinLengthAndForceChange() throws {
         #expect(try info()[0x0C] == false)
         #expect(try info()[0x0D] == 4)
+        #expect(try info()[0x10] == 8)  // maxRPIDsForSetMinPINLength
+    }
+
+    @Test func largeBlobArraySize() throws {
+        #expect(try info()[0x0B] == 4096)
     }
 
     @Test func firmwareVersionIsTheConfiguredOne() throws {

@@ -1,0 +1,65 @@
+import CTAPCBOR
+import Crypto
+
+/// The settings authenticatorConfig changes, kept in the storage; reset restores the defaults.
+public struct AuthenticatorSettings: Sendable, Equatable {
+    /// The shortest PIN accepted, in Unicode code points (CTAP 2.1 default 4; only ever raised).
+    public var minPINLength = 4
+    /// RP IDs that may read minPINLength through the minPinLength extension (besides the configured ones).
+    public var minPinLengthRPIDs: [String] = []
+    /// A PIN change is required before the next token is handed out.
+    public var forcePINChange = false
+    /// Every makeCredential and getAssertion needs user verification; U2F is off.
+    public var alwaysUv = false
+    /// enableEnterpriseAttestation has run: makeCredential may return enterprise attestation.
+    public var enterpriseAttestation = false
+
+    public init() {}
+
+    /// The record encoding: a CBOR map of the members that differ from the defaults.
+    public var encoded: [UInt8] {
+        var map: [CBORValue: CBORValue] = [:]
+        if minPINLength != 4 { map[1] = CBORValue(minPINLength) }
+        if !minPinLengthRPIDs.isEmpty { map[2] = .array(minPinLengthRPIDs.map { .textString($0) }) }
+        if forcePINChange { map[3] = true }
+        if alwaysUv { map[4] = true }
+        if enterpriseAttestation { map[5] = true }
+        return CBORValue.map(map).encoded()
+    }
+
+    /// Decodes a record; nil when it is not a settings map of this format.
+    public init?(encoded bytes: [UInt8]) {
+        guard let map = (try? CBORDecoder.decode(bytes))?.mapValue else { return nil }
+        if let value = map[1] {
+            guard let n = value.intValue, (4...63).contains(n) else { return nil }
+            minPINLength = n
+        }
+        if let value = map[2] {
+            guard let ids = value.arrayValue?.compactMap(\.textValue), ids.count == value.arrayValue?.count else {
+                return nil
+            }
+            minPinLengthRPIDs = ids
+        }
+        forcePINChange = map[3]?.boolValue ?? false
+        alwaysUv = map[4]?.boolValue ?? false
+        enterpriseAttestation = map[5]?.boolValue ?? false
+    }
+}
+
+/// The serialized large-blob array (CTAP 2.1 §6.10.3): a CBOR array followed by LEFT(SHA-256(array), 16).
+public enum LargeBlobArray {
+    /// The array of a new or reset key: an empty CBOR array and its checksum.
+    public static let initial: [UInt8] = [0x80] + Array(SHA256.hash(data: [0x80]).prefix(16))
+
+    /// LEFT(SHA-256(body), 16): the checksum that follows the CBOR array.
+    public static func checksum(_ body: [UInt8]) -> [UInt8] {
+        Array(SHA256.hash(data: body).prefix(16))
+    }
+
+    /// Whether `bytes` ends in the checksum of what precedes it.
+    public static func isIntact(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= 17 else { return false }
+        let body = bytes.dropLast(16)
+        return constantTimeEqual(Array(SHA256.hash(data: Array(body)).prefix(16)), Array(bytes.suffix(16)))
+    }
+}
