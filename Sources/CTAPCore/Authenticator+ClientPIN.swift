@@ -81,16 +81,27 @@ extension Authenticator {
             let bits = try need(permissions, "permissions")
             guard bits > 0 else { throw CTAPError(.invalidParameter, "permissions are empty") }
             let requested = PinUvPermissions(rawValue: bits)
-            guard Self.grantablePermissions.isSuperset(of: requested) else {
+            var grantable = Self.grantablePermissions
+            if configuration.fingerprintSensor { grantable.insert(.bioEnrollment) }
+            guard grantable.isSuperset(of: requested) else {
                 throw CTAPError(.unauthorizedPermission, "permissions 0x\(String(bits, radix: 16)) not supported")
             }
             let token = try tokenUsingPIN(
                 proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc, permissions: requested, rpId: rpId,
                 forcedChange: .pinPolicyViolation, now: now)
             return .response(Self.success([0x02: .byteString(token)]))
-        case .getUVRetries, .getPinUvAuthTokenUsingUvWithPermissions:
-            // No built-in user verification on this key.
-            throw CTAPError(.invalidSubcommand, "this key has no built-in user verification")
+        case .getUVRetries:
+            guard configuration.fingerprintSensor else {
+                throw CTAPError(.invalidSubcommand, "this key has no built-in user verification")
+            }
+            return .response(Self.success([0x05: CBORValue(storage.uvRetries)]))
+        case .getPinUvAuthTokenUsingUvWithPermissions:
+            guard configuration.fingerprintSensor else {
+                throw CTAPError(.invalidSubcommand, "this key has no built-in user verification")
+            }
+            return try tokenUsingUV(
+                proto: need(proto, "pinUvAuthProtocol"), keyAgreement: need(keyAgreement, "keyAgreement"),
+                permissions: need(permissions, "permissions"), rpId: rpId)
         }
     }
 
@@ -175,6 +186,10 @@ extension Authenticator {
         }
         pinUv.consecutiveMismatches = 0
         try storage.setPinRetries(StoredPIN.maxRetries)
+        // The PIN also unblocks built-in user verification.
+        if configuration.fingerprintSensor && storage.uvRetries != StoredPIN.maxUvRetries {
+            try storage.setUvRetries(StoredPIN.maxUvRetries)
+        }
     }
 
     /// Decrypts and checks a new PIN: 64 bytes padded with zeros, 4 to 63 bytes of UTF-8 of at least

@@ -72,15 +72,19 @@ extension Authenticator {
         let extensions = try AssertionExtensions(params.subMap(0x04, "extensions"))
         let options = try RequestOptions(params.subMap(0x05, "options"))
         let proto = try pinUvAuthProtocol(params.int(0x07, "pinUvAuthProtocol"), with: pinUvAuthParam)
-        if options.uv == true && pinUvAuthParam == nil {
-            throw CTAPError(.invalidOption, "no built-in user verification")
+        var builtInUV = false
+        let alwaysUv = storage.settings.alwaysUv && options.up != false
+        if pinUvAuthParam == nil && (options.uv == true || (alwaysUv && isBuiltInUVConfigured)) {
+            guard isBuiltInUVConfigured else { throw CTAPError(.invalidOption, "no built-in user verification") }
+            // A silent probe (up=false) reads no finger: it runs without UV.
+            builtInUV = options.up != false
         }
         if options.rk != nil { throw CTAPError(.unsupportedOption, "rk is not an option of getAssertion") }
         guard clientDataHash.count == 32 else { throw CTAPError(.invalidLength, "clientDataHash is not 32 bytes") }
-        if storage.settings.alwaysUv && options.up != false && pinUvAuthParam == nil {
+        if alwaysUv && pinUvAuthParam == nil && !builtInUV {
             throw CTAPError(.puatRequired, "alwaysUv: getAssertion with user presence needs a pinUvAuthToken")
         }
-        var userVerified = false
+        var userVerified = builtInUV
         if let pinUvAuthParam, let proto {
             try verifyPinUvAuthParam(
                 pinUvAuthParam, proto: proto, clientDataHash: clientDataHash, permission: .getAssertion, rpId: rpId,
@@ -123,9 +127,9 @@ extension Authenticator {
             return .response(Self.success(try finishGetAssertion(plan, now: now)))
         }
         let user = candidates.count == 1 ? candidates[0].user : nil
-        return askPresence(
-            .getAssertion(plan),
-            PresencePrompt(command: "getAssertion", rpId: rpId, userName: user?.name ?? user?.displayName))
+        let prompt = PresencePrompt(command: "getAssertion", rpId: rpId, userName: user?.name ?? user?.displayName)
+        if builtInUV { return try askFingerprint(.getAssertion(plan), prompt, blocked: .pinBlocked) }
+        return askPresence(.getAssertion(plan), prompt)
     }
 
     /// Signs the first assertion and keeps the rest for getNextAssertion.

@@ -4,7 +4,7 @@ extension Authenticator {
     /// The authenticatorGetInfo response map: only what this build implements and tests.
     func getInfo() -> CBORValue {
         let settings = storage.settings
-        let options: [CBORValue: CBORValue] = [
+        var options: [CBORValue: CBORValue] = [
             "rk": true,
             "up": true,
             "plat": false,
@@ -21,7 +21,15 @@ extension Authenticator {
             "alwaysUv": .boolean(settings.alwaysUv),
             "setMinPINLength": true,
         ]
-        return [
+        if configuration.fingerprintSensor {
+            // Present: the sensor exists; true once a finger is enrolled.
+            options["uv"] = .boolean(isBuiltInUVConfigured)
+            options["bioEnroll"] = .boolean(!storage.fingerprints.isEmpty)
+            options["userVerificationMgmtPreview"] = .boolean(!storage.fingerprints.isEmpty)
+            options["uvBioEnroll"] = true
+            options["uvAcfg"] = true
+        }
+        let info: CBORValue = [
             0x01: ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
             0x02: .array(ExtensionName.supported.map { .textString($0) }),
             0x03: .byteString(configuration.aaguid),
@@ -40,5 +48,9 @@ extension Authenticator {
             0x10: CBORValue(Self.maxRPIDsForSetMinPINLength),
             0x14: CBORValue(remainingDiscoverableCredentials),
         ]
+        guard configuration.fingerprintSensor, case .map(var map) = info else { return info }
+        map[0x11] = CBORValue(Self.preferredPlatformUvAttempts)
+        map[0x12] = 0x02  // uvModality: fingerprint_internal
+        return .map(map)
     }
 }

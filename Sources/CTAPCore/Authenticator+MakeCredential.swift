@@ -12,6 +12,8 @@ struct MakeCredentialPlan: Sendable {
     var algorithm: CredentialAlgorithm
     var userVerified: Bool
     var extensions: MakeCredentialExtensions
+    /// The finger on the sensor verifies the user and stands for the touch.
+    var builtInUV = false
 }
 
 extension Authenticator {
@@ -62,18 +64,21 @@ extension Authenticator {
         let formats = try params.array(0x0B, "attestationFormatsPreference")
 
         guard let algorithm else { throw CTAPError(.unsupportedAlgorithm, "no supported algorithm offered") }
-        // A pinUvAuthParam takes the place of the uv option; without one, uv asks for built-in UV.
-        if options.uv == true && pinUvAuthParam == nil {
-            throw CTAPError(.invalidOption, "no built-in user verification")
+        // A pinUvAuthParam takes the place of the uv option; without one, uv asks for built-in UV (alwaysUv asks
+        // for it too when a finger is enrolled).
+        var builtInUV = false
+        if pinUvAuthParam == nil && (options.uv == true || (storage.settings.alwaysUv && isBuiltInUVConfigured)) {
+            guard isBuiltInUVConfigured else { throw CTAPError(.invalidOption, "no built-in user verification") }
+            builtInUV = true
         }
         if options.up == false { throw CTAPError(.invalidOption, "up=false is invalid in makeCredential") }
         let resident = options.rk ?? false
         // alwaysUv: every credential needs a token (and so a PIN). Otherwise makeCredUvNotRqd: once a PIN is
         // set, only a discoverable credential needs the token.
-        if storage.settings.alwaysUv && pinUvAuthParam == nil {
+        if storage.settings.alwaysUv && pinUvAuthParam == nil && !builtInUV {
             throw CTAPError(.puatRequired, "alwaysUv: every makeCredential needs a pinUvAuthToken")
         }
-        if isProtectedByUV && pinUvAuthParam == nil && resident {
+        if isProtectedByUV && pinUvAuthParam == nil && resident && !builtInUV {
             throw CTAPError(.puatRequired, "a discoverable credential needs a pinUvAuthToken once a PIN is set")
         }
         if enterpriseAttestation != nil { throw CTAPError(.invalidParameter, "enterprise attestation not supported") }
@@ -90,7 +95,7 @@ extension Authenticator {
         if extensions.largeBlobKey && !resident {
             throw CTAPError(.invalidOption, "largeBlobKey needs a discoverable credential")
         }
-        var userVerified = false
+        var userVerified = builtInUV
         if let pinUvAuthParam, let proto {
             try verifyPinUvAuthParam(
                 pinUvAuthParam, proto: proto, clientDataHash: clientDataHash, permission: .makeCredential,
@@ -113,12 +118,14 @@ extension Authenticator {
             if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
                 return .response([CTAPStatus.credentialExcluded.rawValue])
             }
+            if builtInUV { return try askFingerprint(.excluded, prompt, blocked: .pinBlocked) }
             return askPresence(.excluded, prompt)
         }
         let plan = MakeCredentialPlan(
             clientDataHash: clientDataHash, rpId: rpId, rpIdHash: rpIdHash, user: user, resident: resident,
             attestationNone: attestationNone, algorithm: algorithm, userVerified: userVerified,
-            extensions: extensions)
+            extensions: extensions, builtInUV: builtInUV)
+        if builtInUV { return try askFingerprint(.makeCredential(plan), prompt, blocked: .pinBlocked) }
         if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
             consumeTokenFlags()
             return .response(Self.success(try finishMakeCredential(plan)))

@@ -1,6 +1,9 @@
 extension Authenticator {
-    /// Whether the key is protected by some form of user verification: a PIN is set.
-    var isProtectedByUV: Bool { storage.pin != nil }
+    /// Whether the key is protected by some form of user verification: a PIN is set, or a fingerprint enrolled.
+    var isProtectedByUV: Bool { storage.pin != nil || isBuiltInUVConfigured }
+
+    /// Whether built-in user verification can run: the sensor is on and a finger is enrolled (getInfo uv).
+    var isBuiltInUVConfigured: Bool { configuration.fingerprintSensor && !storage.fingerprints.isEmpty }
 
     /// The PIN/UV auth protocol of a request that carries a pinUvAuthParam: CTAP2_ERR_MISSING_PARAMETER without
     /// one, CTAP1_ERR_INVALID_PARAMETER for one this key does not support; nil when no pinUvAuthParam was sent.
@@ -20,7 +23,9 @@ extension Authenticator {
         _ pinUvAuthParam: [UInt8], proto: PinUvAuthProtocol, clientDataHash: [UInt8], permission: PinUvPermissions,
         rpId: String, now: Duration
     ) throws(CTAPError) {
-        guard isProtectedByUV else { throw CTAPError(.pinNotSet, "a pinUvAuthParam was sent but no PIN is set") }
+        guard isProtectedByUV else {
+            throw CTAPError(.pinNotSet, "a pinUvAuthParam was sent but no PIN or fingerprint is set")
+        }
         try verifyToken(pinUvAuthParam, proto: proto, message: clientDataHash, now: now)
         guard pinUv.token.permissions.contains(permission) else {
             throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))")

@@ -15,6 +15,7 @@ extension Authenticator {
         nextAssertion = nil
         credentialEnumeration = nil
         largeBlobWrite = nil
+        enrollment = nil
         pinUv = PinUvState(entropy: &entropy)
         return [CTAPStatus.ok.rawValue]
     }

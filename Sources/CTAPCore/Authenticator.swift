@@ -12,16 +12,24 @@ public enum AuthenticatorOutcome: Equatable, Sendable {
 /// What the user is asked to approve with a touch, for prompts and logs.
 public struct PresencePrompt: Equatable, Sendable {
     public enum Kind: Equatable, Sendable { case ctap2, u2f }
+    /// What the user does: touch the key, or put an enrolled finger on the simulated sensor (approving is a
+    /// matching finger, denying a finger that does not match).
+    public enum Gesture: Equatable, Sendable { case touch, fingerprint }
     public var command: String
     public var rpId: String?
     public var userName: String?
     public var protocolKind: Kind
+    public var gesture: Gesture
 
-    public init(command: String, rpId: String? = nil, userName: String? = nil, protocolKind: Kind = .ctap2) {
+    public init(
+        command: String, rpId: String? = nil, userName: String? = nil, protocolKind: Kind = .ctap2,
+        gesture: Gesture = .touch
+    ) {
         self.command = command
         self.rpId = rpId
         self.userName = userName
         self.protocolKind = protocolKind
+        self.gesture = gesture
     }
 }
 
@@ -43,8 +51,11 @@ public enum CTAPCommand: UInt8, Sendable {
     case getNextAssertion = 0x08
     case credentialManagement = 0x0A
     case selection = 0x0B
+    case bioEnrollment = 0x09
     case largeBlobs = 0x0C
     case config = 0x0D
+    /// The prototype bio enrollment command of CTAP 2.1 previews.
+    case bioEnrollmentPreview = 0x40
     /// The prototype credential management command of CTAP 2.1 previews, still sent by some platforms.
     case credentialManagementPreview = 0x41
 }
@@ -67,6 +78,7 @@ public struct Authenticator: Sendable {
     var pinUv: PinUvState
     var credentialEnumeration: CredentialEnumeration?
     var largeBlobWrite: LargeBlobWrite?
+    var enrollment: FingerprintEnrollment?
 
     public init(
         configuration: AuthenticatorConfiguration = .init(),
@@ -84,6 +96,14 @@ public struct Authenticator: Sendable {
         if self.storage.u2fAttestation == nil {
             try provisionSelfSignedU2FAttestation()
         }
+        if configuration.fingerprintSensor && self.storage.fingerprints.isEmpty
+            && configuration.preEnrolledFingerprints > 0
+        {
+            try self.storage.setFingerprints(
+                (1...min(configuration.preEnrolledFingerprints, Self.maxFingerprints)).map {
+                    FingerprintTemplate(id: [0x00, UInt8($0)], name: "finger \($0)")
+                })
+        }
     }
 
     /// Simulates removing and re-inserting the key: volatile state is cleared, persistent state kept.
@@ -92,6 +112,7 @@ public struct Authenticator: Sendable {
         nextAssertion = nil
         credentialEnumeration = nil
         largeBlobWrite = nil
+        enrollment = nil
         powerUpTime = now
         pinUv = PinUvState(entropy: &entropy)
     }
@@ -125,6 +146,11 @@ public struct Authenticator: Sendable {
             case .credentialManagement, .credentialManagementPreview:
                 return try credentialManagement(params, now: now)
             case .largeBlobs: return try largeBlobs(RequestParameters(cbor: params), now: now)
+            case .bioEnrollment, .bioEnrollmentPreview:
+                guard configuration.fingerprintSensor else {
+                    return .response([CTAPStatus.invalidCommand.rawValue])
+                }
+                return try bioEnrollment(params, now: now)
             case .config: return try authenticatorConfig(params, now: now)
             }
         } catch {
@@ -138,6 +164,13 @@ public struct Authenticator: Sendable {
             return .response([CTAPStatus.other.rawValue])
         }
         pending = nil
+        if operation.prompt.gesture == .fingerprint {
+            do {
+                return .response(try finishFingerprint(operation, presence, now: now))
+            } catch {
+                return .response([error.status.rawValue])
+            }
+        }
         let isU2F = operation.prompt.protocolKind == .u2f
         if presence != .approved {
             if isU2F { return .response(U2FStatus.conditionsNotSatisfied.bytes) }
@@ -187,6 +220,7 @@ public struct Authenticator: Sendable {
         case .selection: return [CTAPStatus.ok.rawValue]
         case .u2fRegister(let request): return try finishU2FRegister(request)
         case .u2fAuthenticate(let request): return try finishU2FAuthenticate(request, userPresent: true)
+        case .uvToken, .enrollSample: return [CTAPStatus.other.rawValue]  // fingerprint operations: finishFingerprint
         }
     }
 
@@ -262,6 +296,8 @@ struct PendingOperation: Sendable {
         case selection
         case u2fRegister(U2FRegisterRequest)
         case u2fAuthenticate(U2FAuthenticateRequest)
+        case uvToken(UVTokenRequest)
+        case enrollSample(templateId: [UInt8], first: Bool)
     }
     var kind: Kind
     var prompt: PresencePrompt

@@ -18,6 +18,10 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
     public var minPinLengthRPIDs: [String]
     /// The largest serialized large-blob array (getInfo maxSerializedLargeBlobArray).
     public var maxLargeBlobArray: Int
+    /// A simulated fingerprint sensor: built-in user verification and authenticatorBioEnrollment.
+    public var fingerprintSensor: Bool
+    /// Fingerprints enrolled at start when the sensor is on and none are (a test rig's shortcut).
+    public var preEnrolledFingerprints: Int
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
     public static let fidosimAAGUID: [UInt8] = [
@@ -33,8 +37,12 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
         maxMessageSize: Int = 7609,
         firmwareVersion: Int = 1,
         minPinLengthRPIDs: [String] = [],
-        maxLargeBlobArray: Int = 4096
+        maxLargeBlobArray: Int = 4096,
+        fingerprintSensor: Bool = false,
+        preEnrolledFingerprints: Int = 0
     ) {
+        self.fingerprintSensor = fingerprintSensor
+        self.preEnrolledFingerprints = preEnrolledFingerprints
         self.maxLargeBlobArray = maxLargeBlobArray
         self.minPinLengthRPIDs = minPinLengthRPIDs
         self.aaguid = aaguid

@@ -46,6 +46,39 @@ public struct AuthenticatorSettings: Sendable, Equatable {
     }
 }
 
+/// An enrolled fingerprint of the simulated sensor: its template id and the name the user gave it.
+public struct FingerprintTemplate: Sendable, Equatable {
+    public var id: [UInt8]
+    public var name: String?
+
+    public init(id: [UInt8], name: String? = nil) {
+        self.id = id
+        self.name = name
+    }
+
+    /// The record encoding of a list of templates: a CBOR array of `{1: id, 2?: name}`.
+    public static func encode(_ templates: [FingerprintTemplate]) -> [UInt8] {
+        CBORValue.array(
+            templates.map { t in
+                var map: [CBORValue: CBORValue] = [1: .byteString(t.id)]
+                if let name = t.name { map[2] = .textString(name) }
+                return .map(map)
+            }
+        ).encoded()
+    }
+
+    /// Decodes a list of templates; nil when the record is not one.
+    public static func decode(_ bytes: [UInt8]) -> [FingerprintTemplate]? {
+        guard let array = (try? CBORDecoder.decode(bytes))?.arrayValue else { return nil }
+        var out: [FingerprintTemplate] = []
+        for entry in array {
+            guard let id = entry[1]?.bytesValue, !id.isEmpty else { return nil }
+            out.append(FingerprintTemplate(id: id, name: entry[2]?.textValue))
+        }
+        return out
+    }
+}
+
 /// The serialized large-blob array (CTAP 2.1 §6.10.3): a CBOR array followed by LEFT(SHA-256(array), 16).
 public enum LargeBlobArray {
     /// The array of a new or reset key: an empty CBOR array and its checksum.

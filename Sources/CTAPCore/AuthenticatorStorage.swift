@@ -21,6 +21,10 @@ public protocol AuthenticatorStorage: Sendable {
     var settings: AuthenticatorSettings { get }
     /// The serialized large-blob array; ``LargeBlobArray/initial`` on a new key.
     var largeBlobArray: [UInt8] { get }
+    /// The enrolled fingerprints of the simulated sensor.
+    var fingerprints: [FingerprintTemplate] { get }
+    /// Built-in user verification attempts left; ``StoredPIN/maxUvRetries`` on a new key.
+    var uvRetries: Int { get }
 
     /// Increments the signature counter, commits it, and returns the new value.
     mutating func incrementSignCounter() throws(CTAPError) -> UInt32
@@ -38,6 +42,10 @@ public protocol AuthenticatorStorage: Sendable {
     mutating func setSettings(_ settings: AuthenticatorSettings) throws(CTAPError)
     /// Replaces the large-blob array as one commit: a power cut leaves the old array or the new one.
     mutating func setLargeBlobArray(_ array: [UInt8]) throws(CTAPError)
+    /// Commits the list of enrolled fingerprints.
+    mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError)
+    /// Commits the number of built-in user verification attempts left.
+    mutating func setUvRetries(_ retries: Int) throws(CTAPError)
     /// Deletes every credential, the PIN, the large blobs and the settings, and installs a new device secret
     /// (authenticatorReset).
     mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError)
@@ -47,6 +55,8 @@ public protocol AuthenticatorStorage: Sendable {
 public struct StoredPIN: Sendable, Equatable {
     /// The most PIN attempts: after this many wrong PINs in a row the PIN blocks until reset.
     public static let maxRetries = 8
+    /// The most built-in user verification attempts (fingerprint mismatches) before UV blocks.
+    public static let maxUvRetries = 5
 
     /// The left 16 bytes of SHA-256 of the PIN's UTF-8 bytes.
     public var hash: [UInt8]
@@ -70,6 +80,8 @@ public struct MemoryStorage: AuthenticatorStorage {
     public private(set) var pinRetries = StoredPIN.maxRetries
     public private(set) var settings = AuthenticatorSettings()
     public private(set) var largeBlobArray = LargeBlobArray.initial
+    public private(set) var fingerprints: [FingerprintTemplate] = []
+    public private(set) var uvRetries = StoredPIN.maxUvRetries
     private var attestationKey: [UInt8]?
     private var attestationCertificate: [UInt8]?
 
@@ -132,10 +144,20 @@ public struct MemoryStorage: AuthenticatorStorage {
         largeBlobArray = array
     }
 
+    public mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError) {
+        fingerprints = templates
+    }
+
+    public mutating func setUvRetries(_ retries: Int) throws(CTAPError) {
+        uvRetries = retries
+    }
+
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         residentCredentials.removeAll()
         settings = AuthenticatorSettings()
         largeBlobArray = LargeBlobArray.initial
+        fingerprints = []
+        uvRetries = StoredPIN.maxUvRetries
         pin = nil
         pinRetries = StoredPIN.maxRetries
         deviceSecret = newDeviceSecret

@@ -29,6 +29,10 @@ public enum StorageKey {
     public static let largeBlobHeader: UInt16 = 0x0012
     /// The settings of authenticatorConfig (``AuthenticatorSettings/encoded``).
     public static let settings: UInt16 = 0x0013
+    /// The enrolled fingerprints (``FingerprintTemplate/encode(_:)``).
+    public static let fingerprints: UInt16 = 0x0014
+    /// Built-in user verification attempts left, 1 byte; absent means the maximum.
+    public static let uvRetries: UInt16 = 0x0015
     /// Large-blob chunks: slot 0 in 0x0100...0x017F, slot 1 in 0x0180...0x01FF, chunk i at the slot's base + i.
     public static let largeBlobSlots: [UInt16] = [0x0100, 0x0180]
     public static let largeBlobChunksPerSlot: UInt16 = 0x80
@@ -52,6 +56,8 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     public private(set) var pinRetries: Int
     public private(set) var settings = AuthenticatorSettings()
     public private(set) var largeBlobArray = LargeBlobArray.initial
+    public private(set) var fingerprints: [FingerprintTemplate] = []
+    public private(set) var uvRetries = StoredPIN.maxUvRetries
     /// The slot of the current large-blob array; nil while it is the initial one.
     var largeBlobSlot: Int?
 
@@ -112,6 +118,18 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
                 throw StorageError("the settings record is corrupt")
             }
             settings = decoded
+        }
+        if let bytes = try read(StorageKey.fingerprints) {
+            guard let templates = FingerprintTemplate.decode(bytes) else {
+                throw StorageError("the fingerprint record is corrupt")
+            }
+            fingerprints = templates
+        }
+        if let bytes = try read(StorageKey.uvRetries) {
+            guard bytes.count == 1, Int(bytes[0]) <= StoredPIN.maxUvRetries else {
+                throw StorageError("the UV retries record is corrupt")
+            }
+            uvRetries = Int(bytes[0])
         }
         if let header = try read(StorageKey.largeBlobHeader) {
             guard header.count == 5, header[0] <= 1 else { throw StorageError("the large-blob header is corrupt") }
@@ -256,10 +274,23 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         }
     }
 
+    public mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError) {
+        try write([.insert(key: StorageKey.fingerprints, value: FingerprintTemplate.encode(templates))])
+        fingerprints = templates
+    }
+
+    public mutating func setUvRetries(_ retries: Int) throws(CTAPError) {
+        try write([.insert(key: StorageKey.uvRetries, value: [UInt8(clamping: retries)])])
+        uvRetries = retries
+    }
+
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         var updates: [StoreUpdate] = residents.keys.map { .remove(key: $0) }
         let present = Set(store.keys)
-        for key in [StorageKey.pin, StorageKey.pinRetries, StorageKey.settings, StorageKey.largeBlobHeader]
+        for key in [
+            StorageKey.pin, StorageKey.pinRetries, StorageKey.settings, StorageKey.largeBlobHeader,
+            StorageKey.fingerprints, StorageKey.uvRetries,
+        ]
         where present.contains(key) {
             updates.append(.remove(key: key))
         }
@@ -274,6 +305,8 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         settings = AuthenticatorSettings()
         largeBlobArray = LargeBlobArray.initial
         largeBlobSlot = nil
+        fingerprints = []
+        uvRetries = StoredPIN.maxUvRetries
         residents.removeAll()
         pin = nil
         pinRetries = StoredPIN.maxRetries

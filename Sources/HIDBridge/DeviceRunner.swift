@@ -122,10 +122,11 @@ public final class DeviceRunner {
             case .processed(let summary):
                 logger.info("\(summary)")
             case .prompt(let prompt):
-                var line = "fidosim: touch requested: \(prompt.command)"
+                let finger = prompt.gesture == .fingerprint
+                var line = "fidosim: \(finger ? "fingerprint" : "touch") requested: \(prompt.command)"
                 if let rp = prompt.rpId { line += " for \(rp)" }
                 if let user = prompt.userName { line += " (user \(user))" }
-                line += ". Press Enter to touch the key."
+                line += finger ? ". Press Enter to put an enrolled finger on the sensor." : ". Press Enter to touch the key."
                 printLine(line)
             }
         }

@@ -77,6 +77,16 @@ struct Serve: ParsableCommand {
     var flashGeometry: GeometryChoice?
 
     @Option(
+        help: ArgumentHelp(
+            "Built-in user verification: none, or fingerprint (a simulated sensor; approve = a matching finger, "
+                + "deny = one that does not match).",
+            valueName: "none|fingerprint"))
+    var uv: String = "none"
+
+    @Option(help: "With --uv fingerprint: fingerprints enrolled at start when none are (test rigs).")
+    var enrolledFingers: Int = 0
+
+    @Option(
         name: .customLong("min-pin-length-rp"),
         help: ArgumentHelp(
             "An RP ID that may read the minimum PIN length through the minPinLength extension (repeatable).",
@@ -87,6 +97,12 @@ struct Serve: ParsableCommand {
     var logLevel: String = "info"
 
     func validate() throws {
+        guard uv == "none" || uv == "fingerprint" else {
+            throw ValidationError("unknown --uv '\(uv)': use none or fingerprint")
+        }
+        guard (0...5).contains(enrolledFingers) else {
+            throw ValidationError("--enrolled-fingers must be 0 to 5")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("unknown --log-level '\(logLevel)': use trace, debug, info, notice, warning, error or critical")
         }
@@ -156,7 +172,8 @@ struct Serve: ParsableCommand {
 
         let storage = persistent.storage
         let configuration = AuthenticatorConfiguration(
-            resetWindowEnabled: resetWindow == .on, minPinLengthRPIDs: minPinLengthRPs)
+            resetWindowEnabled: resetWindow == .on, minPinLengthRPIDs: minPinLengthRPs,
+            fingerprintSensor: uv == "fingerprint", preEnrolledFingerprints: enrolledFingers)
         let authenticator: Authenticator
         do {
             authenticator = try Authenticator(
