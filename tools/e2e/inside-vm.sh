@@ -170,28 +170,37 @@ step stop-key stop_key
 
 # --- python-fido2 over its own hidraw backend: the interop suite ---------------------------------
 want python && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest -p no:benchmark \
-    -p no:cacheprovider -q "$repo/tools/interop/test_udp_interop.py" "$repo/tools/interop/test_pin_interop.py"
+    -p no:cacheprovider -q "$repo/tools/interop/test_udp_interop.py" "$repo/tools/interop/test_pin_interop.py" \
+    "$repo/tools/interop/test_blob_config_interop.py"
 
 # --- browsers ----------------------------------------------------------------------------------
 # The key must exist before a browser starts (Chromium enumerates hidraw devices at start-up). Each browser
-# runs its flows in one start; its log (Chromium's with its FIDO device log) lands in $out/<browser>.log.
-# Chromium raises userVerification to "required" for a discoverable credential on a security key, and this
-# key has no built-in UV yet (a PIN would need Chromium's PIN dialog): until the simulated fingerprint sensor
-# exists, Chromium runs the second-factor flow only. Firefox takes "preferred" at its word and runs both.
+# gets a fresh key in memory (no PIN: a headless browser cannot show its PIN dialog) and runs its flows in one
+# start; its log (Chromium's with its FIDO device log) lands in $out/<browser>.log.
+# Chromium raises userVerification to "required" for a discoverable credential on a security key: its key has
+# the simulated fingerprint sensor with one finger enrolled, so Chromium verifies the user with the finger
+# (getPinUvAuthTokenUsingUvWithPermissions) and runs the passkey flow too. Firefox takes "preferred" at its
+# word and runs both flows on a key without built-in UV.
 flows_for() {
     case $1 in
-        chromium) echo "${CHROMIUM_FLOWS:-second-factor}" ;;
+        chromium) echo "${CHROMIUM_FLOWS:-passkey,second-factor}" ;;
         *) echo "${BROWSER_FLOWS:-passkey,second-factor}" ;;
     esac
 }
+key_args_for() {
+    case $1 in
+        chromium) echo "--uv fingerprint --enrolled-fingers 1" ;;
+        *) echo "" ;;
+    esac
+}
 if want browser; then
-    # A fresh key in memory, without the PIN set above: a headless browser cannot show its PIN dialog.
-    step start-key-browser start_key --flash memory
     for browser in ${E2E_BROWSERS:-chromium firefox}; do
+        # shellcheck disable=SC2046 # the key arguments are words
+        step "start-key-$browser" start_key --flash memory $(key_args_for "$browser")
         step "browser-$browser" env PYTHON="$python" BROWSER_FLOWS="$(flows_for "$browser")" \
             BROWSER_LOG_DIR="$out" "$repo/tools/browser/run-browsers.sh" "$browser"
+        step "stop-key-$browser" stop_key
     done
-    step stop-key-browser stop_key
 fi
 
 finish
