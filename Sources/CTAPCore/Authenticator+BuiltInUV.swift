@@ -54,6 +54,12 @@ extension Authenticator {
             try storage.setUvRetries(StoredPIN.maxUvRetries)
             switch operation.kind {
             case .uvToken(let request):
+                if request.permissions == .persistentCredentialManagementReadOnly,
+                    let persistent = storage.persistentToken
+                {
+                    let sealed = try request.proto.encrypt(persistent, secret: request.secret, iv: entropy.bytes(16))
+                    return Self.success([0x02: .byteString(sealed)])
+                }
                 pinUv.resetToken(&entropy)
                 pinUv.token.begin(permissions: request.permissions, rpId: request.rpId, userIsPresent: true, now: now)
                 let token = try request.proto.encrypt(pinUv.token.value, secret: request.secret, iv: entropy.bytes(16))
@@ -85,10 +91,11 @@ extension Authenticator {
     ) throws(CTAPError) -> AuthenticatorOutcome {
         guard bits > 0 else { throw CTAPError(.invalidParameter, "permissions are empty") }
         let requested = PinUvPermissions(rawValue: bits)
-        let grantable: PinUvPermissions = [
+        var grantable: PinUvPermissions = [
             .makeCredential, .getAssertion, .credentialManagement, .bioEnrollment, .largeBlobWrite,
             .authenticatorConfiguration,
         ]
+        if requested == .persistentCredentialManagementReadOnly { grantable = requested }
         guard grantable.isSuperset(of: requested) else {
             throw CTAPError(.unauthorizedPermission, "permissions 0x\(String(bits, radix: 16)) not supported")
         }
@@ -221,7 +228,10 @@ extension Authenticator {
         }
         if current.remainingSamples == 0 {
             enrollment = nil
-            try storage.setFingerprints(storage.fingerprints + [FingerprintTemplate(id: templateId)])
+            // A default name, so that platforms which expect one (python-fido2) can list it at once.
+            let names = Set(storage.fingerprints.compactMap(\.name))
+            let name = (1...).lazy.map { "finger \($0)" }.first { !names.contains($0) }
+            try storage.setFingerprints(storage.fingerprints + [FingerprintTemplate(id: templateId, name: name)])
         } else {
             enrollment = current
         }

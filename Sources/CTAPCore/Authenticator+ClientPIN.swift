@@ -83,6 +83,10 @@ extension Authenticator {
             let requested = PinUvPermissions(rawValue: bits)
             var grantable = Self.grantablePermissions
             if configuration.fingerprintSensor { grantable.insert(.bioEnrollment) }
+            // pcmr comes alone: it asks for the persistent token.
+            if requested == .persistentCredentialManagementReadOnly {
+                grantable = .persistentCredentialManagementReadOnly
+            }
             guard grantable.isSuperset(of: requested) else {
                 throw CTAPError(.unauthorizedPermission, "permissions 0x\(String(bits, radix: 16)) not supported")
             }
@@ -134,6 +138,7 @@ extension Authenticator {
             throw CTAPError(.pinPolicyViolation, "a forced PIN change needs a different PIN")
         }
         try storage.setPIN(pin)
+        try storage.setPersistentToken(entropy.bytes(32))
         if storage.settings.forcePINChange {
             var settings = storage.settings
             settings.forcePINChange = false
@@ -153,6 +158,10 @@ extension Authenticator {
         try checkPINHash(pinHashEnc, proto: proto, secret: secret)
         if storage.settings.forcePINChange {
             throw CTAPError(forcedChange, "the PIN must be changed first (forcePINChange)")
+        }
+        if permissions == .persistentCredentialManagementReadOnly, let persistent = storage.persistentToken {
+            // The persistent token (CTAP 2.2): read-only credential management across power cycles.
+            return try proto.encrypt(persistent, secret: secret, iv: entropy.bytes(16))
         }
         pinUv.resetToken(&entropy)
         pinUv.token.begin(permissions: permissions, rpId: rpId, userIsPresent: false, now: now)

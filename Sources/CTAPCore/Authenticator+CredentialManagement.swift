@@ -54,11 +54,22 @@ extension Authenticator {
         guard let protocolNumber else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
         let proto = try PinUvAuthProtocol.named(protocolNumber)
         let message = [UInt8(number)] + (subParams.map { CBORValue.map($0).encoded() } ?? [])
-        try verifyToken(pinUvAuthParam, proto: proto, message: message, now: now)
-        guard pinUv.token.permissions.contains(.credentialManagement) else {
-            throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks the cm permission")
+        let readOnly: Set<CredentialManagementSubcommand> = [
+            .getCredsMetadata, .enumerateRPsBegin, .enumerateCredentialsBegin,
+        ]
+        let boundRP: String?
+        if readOnly.contains(subcommand), let persistent = storage.persistentToken,
+            proto.verify(key: persistent, message: message, signature: pinUvAuthParam)
+        {
+            // The persistent token (pcmr): reading, never changing, and for every RP.
+            boundRP = nil
+        } else {
+            try verifyToken(pinUvAuthParam, proto: proto, message: message, now: now)
+            guard pinUv.token.permissions.contains(.credentialManagement) else {
+                throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks the cm permission")
+            }
+            boundRP = pinUv.token.rpId
         }
-        let boundRP = pinUv.token.rpId
 
         switch subcommand {
         case .getCredsMetadata:
@@ -172,6 +183,7 @@ extension Authenticator {
             0x0A: CBORValue(Int(credential.credProtect.rawValue)),
         ]
         if let key = credential.largeBlobKey { response[0x0B] = .byteString(key) }
+        response[0x0C] = .boolean(credential.thirdPartyPayment)
         return response
     }
 }

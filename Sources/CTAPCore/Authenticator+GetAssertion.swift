@@ -12,6 +12,7 @@ struct AssertionCandidate: Sendable {
     var user: UserEntity?
     var credBlob: [UInt8]?
     var largeBlobKey: [UInt8]?
+    var thirdPartyPayment = false
 
     init(
         id: [UInt8], privateKey: [UInt8], algorithm: CredentialAlgorithm = .es256,
@@ -31,6 +32,7 @@ struct AssertionCandidate: Sendable {
             credProtect: stored.credProtect, hmacSecret: stored.hmacSecret, user: stored.user)
         credBlob = stored.credBlob
         largeBlobKey = stored.largeBlobKey
+        thirdPartyPayment = stored.thirdPartyPayment
     }
 }
 
@@ -110,7 +112,14 @@ extension Authenticator {
                 }
             }
         }
-        guard !candidates.isEmpty else { throw CTAPError(.noCredentials, "no credential for \(rpId)") }
+        guard !candidates.isEmpty else {
+            // Built-in UV comes before the search (CTAP 2.1 §6.2.2 step 6.2): the finger is read, then none found.
+            if builtInUV {
+                return try askFingerprint(
+                    .noCredentials, PresencePrompt(command: "getAssertion", rpId: rpId), blocked: .pinBlocked)
+            }
+            throw CTAPError(.noCredentials, "no credential for \(rpId)")
+        }
         let userPresent = options.up ?? true
         var hmacSecret: HMACSecretRequest?
         if let input = extensions.hmacSecret {
@@ -173,6 +182,9 @@ extension Authenticator {
         }
         if plan.extensions.credBlob {
             outputs[.textString(ExtensionName.credBlob)] = .byteString(candidate.credBlob ?? [])
+        }
+        if plan.extensions.thirdPartyPayment {
+            outputs[.textString(ExtensionName.thirdPartyPayment)] = .boolean(candidate.thirdPartyPayment)
         }
         let counter = try storage.incrementSignCounter()
         var flags: AuthenticatorDataFlags = []

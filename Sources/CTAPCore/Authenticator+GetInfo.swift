@@ -1,8 +1,10 @@
 import CTAPCBOR
+import Crypto
+import _CryptoExtras
 
 extension Authenticator {
     /// The authenticatorGetInfo response map: only what this build implements and tests.
-    func getInfo() -> CBORValue {
+    mutating func getInfo() -> CBORValue {
         let settings = storage.settings
         var options: [CBORValue: CBORValue] = [
             "rk": true,
@@ -20,6 +22,7 @@ extension Authenticator {
             "authnrCfg": true,
             "alwaysUv": .boolean(settings.alwaysUv),
             "setMinPINLength": true,
+            "perCredMgmtRO": true,
         ]
         if configuration.fingerprintSensor {
             // Present: the sensor exists; true once a finger is enrolled.
@@ -47,10 +50,36 @@ extension Authenticator {
             0x0F: CBORValue(maxCredBlobLength),
             0x10: CBORValue(Self.maxRPIDsForSetMinPINLength),
             0x14: CBORValue(remainingDiscoverableCredentials),
+            0x16: ["packed", "none"],  // attestationFormats
+            0x1D: 63,  // maxPINLength, in code points
         ]
-        guard configuration.fingerprintSensor, case .map(var map) = info else { return info }
+        guard case .map(var map) = info else { return info }
+        if let identifier = encryptedIdentifier() { map[0x19] = .byteString(identifier) }
+        guard configuration.fingerprintSensor else { return .map(map) }
         map[0x11] = CBORValue(Self.preferredPlatformUvAttempts)
         map[0x12] = 0x02  // uvModality: fingerprint_internal
         return .map(map)
+    }
+
+    /// The device identifier: 16 bytes from the device secret, so stable across power cycles and new after reset.
+    var deviceIdentifier: [UInt8] {
+        HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: storage.deviceSecret), salt: Array("fidosim".utf8),
+            info: Array("device identifier v1".utf8), outputByteCount: 16
+        ).withUnsafeBytes { Array($0) }
+    }
+
+    /// encIdentifier (getInfo 0x19, CTAP 2.2): IV ‖ AES-128-CBC(HKDF-SHA-256(persistent token, 32 zero bytes,
+    /// "encIdentifier", 16), IV, device identifier). Only a holder of the persistent token can read it.
+    mutating func encryptedIdentifier() -> [UInt8]? {
+        guard let persistent = storage.persistentToken else { return nil }
+        let key = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: persistent), salt: [UInt8](repeating: 0, count: 32),
+            info: Array("encIdentifier".utf8), outputByteCount: 16)
+        let iv = entropy.bytes(16)
+        guard let ivValue = try? AES._CBC.IV(ivBytes: iv),
+            let sealed = try? AES._CBC.encrypt(deviceIdentifier, using: key, iv: ivValue, noPadding: true)
+        else { return nil }
+        return iv + Array(sealed)
     }
 }

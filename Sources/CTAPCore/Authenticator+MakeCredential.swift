@@ -14,6 +14,8 @@ struct MakeCredentialPlan: Sendable {
     var extensions: MakeCredentialExtensions
     /// The finger on the sensor verifies the user and stands for the touch.
     var builtInUV = false
+    /// hmac-secret-mc, decrypted and checked.
+    var hmacSecretMC: HMACSecretRequest?
 }
 
 extension Authenticator {
@@ -95,6 +97,10 @@ extension Authenticator {
         if extensions.largeBlobKey && !resident {
             throw CTAPError(.invalidOption, "largeBlobKey needs a discoverable credential")
         }
+        // hmac-secret-mc goes with hmac-secret; without it the input is ignored.
+        let hmacSecretMC = try extensions.hmacSecretMC.flatMap { (input) throws(CTAPError) in
+            extensions.hmacSecret ? try hmacSecretRequest(input) : nil
+        }
         var userVerified = builtInUV
         if let pinUvAuthParam, let proto {
             try verifyPinUvAuthParam(
@@ -124,7 +130,7 @@ extension Authenticator {
         let plan = MakeCredentialPlan(
             clientDataHash: clientDataHash, rpId: rpId, rpIdHash: rpIdHash, user: user, resident: resident,
             attestationNone: attestationNone, algorithm: algorithm, userVerified: userVerified,
-            extensions: extensions, builtInUV: builtInUV)
+            extensions: extensions, builtInUV: builtInUV, hmacSecretMC: hmacSecretMC)
         if builtInUV { return try askFingerprint(.makeCredential(plan), prompt, blocked: .pinBlocked) }
         if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
             consumeTokenFlags()
@@ -142,11 +148,16 @@ extension Authenticator {
         let credentialId = try CredentialID.seal(
             .init(
                 isResident: plan.resident, privateKey: rawKey, algorithm: plan.algorithm, credProtect: credProtect,
-                hmacSecret: ext.hmacSecret),
+                hmacSecret: ext.hmacSecret, thirdPartyPayment: ext.thirdPartyPayment),
             rpIdHash: plan.rpIdHash, key: sealingKey, nonce: entropy.bytes(12))
         var outputs: [CBORValue: CBORValue] = [:]
         if let level = ext.credProtect { outputs[.textString(ExtensionName.credProtect)] = CBORValue(Int(level.rawValue)) }
         if ext.hmacSecret { outputs[.textString(ExtensionName.hmacSecret)] = true }
+        if let request = plan.hmacSecretMC {
+            outputs[.textString(ExtensionName.hmacSecretMC)] = .byteString(
+                try hmacSecretOutput(request, credentialId: credentialId, userVerified: plan.userVerified))
+        }
+        if ext.thirdPartyPayment { outputs[.textString(ExtensionName.thirdPartyPayment)] = true }
         var credBlob: [UInt8]?
         if let blob = ext.credBlob {
             let stored = plan.resident && blob.count <= maxCredBlobLength
@@ -166,7 +177,8 @@ extension Authenticator {
                 ResidentCredential(
                     id: credentialId, rpId: plan.rpId, rpIdHash: plan.rpIdHash, user: plan.user, privateKey: rawKey,
                     creationSerial: serial, algorithm: plan.algorithm, credProtect: credProtect,
-                    hmacSecret: ext.hmacSecret, credBlob: credBlob, largeBlobKey: largeBlobKey))
+                    hmacSecret: ext.hmacSecret, credBlob: credBlob, largeBlobKey: largeBlobKey,
+                    thirdPartyPayment: ext.thirdPartyPayment))
         }
         let counter = try storage.incrementSignCounter()
         var flags: AuthenticatorDataFlags = .userPresent
@@ -210,8 +222,10 @@ extension Authenticator {
             guard let stored = storage.residentCredentials.first(where: { $0.id == id }) else { return nil }
             return AssertionCandidate(stored)
         }
-        return AssertionCandidate(
+        var candidate = AssertionCandidate(
             id: id, privateKey: contents.privateKey, algorithm: contents.algorithm, credProtect: contents.credProtect,
             hmacSecret: contents.hmacSecret)
+        candidate.thirdPartyPayment = contents.thirdPartyPayment
+        return candidate
     }
 }

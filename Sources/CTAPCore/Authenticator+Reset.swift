@@ -10,6 +10,7 @@ extension Authenticator {
     /// Wipes every credential and replaces the device secret, so no old credential id opens again.
     mutating func finishReset() throws(CTAPError) -> [UInt8] {
         try storage.wipe(newDeviceSecret: entropy.bytes(32))
+        try storage.setPersistentToken(entropy.bytes(32))
         sealingKey = CredentialID.sealingKey(deviceSecret: storage.deviceSecret)
         credRandoms = CredRandomDeriver(deviceSecret: storage.deviceSecret)
         nextAssertion = nil

@@ -96,6 +96,9 @@ public struct Authenticator: Sendable {
         if self.storage.u2fAttestation == nil {
             try provisionSelfSignedU2FAttestation()
         }
+        if self.storage.persistentToken == nil {
+            try self.storage.setPersistentToken(self.entropy.bytes(32))
+        }
         if configuration.fingerprintSensor && self.storage.fingerprints.isEmpty
             && configuration.preEnrolledFingerprints > 0
         {
@@ -212,6 +215,7 @@ public struct Authenticator: Sendable {
             consumeTokenFlags()
             return Self.success(try finishMakeCredential(plan))
         case .excluded: return [CTAPStatus.credentialExcluded.rawValue]
+        case .noCredentials: return [CTAPStatus.noCredentials.rawValue]
         case .pinProbe: return [storage.pin == nil ? CTAPStatus.pinNotSet.rawValue : CTAPStatus.pinInvalid.rawValue]
         case .getAssertion(let plan):
             consumeTokenFlags()
@@ -290,6 +294,8 @@ struct PendingOperation: Sendable {
     enum Kind: Sendable {
         case makeCredential(MakeCredentialPlan)
         case excluded
+        /// A getAssertion whose built-in UV came first and then found no credential.
+        case noCredentials
         case pinProbe
         case getAssertion(AssertionPlan)
         case reset

@@ -25,6 +25,8 @@ public protocol AuthenticatorStorage: Sendable {
     var fingerprints: [FingerprintTemplate] { get }
     /// Built-in user verification attempts left; ``StoredPIN/maxUvRetries`` on a new key.
     var uvRetries: Int { get }
+    /// The persistent pinUvAuthToken of CTAP 2.2 (32 bytes; pcmr), nil until one is made.
+    var persistentToken: [UInt8]? { get }
 
     /// Increments the signature counter, commits it, and returns the new value.
     mutating func incrementSignCounter() throws(CTAPError) -> UInt32
@@ -46,6 +48,8 @@ public protocol AuthenticatorStorage: Sendable {
     mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError)
     /// Commits the number of built-in user verification attempts left.
     mutating func setUvRetries(_ retries: Int) throws(CTAPError)
+    /// Commits a new persistent pinUvAuthToken.
+    mutating func setPersistentToken(_ token: [UInt8]) throws(CTAPError)
     /// Deletes every credential, the PIN, the large blobs and the settings, and installs a new device secret
     /// (authenticatorReset).
     mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError)
@@ -82,6 +86,7 @@ public struct MemoryStorage: AuthenticatorStorage {
     public private(set) var largeBlobArray = LargeBlobArray.initial
     public private(set) var fingerprints: [FingerprintTemplate] = []
     public private(set) var uvRetries = StoredPIN.maxUvRetries
+    public private(set) var persistentToken: [UInt8]?
     private var attestationKey: [UInt8]?
     private var attestationCertificate: [UInt8]?
 
@@ -152,12 +157,17 @@ public struct MemoryStorage: AuthenticatorStorage {
         uvRetries = retries
     }
 
+    public mutating func setPersistentToken(_ token: [UInt8]) throws(CTAPError) {
+        persistentToken = token
+    }
+
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         residentCredentials.removeAll()
         settings = AuthenticatorSettings()
         largeBlobArray = LargeBlobArray.initial
         fingerprints = []
         uvRetries = StoredPIN.maxUvRetries
+        persistentToken = nil
         pin = nil
         pinRetries = StoredPIN.maxRetries
         deviceSecret = newDeviceSecret

@@ -6,7 +6,7 @@ import Crypto
 /// Layout (63 bytes): `version (0x01) | nonce (12) | ciphertext (34) | tag (16)`; the plaintext is
 /// `flags | algorithm (1 = ES256, 2 = EdDSA) | private key (32)`, the additional data is
 /// `version | rpIdHash`. Flags: bit 0 discoverable, bits 1–2 the credProtect level (0 means level 1),
-/// bit 3 made with hmac-secret. Anything that does not open (tampered, truncated, foreign, from before a reset)
+/// bit 3 made with hmac-secret, bit 4 thirdPartyPayment. Anything that does not open (tampered, truncated, foreign, from before a reset)
 /// is simply not a credential of this key.
 struct CredentialID {
     static let version: UInt8 = 0x01
@@ -18,6 +18,7 @@ struct CredentialID {
         var algorithm: CredentialAlgorithm = .es256
         var credProtect: CredProtect = .optional
         var hmacSecret: Bool = false
+        var thirdPartyPayment: Bool = false
     }
 
     static func algorithmByte(_ algorithm: CredentialAlgorithm) -> UInt8 {
@@ -43,6 +44,7 @@ struct CredentialID {
         var flags: UInt8 = contents.isResident ? 0x01 : 0x00
         flags |= contents.credProtect.rawValue << 1
         if contents.hmacSecret { flags |= 0x08 }
+        if contents.thirdPartyPayment { flags |= 0x10 }
         var plaintext: [UInt8] = [flags, algorithmByte(contents.algorithm)]
         plaintext += contents.privateKey
         defer { wipe(&plaintext) }
@@ -63,7 +65,7 @@ struct CredentialID {
             let plain = try? AES.GCM.open(box, using: key, authenticating: [version] + rpIdHash)
         else { return nil }
         let bytes = Array(plain)
-        guard bytes.count == 34, bytes[0] & ~0x0F == 0 else { return nil }
+        guard bytes.count == 34, bytes[0] & ~0x1F == 0 else { return nil }
         let algorithm: CredentialAlgorithm
         switch bytes[1] {
         case 1: algorithm = .es256
@@ -73,7 +75,8 @@ struct CredentialID {
         let flags = bytes[0]
         return Contents(
             isResident: flags & 0x01 != 0, privateKey: Array(bytes[2...]), algorithm: algorithm,
-            credProtect: CredProtect(rawValue: (flags >> 1) & 0x03) ?? .optional, hmacSecret: flags & 0x08 != 0)
+            credProtect: CredProtect(rawValue: (flags >> 1) & 0x03) ?? .optional, hmacSecret: flags & 0x08 != 0,
+            thirdPartyPayment: flags & 0x10 != 0)
     }
 }
 

@@ -8,8 +8,12 @@ enum ExtensionName {
     static let hmacSecret = "hmac-secret"
     static let largeBlobKey = "largeBlobKey"
     static let minPinLength = "minPinLength"
+    static let hmacSecretMC = "hmac-secret-mc"
+    static let thirdPartyPayment = "thirdPartyPayment"
 
-    static let supported = [credBlob, credProtect, hmacSecret, largeBlobKey, minPinLength]
+    static let supported = [
+        credBlob, credProtect, hmacSecret, hmacSecretMC, largeBlobKey, minPinLength, thirdPartyPayment,
+    ]
 }
 
 /// The longest credBlob this key stores (getInfo maxCredBlobLength).
@@ -22,9 +26,14 @@ struct MakeCredentialExtensions: Sendable {
     var credBlob: [UInt8]?
     var largeBlobKey = false
     var minPinLength = false
+    /// hmac-secret-mc (CTAP 2.2): the hmac-secret outputs of the new credential, at registration.
+    var hmacSecretMC: HMACSecretInput?
+    var thirdPartyPayment = false
 
     init(_ map: [CBORValue: CBORValue]?) throws(CTAPError) {
         guard let map else { return }
+        if let value = map[.textString(ExtensionName.hmacSecretMC)] { hmacSecretMC = try HMACSecretInput(value) }
+        thirdPartyPayment = try map.optionalBool(ExtensionName.thirdPartyPayment) ?? false
         if let value = map[.textString(ExtensionName.credProtect)] {
             guard let raw = value.intValue else { throw CTAPError(.cborUnexpectedType, "credProtect is not an integer") }
             guard let level = CredProtect(rawValue: UInt8(clamping: raw)), raw >= 1 else {
@@ -87,9 +96,11 @@ struct AssertionExtensions: Sendable {
     var hmacSecret: HMACSecretInput?
     var credBlob = false
     var largeBlobKey = false
+    var thirdPartyPayment = false
 
     init(_ map: [CBORValue: CBORValue]?) throws(CTAPError) {
         guard let map else { return }
+        thirdPartyPayment = try map.optionalBool(ExtensionName.thirdPartyPayment) ?? false
         if let value = map[.textString(ExtensionName.hmacSecret)] { hmacSecret = try HMACSecretInput(value) }
         credBlob = try map.optionalBool(ExtensionName.credBlob) ?? false
         if let wanted = try map.optionalBool(ExtensionName.largeBlobKey) {

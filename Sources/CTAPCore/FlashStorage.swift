@@ -33,6 +33,8 @@ public enum StorageKey {
     public static let fingerprints: UInt16 = 0x0014
     /// Built-in user verification attempts left, 1 byte; absent means the maximum.
     public static let uvRetries: UInt16 = 0x0015
+    /// The persistent pinUvAuthToken (CTAP 2.2), 32 bytes.
+    public static let persistentToken: UInt16 = 0x0016
     /// Large-blob chunks: slot 0 in 0x0100...0x017F, slot 1 in 0x0180...0x01FF, chunk i at the slot's base + i.
     public static let largeBlobSlots: [UInt16] = [0x0100, 0x0180]
     public static let largeBlobChunksPerSlot: UInt16 = 0x80
@@ -58,6 +60,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     public private(set) var largeBlobArray = LargeBlobArray.initial
     public private(set) var fingerprints: [FingerprintTemplate] = []
     public private(set) var uvRetries = StoredPIN.maxUvRetries
+    public private(set) var persistentToken: [UInt8]?
     /// The slot of the current large-blob array; nil while it is the initial one.
     var largeBlobSlot: Int?
 
@@ -130,6 +133,10 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
                 throw StorageError("the UV retries record is corrupt")
             }
             uvRetries = Int(bytes[0])
+        }
+        if let bytes = try read(StorageKey.persistentToken) {
+            guard bytes.count == 32 else { throw StorageError("the persistent token record is corrupt") }
+            persistentToken = bytes
         }
         if let header = try read(StorageKey.largeBlobHeader) {
             guard header.count == 5, header[0] <= 1 else { throw StorageError("the large-blob header is corrupt") }
@@ -284,12 +291,17 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         uvRetries = retries
     }
 
+    public mutating func setPersistentToken(_ token: [UInt8]) throws(CTAPError) {
+        try write([.insert(key: StorageKey.persistentToken, value: token)])
+        persistentToken = token
+    }
+
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         var updates: [StoreUpdate] = residents.keys.map { .remove(key: $0) }
         let present = Set(store.keys)
         for key in [
             StorageKey.pin, StorageKey.pinRetries, StorageKey.settings, StorageKey.largeBlobHeader,
-            StorageKey.fingerprints, StorageKey.uvRetries,
+            StorageKey.fingerprints, StorageKey.uvRetries, StorageKey.persistentToken,
         ]
         where present.contains(key) {
             updates.append(.remove(key: key))
@@ -307,6 +319,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         largeBlobSlot = nil
         fingerprints = []
         uvRetries = StoredPIN.maxUvRetries
+        persistentToken = nil
         residents.removeAll()
         pin = nil
         pinRetries = StoredPIN.maxRetries
@@ -352,6 +365,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         if c.hmacSecret { record[8] = true }
         if let blob = c.credBlob { record[9] = .byteString(blob) }
         if let key = c.largeBlobKey { record[10] = .byteString(key) }
+        if c.thirdPartyPayment { record[11] = true }
         return CBORValue.map(record).encoded()
     }
 
@@ -378,6 +392,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
                 id: userId, name: user["name"]?.textValue, displayName: user["displayName"]?.textValue,
                 icon: user["icon"]?.textValue),
             privateKey: key, creationSerial: serial, algorithm: algorithm, credProtect: credProtect,
-            hmacSecret: map[8]?.boolValue ?? false, credBlob: map[9]?.bytesValue, largeBlobKey: map[10]?.bytesValue)
+            hmacSecret: map[8]?.boolValue ?? false, credBlob: map[9]?.bytesValue, largeBlobKey: map[10]?.bytesValue,
+            thirdPartyPayment: map[11]?.boolValue ?? false)
     }
 }

@@ -52,12 +52,15 @@ public struct ResidentCredential: Sendable, Equatable {
     public var credBlob: [UInt8]?
     /// The largeBlobKey extension's 32-byte key, if one was made.
     public var largeBlobKey: [UInt8]?
+    /// Made with the thirdPartyPayment extension (CTAP 2.2).
+    public var thirdPartyPayment: Bool
 
     public init(
         id: [UInt8], rpId: String, rpIdHash: [UInt8], user: UserEntity, privateKey: [UInt8], creationSerial: UInt64,
         algorithm: CredentialAlgorithm = .es256, credProtect: CredProtect = .optional, hmacSecret: Bool = false,
-        credBlob: [UInt8]? = nil, largeBlobKey: [UInt8]? = nil
+        credBlob: [UInt8]? = nil, largeBlobKey: [UInt8]? = nil, thirdPartyPayment: Bool = false
     ) {
+        self.thirdPartyPayment = thirdPartyPayment
         self.id = id
         self.rpId = rpId
         self.rpIdHash = rpIdHash

@@ -83,6 +83,13 @@ struct Serve: ParsableCommand {
             valueName: "none|fingerprint"))
     var uv: String = "none"
 
+    @Option(
+        help: ArgumentHelp(
+            "maxMsgSize in getInfo, 1024 to 7609 (default: 1200 over uhid, whose kernel queue holds 32 reports; "
+                + "7609 over UDP).",
+            valueName: "bytes"))
+    var maxMsgSize: Int?
+
     @Option(help: "With --uv fingerprint: fingerprints enrolled at start when none are (test rigs).")
     var enrolledFingers: Int = 0
 
@@ -99,6 +106,9 @@ struct Serve: ParsableCommand {
     func validate() throws {
         guard uv == "none" || uv == "fingerprint" else {
             throw ValidationError("unknown --uv '\(uv)': use none or fingerprint")
+        }
+        if let maxMsgSize, !(1024...7609).contains(maxMsgSize) {
+            throw ValidationError("--max-msg-size must be 1024 to 7609")
         }
         guard (0...5).contains(enrolledFingers) else {
             throw ValidationError("--enrolled-fingers must be 0 to 5")
@@ -171,8 +181,12 @@ struct Serve: ParsableCommand {
         }
 
         let storage = persistent.storage
+        // The kernel's uhid output queue holds 32 reports and never blocks the writer: a host that writes a longer
+        // message faster than this process reads loses reports. 1200 bytes (21 reports) is also what common
+        // hardware keys announce.
+        let messageSize = maxMsgSize ?? (chosen == .uhid ? 1200 : 7609)
         let configuration = AuthenticatorConfiguration(
-            resetWindowEnabled: resetWindow == .on, minPinLengthRPIDs: minPinLengthRPs,
+            resetWindowEnabled: resetWindow == .on, maxMessageSize: messageSize, minPinLengthRPIDs: minPinLengthRPs,
             fingerprintSensor: uv == "fingerprint", preEnrolledFingerprints: enrolledFingers)
         let authenticator: Authenticator
         do {

@@ -71,6 +71,9 @@ import Testing
             #expect(sample[5] == 0 && sample[6] == CBORValue(remaining))
         }
         #expect(try responseMap(harness.cbor(.getInfo))[4]?["uv"] == true)
+        // A new template has a default name until the user gives it one.
+        let named = try responseMap(harness.cbor(.bioEnrollment, bio(4, token: token)))
+        #expect(named[7] == [[1: .byteString(id), 2: "finger 1"]])
         #expect(status(of: harness.cbor(.bioEnrollment, bio(5, [1: .byteString(id), 2: "left thumb"], token: token))) == .ok)
         let list = try responseMap(harness.cbor(.bioEnrollment, bio(4, token: token)))
         #expect(list[7] == [[1: .byteString(id), 2: "left thumb"]])
@@ -131,7 +134,7 @@ import Testing
         #expect(status(of: try uvToken(&harness, permissions: 0x01).0) == .notAllowed)  // nothing enrolled
         harness = try Harness(configuration: Self.configuration(enrolled: 1))
         #expect(status(of: try uvToken(&harness, permissions: 0).0) == .invalidParameter)
-        #expect(status(of: try uvToken(&harness, permissions: 0x40).0) == .unauthorizedPermission)
+        #expect(status(of: try uvToken(&harness, permissions: 0x42).0) == .unauthorizedPermission)  // pcmr only alone
         #expect(status(of: harness.cbor(.clientPIN, [1: 2, 2: 6, 9: 1])) == .missingParameter)
     }
 
@@ -155,6 +158,16 @@ import Testing
         // A key whose sensor has no finger enrolled has no UV to offer.
         var empty = try Harness(configuration: Self.configuration())
         #expect(status(of: empty.cbor(.getAssertion, ga)) == .invalidOption)
+    }
+
+    @Test func theFingerIsReadBeforeTheSearchForCredentials() throws {
+        var harness = try Harness(configuration: Self.configuration(enrolled: 1))
+        let ga = Request.getAssertion(rpId: "nothing.example").setting(5, ["uv": true])
+        let outcome = harness.cbor(.getAssertion, ga)
+        #expect(prompt(outcome)?.gesture == .fingerprint)
+        #expect(status(of: harness.resume(.approved)) == .noCredentials)
+        #expect(status(of: harness.answer(harness.cbor(.getAssertion, ga), with: .denied)) == .operationDenied)
+        #expect(harness.authenticator.storage.uvRetries == 4)
     }
 
     @Test func resetForgetsTheFingers() throws {

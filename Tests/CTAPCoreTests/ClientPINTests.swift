@@ -125,7 +125,7 @@ import Testing
         var harness = try Harness()
         _ = try harness.setPIN("1234")
         #expect(status(of: try harness.requestToken("1234", permissions: 0).0) == .invalidParameter)
-        for unsupported in [0x08, 0x40, 0x0F, 0x48] {
+        for unsupported in [0x08, 0x0F, 0x48, 0x41] {  // be without the sensor; pcmr only alone
             #expect(status(of: try harness.requestToken("1234", permissions: unsupported).0) == .unauthorizedPermission)
         }
         #expect(try harness.pinRetries().retries == 8)

@@ -21,7 +21,11 @@ import Testing
     }
 
     @Test func extensionsAreTheImplementedOnes() throws {
-        #expect(try info()[2] == ["credBlob", "credProtect", "hmac-secret", "largeBlobKey", "minPinLength"])
+        #expect(
+            try info()[2] == [
+                "credBlob", "credProtect", "hmac-secret", "hmac-secret-mc", "largeBlobKey", "minPinLength",
+                "thirdPartyPayment",
+            ])
         #expect(try info()[0x0F] == 32)  // maxCredBlobLength
     }
 
@@ -37,7 +41,7 @@ import Testing
             options == [
                 "rk": true, "up": true, "plat": false, "clientPin": false, "pinUvAuthToken": true, "credMgmt": true,
                 "credentialMgmtPreview": true, "makeCredUvNotRqd": true, "largeBlobs": true, "authnrCfg": true,
-                "alwaysUv": false, "setMinPINLength": true,
+                "alwaysUv": false, "setMinPINLength": true, "perCredMgmtRO": true,
             ])
     }
 

@@ -349,8 +349,8 @@ def test_token_permissions(sim):
     ctap2 = Ctap2(sim.device())
     ClientPin(ctap2, PinProtocolV2()).set_pin(PIN)
     cp = ClientPin(ctap2, PinProtocolV2())
-    # be needs the fingerprint sensor (off here); pcmr (0x40) is not built.
-    for refused in (PERM.BIO_ENROLL, PERM.MAKE_CREDENTIAL | PERM.BIO_ENROLL, ClientPin.PERMISSION(0x40)):
+    # be needs the fingerprint sensor (off here); pcmr (0x40) only comes alone.
+    for refused in (PERM.BIO_ENROLL, PERM.MAKE_CREDENTIAL | PERM.BIO_ENROLL, PERM.MAKE_CREDENTIAL | ClientPin.PERMISSION(0x40)):
         expect_ctap_error(ERR.UNAUTHORIZED_PERMISSION, cp.get_pin_token, PIN, refused, RP_ID)
     # permissions 0 is an invalid parameter (python-fido2 would drop it, so send it raw).
     key_agreement, shared = cp._get_shared_secret()
