@@ -42,7 +42,7 @@ extension Authenticator {
         var settings = storage.settings
         switch subcommand {
         case .enableEnterpriseAttestation:
-            throw CTAPError(.invalidParameter, "this key is not capable of enterprise attestation")
+            settings.enterpriseAttestation = true
         case .toggleAlwaysUv:
             settings.alwaysUv.toggle()
         case .setMinPINLength:

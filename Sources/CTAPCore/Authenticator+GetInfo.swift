@@ -23,6 +23,8 @@ extension Authenticator {
             "alwaysUv": .boolean(settings.alwaysUv),
             "setMinPINLength": true,
             "perCredMgmtRO": true,
+            // Capable of enterprise attestation; true once enableEnterpriseAttestation has run.
+            "ep": .boolean(settings.enterpriseAttestation),
         ]
         if configuration.fingerprintSensor {
             // Present: the sensor exists; true once a finger is enrolled.

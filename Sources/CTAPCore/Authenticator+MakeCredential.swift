@@ -16,6 +16,8 @@ struct MakeCredentialPlan: Sendable {
     var builtInUV = false
     /// hmac-secret-mc, decrypted and checked.
     var hmacSecretMC: HMACSecretRequest?
+    /// Answer with enterprise attestation (epAtt).
+    var enterpriseAttestation = false
 }
 
 extension Authenticator {
@@ -83,7 +85,19 @@ extension Authenticator {
         if isProtectedByUV && pinUvAuthParam == nil && resident && !builtInUV {
             throw CTAPError(.puatRequired, "a discoverable credential needs a pinUvAuthToken once a PIN is set")
         }
-        if enterpriseAttestation != nil { throw CTAPError(.invalidParameter, "enterprise attestation not supported") }
+        var useEnterpriseAttestation = false
+        if let enterpriseAttestation {
+            guard storage.settings.enterpriseAttestation else {
+                throw CTAPError(.invalidParameter, "enterprise attestation is not enabled")
+            }
+            switch enterpriseAttestation {
+            // Vendor-facilitated: only for the configured RP IDs; other RPs get the usual attestation.
+            case 1: useEnterpriseAttestation = configuration.enterpriseAttestationRPIDs.contains(rpId)
+            // Platform-managed: the platform vouches for the RP.
+            case 2: useEnterpriseAttestation = true
+            default: throw CTAPError(.invalidOption, "enterpriseAttestation \(enterpriseAttestation) is not 1 or 2")
+            }
+        }
         guard clientDataHash.count == 32 else { throw CTAPError(.invalidLength, "clientDataHash is not 32 bytes") }
         guard userId.count <= 64 else { throw CTAPError(.invalidLength, "user.id longer than 64 bytes") }
         var attestationNone = false
@@ -130,7 +144,8 @@ extension Authenticator {
         let plan = MakeCredentialPlan(
             clientDataHash: clientDataHash, rpId: rpId, rpIdHash: rpIdHash, user: user, resident: resident,
             attestationNone: attestationNone, algorithm: algorithm, userVerified: userVerified,
-            extensions: extensions, builtInUV: builtInUV, hmacSecretMC: hmacSecretMC)
+            extensions: extensions, builtInUV: builtInUV, hmacSecretMC: hmacSecretMC,
+            enterpriseAttestation: useEnterpriseAttestation && !attestationNone)
         if builtInUV { return try askFingerprint(.makeCredential(plan), prompt, blocked: .pinBlocked) }
         if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
             consumeTokenFlags()
@@ -194,6 +209,11 @@ extension Authenticator {
         if plan.attestationNone {
             format = "none"
             statement = .map([:])
+        } else if plan.enterpriseAttestation, let ea = storage.enterpriseAttestationKey {
+            // Enterprise attestation: packed, signed by the device's attestation key, its certificate in x5c.
+            format = "packed"
+            let signature = try Self.sign(authData + plan.clientDataHash, with: ea.privateKey)
+            statement = ["alg": -7, "sig": .byteString(signature), "x5c": [.byteString(ea.certificate)]]
         } else {
             format = "packed"
             let signature = try Self.sign(authData + plan.clientDataHash, with: rawKey, algorithm: plan.algorithm)
@@ -203,6 +223,7 @@ extension Authenticator {
             0x01: .textString(format), 0x02: .byteString(authData), 0x03: statement,
         ]
         if let largeBlobKey { response[0x05] = .byteString(largeBlobKey) }
+        if plan.enterpriseAttestation && !plan.attestationNone { response[0x04] = true }
         return .map(response)
     }
 

@@ -96,6 +96,15 @@ public struct Authenticator: Sendable {
         if self.storage.u2fAttestation == nil {
             try provisionSelfSignedU2FAttestation()
         }
+        if self.storage.enterpriseAttestationKey == nil {
+            let key = newPrivateKey()
+            var serial = self.entropy.bytes(8)
+            serial[0] &= 0x7F
+            let certificate = try SelfSignedCertificate.attestation(
+                key: key, commonName: "fidosim enterprise attestation", aaguid: configuration.aaguid, serial: serial)
+            try self.storage.setEnterpriseAttestationKey(
+                privateKey: Array(key.rawRepresentation), certificate: certificate)
+        }
         if self.storage.persistentToken == nil {
             try self.storage.setPersistentToken(self.entropy.bytes(32))
         }

@@ -22,6 +22,8 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
     public var fingerprintSensor: Bool
     /// Fingerprints enrolled at start when the sensor is on and none are (a test rig's shortcut).
     public var preEnrolledFingerprints: Int
+    /// RP IDs for vendor-facilitated enterprise attestation (makeCredential enterpriseAttestation 1).
+    public var enterpriseAttestationRPIDs: [String]
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
     public static let fidosimAAGUID: [UInt8] = [
@@ -39,8 +41,10 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
         minPinLengthRPIDs: [String] = [],
         maxLargeBlobArray: Int = 4096,
         fingerprintSensor: Bool = false,
-        preEnrolledFingerprints: Int = 0
+        preEnrolledFingerprints: Int = 0,
+        enterpriseAttestationRPIDs: [String] = []
     ) {
+        self.enterpriseAttestationRPIDs = enterpriseAttestationRPIDs
         self.fingerprintSensor = fingerprintSensor
         self.preEnrolledFingerprints = preEnrolledFingerprints
         self.maxLargeBlobArray = maxLargeBlobArray

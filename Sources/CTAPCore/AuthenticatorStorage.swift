@@ -11,6 +11,8 @@ public protocol AuthenticatorStorage: Sendable {
     var residentCredentials: [ResidentCredential] { get }
     /// The U2F attestation key (raw P-256 scalar) and its DER certificate, if provisioned.
     var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { get }
+    /// The enterprise attestation key (raw P-256 scalar) and its DER certificate, if provisioned.
+    var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])? { get }
     /// How many more discoverable credentials of typical size fit in the storage.
     var remainingDiscoverableCredentials: Int { get }
     /// The PIN, if one is set.
@@ -36,6 +38,8 @@ public protocol AuthenticatorStorage: Sendable {
     @discardableResult mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool
     /// Stores the U2F attestation key and certificate.
     mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError)
+    /// Stores the enterprise attestation key and certificate (kept across reset, like the U2F ones).
+    mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError)
     /// Sets the PIN and restores the retries to ``StoredPIN/maxRetries``, in one commit.
     mutating func setPIN(_ pin: StoredPIN) throws(CTAPError)
     /// Commits the number of PIN attempts left.
@@ -87,6 +91,7 @@ public struct MemoryStorage: AuthenticatorStorage {
     public private(set) var fingerprints: [FingerprintTemplate] = []
     public private(set) var uvRetries = StoredPIN.maxUvRetries
     public private(set) var persistentToken: [UInt8]?
+    public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
     private var attestationKey: [UInt8]?
     private var attestationCertificate: [UInt8]?
 
@@ -151,6 +156,10 @@ public struct MemoryStorage: AuthenticatorStorage {
 
     public mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError) {
         fingerprints = templates
+    }
+
+    public mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
+        enterpriseAttestationKey = (privateKey, certificate)
     }
 
     public mutating func setUvRetries(_ retries: Int) throws(CTAPError) {

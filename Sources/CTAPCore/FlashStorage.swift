@@ -21,6 +21,9 @@ public enum StorageKey {
     public static let u2fAttestationCertificate: UInt16 = 0x0005
     /// The device serial, 8 bytes, made once and kept across resets (the uhid serial number).
     public static let serial: UInt16 = 0x0006
+    /// The enterprise attestation private key (32 bytes) and certificate (DER), kept across resets.
+    public static let enterpriseAttestationKey: UInt16 = 0x0007
+    public static let enterpriseAttestationCertificate: UInt16 = 0x0008
     /// The PIN: the left 16 bytes of SHA-256(PIN) followed by its length in code points (1 byte).
     public static let pin: UInt16 = 0x0010
     /// PIN attempts left, 1 byte.
@@ -54,6 +57,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     public private(set) var serial: [UInt8]
     var residents: [UInt16: ResidentCredential]
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
+    public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var pin: StoredPIN?
     public private(set) var pinRetries: Int
     public private(set) var settings = AuthenticatorSettings()
@@ -103,6 +107,11 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         self.signCounter = counterBytes.reduce(0) { $0 << 8 | UInt32($1) }
         if let key = try read(StorageKey.u2fAttestationKey), let certificate = try read(StorageKey.u2fAttestationCertificate) {
             attestation = (key, certificate)
+        }
+        if let key = try read(StorageKey.enterpriseAttestationKey),
+            let certificate = try read(StorageKey.enterpriseAttestationCertificate)
+        {
+            enterpriseAttestationKey = (key, certificate)
         }
         if let bytes = try read(StorageKey.pin) {
             guard bytes.count == 17 else { throw StorageError("the PIN record is corrupt") }
@@ -279,6 +288,14 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             let stale = store.keys.filter { $0 >= oldBase && $0 < oldBase + StorageKey.largeBlobChunksPerSlot }
             try write(stale.map { .remove(key: $0) })
         }
+    }
+
+    public mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
+        try write([
+            .insert(key: StorageKey.enterpriseAttestationKey, value: privateKey),
+            .insert(key: StorageKey.enterpriseAttestationCertificate, value: certificate),
+        ])
+        enterpriseAttestationKey = (privateKey, certificate)
     }
 
     public mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError) {

@@ -58,3 +58,46 @@ enum SelfSignedCertificate {
         }
     }
 }
+
+extension SelfSignedCertificate {
+    /// A packed-attestation certificate (WebAuthn §8.2.1): subject C, O, OU "Authenticator Attestation" and CN,
+    /// basic constraints CA false, and the FIDO AAGUID extension (1.3.6.1.4.1.45724.1.1.4). Self-signed: a
+    /// per-device key that identifies the device, as enterprise attestation does.
+    static func attestation(
+        key: P256.Signing.PrivateKey, commonName: String, aaguid: [UInt8], serial: [UInt8]
+    ) throws(CTAPError) -> [UInt8] {
+        let algorithm = DER.sequence(DER.oid(DER.ecdsaWithSHA256))
+        func attribute(_ oid: [UInt8], _ value: [UInt8]) -> [UInt8] { DER.set(DER.sequence(DER.oid(oid), value)) }
+        let name = DER.sequence(
+            attribute([0x55, 0x04, 0x06], DER.tlv(0x13, Array("US".utf8))),  // C, PrintableString
+            attribute([0x55, 0x04, 0x0A], DER.utf8String("fidosim")),  // O
+            attribute([0x55, 0x04, 0x0B], DER.utf8String("Authenticator Attestation")),  // OU
+            attribute(DER.commonName, DER.utf8String(commonName))
+        )
+        let validity = DER.sequence(
+            DER.tlv(0x17, Array("250101000000Z".utf8)),
+            DER.tlv(0x18, Array("20991231235959Z".utf8))
+        )
+        let basicConstraints = DER.sequence(
+            DER.oid([0x55, 0x1D, 0x13]), DER.tlv(0x01, [0xFF]), DER.tlv(0x04, DER.sequence()))
+        let aaguidExtension = DER.sequence(
+            DER.oid([0x2B, 0x06, 0x01, 0x04, 0x01, 0x82, 0xE5, 0x1C, 0x01, 0x01, 0x04]),
+            DER.tlv(0x04, DER.tlv(0x04, aaguid)))
+        let tbs = DER.sequence(
+            DER.tlv(0xA0, DER.integer([2])),
+            DER.integer(serial),
+            algorithm,
+            name,
+            validity,
+            name,
+            Array(key.publicKey.derRepresentation),
+            DER.tlv(0xA3, DER.sequence(basicConstraints, aaguidExtension))
+        )
+        do {
+            let signature = try key.signature(for: tbs).derRepresentation
+            return DER.sequence(tbs, algorithm, DER.bitString(Array(signature)))
+        } catch {
+            throw CTAPError(.other, "signing the attestation certificate failed: \(error)")
+        }
+    }
+}

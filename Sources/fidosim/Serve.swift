@@ -94,6 +94,13 @@ struct Serve: ParsableCommand {
     var enrolledFingers: Int = 0
 
     @Option(
+        name: .customLong("ep-rp"),
+        help: ArgumentHelp(
+            "An RP ID that gets vendor-facilitated enterprise attestation once it is enabled (repeatable).",
+            valueName: "rp-id"))
+    var enterpriseRPs: [String] = []
+
+    @Option(
         name: .customLong("min-pin-length-rp"),
         help: ArgumentHelp(
             "An RP ID that may read the minimum PIN length through the minPinLength extension (repeatable).",
@@ -187,7 +194,8 @@ struct Serve: ParsableCommand {
         let messageSize = maxMsgSize ?? (chosen == .uhid ? 1200 : 7609)
         let configuration = AuthenticatorConfiguration(
             resetWindowEnabled: resetWindow == .on, maxMessageSize: messageSize, minPinLengthRPIDs: minPinLengthRPs,
-            fingerprintSensor: uv == "fingerprint", preEnrolledFingerprints: enrolledFingers)
+            fingerprintSensor: uv == "fingerprint", preEnrolledFingerprints: enrolledFingers,
+            enterpriseAttestationRPIDs: enterpriseRPs)
         let authenticator: Authenticator
         do {
             authenticator = try Authenticator(

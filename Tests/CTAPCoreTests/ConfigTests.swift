@@ -49,7 +49,6 @@ import Testing
         #expect(status(of: harness.cbor(.config, [2: [1: 5]])) == .missingParameter)
         #expect(status(of: harness.cbor(.config, request(0x04))) == .invalidSubcommand)
         #expect(status(of: harness.cbor(.config, request(0xFF))) == .invalidSubcommand)
-        #expect(status(of: harness.cbor(.config, request(1))) == .invalidParameter)  // no enterprise attestation
         #expect(status(of: harness.cbor(.config, request(3, [1: "6"]))) == .cborUnexpectedType)
     }
 
