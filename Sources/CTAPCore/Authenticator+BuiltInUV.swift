@@ -52,6 +52,9 @@ extension Authenticator {
         switch result {
         case .approved:
             try storage.setUvRetries(StoredPIN.maxUvRetries)
+            var settings = storage.settings
+            settings.uvCountSinceLastPinEntry += 1
+            try storage.setSettings(settings)
             switch operation.kind {
             case .uvToken(let request):
                 if request.permissions == .persistentCredentialManagementReadOnly,

@@ -195,6 +195,11 @@ extension Authenticator {
         }
         pinUv.consecutiveMismatches = 0
         try storage.setPinRetries(StoredPIN.maxRetries)
+        if storage.settings.uvCountSinceLastPinEntry != 0 {
+            var settings = storage.settings
+            settings.uvCountSinceLastPinEntry = 0
+            try storage.setSettings(settings)
+        }
         // The PIN also unblocks built-in user verification.
         if configuration.fingerprintSensor && storage.uvRetries != StoredPIN.maxUvRetries {
             try storage.setUvRetries(StoredPIN.maxUvRetries)
@@ -222,6 +227,9 @@ extension Authenticator {
         let codePoints = text.unicodeScalars.count
         guard codePoints >= minPINLength else {
             throw CTAPError(.pinPolicyViolation, "the PIN is shorter than \(minPINLength) code points")
+        }
+        if storage.settings.pinComplexityPolicy && AuthenticatorSettings.isTooSimple(text) {
+            throw CTAPError(.pinPolicyViolation, "the PIN complexity policy refuses repeats and runs")
         }
         return StoredPIN(hash: Array(SHA256.hash(data: pinBytes).prefix(16)), codePoints: codePoints)
     }

@@ -49,6 +49,8 @@ extension Authenticator {
             let newLength = try subParams?.intMember(0x01, "newMinPINLength") ?? settings.minPINLength
             let rpIDs = try subParams?.textArrayMember(0x02, "minPinLengthRPIDs")
             let force = try subParams?.boolMember(0x03, "forceChangePin") ?? false
+            // pinComplexityPolicy (CTAP 2.2): true turns the policy on; it stays on until reset.
+            if try subParams?.boolMember(0x04, "pinComplexityPolicy") == true { settings.pinComplexityPolicy = true }
             guard newLength >= settings.minPINLength, newLength <= 63 else {
                 throw CTAPError(
                     .pinPolicyViolation, "the minimum PIN length can only grow (now \(settings.minPINLength))")

@@ -53,6 +53,7 @@ extension Authenticator {
             0x10: CBORValue(Self.maxRPIDsForSetMinPINLength),
             0x14: CBORValue(remainingDiscoverableCredentials),
             0x16: ["packed", "none"],  // attestationFormats
+            0x1B: .boolean(settings.pinComplexityPolicy),
             0x1D: 63,  // maxPINLength, in code points
         ]
         guard case .map(var map) = info else { return info }
@@ -60,6 +61,7 @@ extension Authenticator {
         guard configuration.fingerprintSensor else { return .map(map) }
         map[0x11] = CBORValue(Self.preferredPlatformUvAttempts)
         map[0x12] = 0x02  // uvModality: fingerprint_internal
+        map[0x17] = CBORValue(settings.uvCountSinceLastPinEntry)
         return .map(map)
     }
 

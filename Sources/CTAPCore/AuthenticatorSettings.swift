@@ -13,6 +13,10 @@ public struct AuthenticatorSettings: Sendable, Equatable {
     public var alwaysUv = false
     /// enableEnterpriseAttestation has run: makeCredential may return enterprise attestation.
     public var enterpriseAttestation = false
+    /// The PIN complexity policy (CTAP 2.2) is on: new PINs may not be one repeated character or a run.
+    public var pinComplexityPolicy = false
+    /// Built-in user verifications since the PIN was last entered (CTAP 2.2 uvCountSinceLastPinEntry).
+    public var uvCountSinceLastPinEntry = 0
 
     public init() {}
 
@@ -24,6 +28,8 @@ public struct AuthenticatorSettings: Sendable, Equatable {
         if forcePINChange { map[3] = true }
         if alwaysUv { map[4] = true }
         if enterpriseAttestation { map[5] = true }
+        if pinComplexityPolicy { map[6] = true }
+        if uvCountSinceLastPinEntry != 0 { map[7] = CBORValue(uvCountSinceLastPinEntry) }
         return CBORValue.map(map).encoded()
     }
 
@@ -43,6 +49,20 @@ public struct AuthenticatorSettings: Sendable, Equatable {
         forcePINChange = map[3]?.boolValue ?? false
         alwaysUv = map[4]?.boolValue ?? false
         enterpriseAttestation = map[5]?.boolValue ?? false
+        pinComplexityPolicy = map[6]?.boolValue ?? false
+        if let value = map[7] {
+            guard let n = value.intValue, n >= 0 else { return nil }
+            uvCountSinceLastPinEntry = n
+        }
+    }
+
+    /// Whether `pin` breaks the complexity policy: one character repeated, or a run of consecutive code points
+    /// going up or down ("1234", "98765", "abcd").
+    public static func isTooSimple(_ pin: String) -> Bool {
+        let scalars = pin.unicodeScalars.map(\.value)
+        guard scalars.count > 1 else { return true }
+        let steps = Set(zip(scalars.dropFirst(), scalars).map { Int64($0) - Int64($1) })
+        return steps == [0] || steps == [1] || steps == [-1]
     }
 }
 

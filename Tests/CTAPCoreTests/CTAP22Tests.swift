@@ -124,4 +124,46 @@ import _CryptoExtras
             Request.getAssertion(allowList: [plain.credentialId]).setting(4, ["thirdPartyPayment": true]))
         #expect(other.authData.extensions == ["thirdPartyPayment": false])
     }
+
+    @Test func thePINComplexityPolicyRefusesRepeatsAndRuns() throws {
+        var harness = try Harness()
+        #expect(try responseMap(harness.cbor(.getInfo))[0x1B] == false)
+        #expect(status(of: harness.cbor(.config, [1: 3, 2: [4: true]])) == .ok)
+        #expect(try responseMap(harness.cbor(.getInfo))[0x1B] == true)
+        for simple in ["1111", "1234", "9876", "abcdef", "ééééé"] {
+            #expect(status(of: try harness.setPIN(simple)) == .pinPolicyViolation, "\(simple)")
+        }
+        #expect(status(of: try harness.setPIN("1357")) == .ok)
+        #expect(status(of: try harness.changePIN(from: "1357", to: "4321")) == .pinPolicyViolation)
+        #expect(status(of: try harness.changePIN(from: "1357", to: "2580")) == .ok)
+        // setMinPINLength without the member leaves the policy on; reset turns it off.
+        let token = try harness.token("2580", permissions: 0x20)
+        let params: [CBORValue: CBORValue] = [1: 6]
+        let message = [UInt8](repeating: 0xFF, count: 32) + [0x0D, 0x03] + CBORValue.map(params).encoded()
+        let request: [CBORValue: CBORValue] = [
+            1: 3, 2: .map(params), 3: 2, 4: .byteString(token.authenticate(message)),
+        ]
+        #expect(status(of: harness.cbor(.config, request)) == .ok)
+        #expect(try responseMap(harness.cbor(.getInfo))[0x1B] == true)
+        #expect(status(of: harness.approve(harness.cbor(.reset))) == .ok)
+        #expect(try responseMap(harness.cbor(.getInfo))[0x1B] == false)
+    }
+
+    @Test func uvCountSinceLastPinEntryCountsFingersUntilThePIN() throws {
+        var configuration = Harness.configuration
+        configuration.fingerprintSensor = true
+        configuration.preEnrolledFingerprints = 1
+        var harness = try Harness(configuration: configuration)
+        #expect(try responseMap(harness.cbor(.getInfo))[0x17] == 0)
+        _ = try harness.register(Request.makeCredential())  // no UV: not counted
+        for _ in 0..<2 {
+            _ = harness.approve(harness.cbor(.makeCredential, Request.makeCredential().setting(7, ["uv": true])))
+        }
+        #expect(try responseMap(harness.cbor(.getInfo))[0x17] == 2)
+        _ = try harness.setPIN("2580")
+        _ = try harness.token("2580", permissions: 0x01)
+        #expect(try responseMap(harness.cbor(.getInfo))[0x17] == 0)
+        var plain = try Harness()
+        #expect(try responseMap(plain.cbor(.getInfo))[0x17] == nil)
+    }
 }

@@ -139,6 +139,7 @@ class Simulator:
             except Exception:
                 pass
         self._devices.clear()
+        self._hidraw_connection = None
         if self.process is None:
             return None
         if self.process.poll() is not None:
@@ -176,13 +177,20 @@ class Simulator:
         return False
 
     def device(self):
-        """A fresh CtapHidDevice (new socket or hidraw handle, new CTAPHID channel)."""
+        """A fresh CtapHidDevice (new socket, or over hidraw a new CTAPHID channel on one shared handle).
+
+        Every open hidraw handle receives every input report, so a second handle would collect the answers
+        meant for the first one's channel and later read them as "wrong channel": over uhid all devices of a
+        test share one handle (used one call at a time, as the tests do).
+        """
         if TRANSPORT == "uhid":
             from fido2.hid import CtapHidDevice, open_connection
 
             desc = self._hidraw_descriptor()
             assert desc is not None, f"no hidraw device with serial {self.serial}"
-            dev = CtapHidDevice(desc, open_connection(desc))
+            if getattr(self, "_hidraw_connection", None) is None:
+                self._hidraw_connection = open_connection(desc)
+            dev = CtapHidDevice(desc, self._hidraw_connection)
         else:
             dev = open_udp_device(self.host, self.port)
         self._devices.append(dev)
@@ -195,6 +203,7 @@ class Simulator:
             except Exception:
                 pass
         self._devices.clear()
+        self._hidraw_connection = None
         if TRANSPORT == "uhid":
             self.process.send_signal(signal.SIGUSR1)
             # The hidraw node goes away and comes back; wait for the new one.

@@ -202,7 +202,7 @@ def test_get_info_advertises_large_blobs_and_config(sim):
     assert info.options.get("alwaysUv") is False
     assert info.options.get("setMinPINLength") is True
     assert info.options.get("makeCredUvNotRqd") is True
-    assert "ep" not in info.options  # not capable of enterprise attestation
+    assert info.options.get("ep") is False  # capable of enterprise attestation, not enabled
     assert info.max_rpids_for_min_pin == 8
     assert info.force_pin_change is False
     assert info.min_pin_length == 4
@@ -509,16 +509,21 @@ def test_set_min_pin_length_without_and_with_pin(sim):
     cp.change_pin("123456", "987654")
     assert len(cp.get_pin_token("987654", PERM.GET_ASSERTION, RP_ID)) == 32
 
-    # enableEnterpriseAttestation: this key is not capable -> INVALID_PARAMETER (with a valid acfg token).
+    # enableEnterpriseAttestation needs the acfg token too, then turns ep on.
+    expect_ctap_error(ERR.PUAT_REQUIRED, Config(ctap2).enable_enterprise_attestation)
+    assert ctap2.get_info().options.get("ep") is False
     proto, acfg = token(ctap2, PERM.AUTHENTICATOR_CFG, pin="987654")
-    expect_ctap_error(ERR.INVALID_PARAMETER, Config(ctap2, proto, acfg).enable_enterprise_attestation)
-    assert "ep" not in ctap2.get_info().options
+    Config(ctap2, proto, acfg).enable_enterprise_attestation()
+    assert ctap2.get_info().options.get("ep") is True
 
 
 def test_enable_enterprise_attestation_without_pin(sim):
     ctap2 = Ctap2(sim.device())
-    expect_ctap_error(ERR.INVALID_PARAMETER, Config(ctap2).enable_enterprise_attestation)
-    assert "ep" not in ctap2.get_info().options
+    assert ctap2.get_info().options.get("ep") is False
+    Config(ctap2).enable_enterprise_attestation()
+    assert ctap2.get_info().options.get("ep") is True
+    Config(ctap2).enable_enterprise_attestation()  # again: no change, no error
+    assert ctap2.get_info().options.get("ep") is True
 
 
 def test_force_change_pin(sim):
@@ -680,9 +685,9 @@ def test_toggle_always_uv(sim):
     client_param = new_cdh()
     ctap1.authenticate(client_param, app_param, u2f.key_handle).verify(app_param, client_param, u2f.public_key)
 
-    # enableEnterpriseAttestation: not capable -> INVALID_PARAMETER.
-    expect_ctap_error(ERR.INVALID_PARAMETER,
-                      Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG)).enable_enterprise_attestation)
+    # Other config subcommands still need the acfg token.
+    expect_ctap_error(ERR.PUAT_REQUIRED, Config(ctap2).enable_enterprise_attestation)
+    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG)).enable_enterprise_attestation()
 
 
 def test_reset_restores_config_defaults(sim):
