@@ -533,3 +533,19 @@ def test_enterprise_attestation(sim):
         assert aaguid_ext.value.value[2:] == bytes(att.auth_data.credential_data.aaguid)
         certs.append(att.att_stmt["x5c"][0])
     assert certs[0] == certs[1]  # one attestation key per device
+
+
+def test_pin_complexity_policy_with_python_fido2_config(sim):
+    from fido2.ctap2.config import Config
+
+    ctap2 = Ctap2(sim.device())
+    assert ctap2.info.pin_complexity_policy is False
+    Config(ctap2).set_min_pin_length(pin_complexity_policy=True)
+    assert Ctap2(sim.device()).info.pin_complexity_policy is True
+    cp = ClientPin(ctap2)
+    for simple in ("1111", "12345678", "87654321", "abcdef"):
+        expect_ctap_error(ERR.PIN_POLICY_VIOLATION, cp.set_pin, simple)
+    cp.set_pin("13572468")
+    expect_ctap_error(ERR.PIN_POLICY_VIOLATION, cp.change_pin, "13572468", "2222")
+    cp.change_pin("13572468", "24681357")
+    assert len(cp.get_pin_token("24681357", PERM.GET_ASSERTION, RP_ID)) == 32
