@@ -143,14 +143,8 @@ extension Authenticator {
         guard CBORDecoder.isCanonical(raw) else {
             throw CTAPError(.invalidCBOR, "bio enrollment parameters are not canonical CBOR")
         }
-        guard let pinUvAuthParam else { throw CTAPError(.puatRequired, "pinUvAuthParam missing") }
-        guard let protocolNumber else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
-        let proto = try PinUvAuthProtocol.named(protocolNumber)
         let message = [UInt8(modality), UInt8(number)] + (subParams.map { CBORValue.map($0).encoded() } ?? [])
-        try verifyToken(pinUvAuthParam, proto: proto, message: message, now: now)
-        guard pinUv.token.permissions.contains(.bioEnrollment) else {
-            throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks the be permission")
-        }
+        try authorizeCommand(pinUvAuthParam, protocolNumber, message: message, permission: .bioEnrollment, now: now)
         let templateId = try subParams?.bytesMember(0x01, "templateId")
         let name = try subParams?.optionalMember(0x02, "templateFriendlyName")
         _ = try subParams?.intMember(0x03, "timeoutMilliseconds")

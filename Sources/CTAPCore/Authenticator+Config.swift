@@ -29,15 +29,10 @@ extension Authenticator {
             guard CBORDecoder.isCanonical(raw) else {
                 throw CTAPError(.invalidCBOR, "authenticatorConfig parameters are not canonical CBOR")
             }
-            guard let pinUvAuthParam else { throw CTAPError(.puatRequired, "pinUvAuthParam missing") }
-            guard let protocolNumber else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
-            let proto = try PinUvAuthProtocol.named(protocolNumber)
             let message = [UInt8](repeating: 0xFF, count: 32) + [0x0D, UInt8(number)]
                 + (subParams.map { CBORValue.map($0).encoded() } ?? [])
-            try verifyToken(pinUvAuthParam, proto: proto, message: message, now: now)
-            guard pinUv.token.permissions.contains(.authenticatorConfiguration) else {
-                throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks the acfg permission")
-            }
+            try authorizeCommand(
+                pinUvAuthParam, protocolNumber, message: message, permission: .authenticatorConfiguration, now: now)
         }
         var settings = storage.settings
         switch subcommand {

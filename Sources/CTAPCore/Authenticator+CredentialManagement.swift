@@ -50,21 +50,19 @@ extension Authenticator {
         }
         // Every other subcommand needs a token with the cm permission that authenticates subCommand | params.
         guard isProtectedByUV else { throw CTAPError(.pinNotSet, "credential management needs a PIN") }
-        guard let pinUvAuthParam else { throw CTAPError(.puatRequired, "pinUvAuthParam missing") }
-        guard let protocolNumber else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
-        let proto = try PinUvAuthProtocol.named(protocolNumber)
+        let (param, proto) = try requireAuthParameters(pinUvAuthParam, protocolNumber)
         let message = [UInt8(number)] + (subParams.map { CBORValue.map($0).encoded() } ?? [])
         let readOnly: Set<CredentialManagementSubcommand> = [
             .getCredsMetadata, .enumerateRPsBegin, .enumerateCredentialsBegin,
         ]
         let boundRP: String?
         if readOnly.contains(subcommand), let persistent = storage.persistentToken,
-            proto.verify(key: persistent, message: message, signature: pinUvAuthParam)
+            proto.verify(key: persistent, message: message, signature: param)
         {
             // The persistent token (pcmr): reading, never changing, and for every RP.
             boundRP = nil
         } else {
-            try verifyToken(pinUvAuthParam, proto: proto, message: message, now: now)
+            try verifyToken(param, proto: proto, message: message, now: now)
             guard pinUv.token.permissions.contains(.credentialManagement) else {
                 throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks the cm permission")
             }

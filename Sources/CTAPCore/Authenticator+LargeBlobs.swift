@@ -58,15 +58,9 @@ extension Authenticator {
             throw CTAPError(.invalidSequence, "offset \(offset) is not where the write stands")
         }
         if isProtectedByUV || storage.settings.alwaysUv {
-            guard let pinUvAuthParam else { throw CTAPError(.puatRequired, "pinUvAuthParam missing") }
-            guard let protocolNumber else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
-            let proto = try PinUvAuthProtocol.named(protocolNumber)
             let offsetLE = (0..<4).map { UInt8(truncatingIfNeeded: offset >> (8 * $0)) }
             let message = [UInt8](repeating: 0xFF, count: 32) + [0x0C, 0x00] + offsetLE + Array(SHA256.hash(data: set))
-            try verifyToken(pinUvAuthParam, proto: proto, message: message, now: now)
-            guard pinUv.token.permissions.contains(.largeBlobWrite) else {
-                throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks the lbw permission")
-            }
+            try authorizeCommand(pinUvAuthParam, protocolNumber, message: message, permission: .largeBlobWrite, now: now)
         }
         guard offset + set.count <= write.expectedLength else {
             throw CTAPError(.invalidParameter, "the fragment runs past the announced length")

@@ -52,6 +52,30 @@ extension Authenticator {
         pinUv.token.markUsed()
     }
 
+    /// The pinUvAuthParam and protocol of a command that needs them: CTAP2_ERR_PUAT_REQUIRED without the param,
+    /// CTAP2_ERR_MISSING_PARAMETER without the protocol, CTAP1_ERR_INVALID_PARAMETER for an unsupported one.
+    func requireAuthParameters(
+        _ pinUvAuthParam: [UInt8]?, _ protocolNumber: Int?
+    ) throws(CTAPError) -> (param: [UInt8], proto: PinUvAuthProtocol) {
+        guard let pinUvAuthParam else { throw CTAPError(.puatRequired, "pinUvAuthParam missing") }
+        guard let protocolNumber else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
+        return (pinUvAuthParam, try PinUvAuthProtocol.named(protocolNumber))
+    }
+
+    /// The token checks of a command that authenticates its own bytes (large blobs, config, bio enrollment):
+    /// the parameters as ``requireAuthParameters(_:_:)``, the MAC over `message` with the token in use, and
+    /// `permission` (CTAP2_ERR_PIN_AUTH_INVALID).
+    mutating func authorizeCommand(
+        _ pinUvAuthParam: [UInt8]?, _ protocolNumber: Int?, message: [UInt8], permission: PinUvPermissions,
+        now: Duration
+    ) throws(CTAPError) {
+        let (param, proto) = try requireAuthParameters(pinUvAuthParam, protocolNumber)
+        try verifyToken(param, proto: proto, message: message, now: now)
+        guard pinUv.token.permissions.contains(permission) else {
+            throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))")
+        }
+    }
+
     /// After the user's touch in makeCredential or getAssertion: the token's cached presence and verification
     /// are spent, and it keeps only the lbw permission (§6.1.2 step 14.d, §6.2.2 step 9.d).
     mutating func consumeTokenFlags() {

@@ -33,6 +33,7 @@ from fido2.webauthn import (
 )
 
 from conftest import Simulator
+from ctap_helpers import descriptor, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
 
 # The sensor on, no 200 ms wait for each simulated touch or finger. Tests with their own sim_args repeat it.
 FP = ("--presence-delay", "0", "--uv", "fingerprint")
@@ -55,29 +56,6 @@ MAX_UV_RETRIES = 5
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-
-
-def sha256(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def new_cdh() -> bytes:
-    return sha256(os.urandom(32))
-
-
-def descriptor(cred_id: bytes) -> dict:
-    return {"type": "public-key", "id": cred_id}
-
-
-def user(name: str) -> dict:
-    return {"id": os.urandom(16), "name": name, "displayName": name.title()}
-
-
-def expect_ctap_error(code, fn, *args, **kwargs) -> CtapError:
-    with pytest.raises(CtapError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == code, f"expected {code!s}, got {info.value.code!s}"
-    return info.value
 
 
 class Keepalives:

@@ -33,6 +33,7 @@ from fido2.webauthn import (
 )
 
 from conftest import Simulator
+from ctap_helpers import descriptor, expect_apdu_error, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
 
 # No 200 ms wait for each simulated touch: keeps the file fast. Tests with their own sim_args repeat it.
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
@@ -54,36 +55,6 @@ NO_UV = UserVerificationRequirement.DISCOURAGED
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-
-
-def sha256(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def new_cdh() -> bytes:
-    return sha256(os.urandom(32))
-
-
-def descriptor(cred_id: bytes) -> dict:
-    return {"type": "public-key", "id": cred_id}
-
-
-def user(name: str) -> dict:
-    return {"id": os.urandom(16), "name": name, "displayName": name.title()}
-
-
-def expect_ctap_error(code, fn, *args, **kwargs) -> CtapError:
-    with pytest.raises(CtapError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == code, f"expected {code!s}, got {info.value.code!s}"
-    return info.value
-
-
-def expect_apdu_error(sw: int, fn, *args, **kwargs) -> ApduError:
-    with pytest.raises(ApduError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == sw, f"expected SW {sw:04X}, got {info.value.code:04X}"
-    return info.value
 
 
 def token(ctap2: Ctap2, perms, rp_id: str | None = None, pin: str = PIN, protocol=None):

@@ -35,6 +35,7 @@ from fido2.webauthn import (
 )
 
 from conftest import Simulator
+from ctap_helpers import descriptor, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
 
 # No 200 ms wait for each simulated touch.
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
@@ -55,29 +56,6 @@ NEW_PIN = "87654321"
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-
-
-def sha256(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def new_cdh() -> bytes:
-    return sha256(os.urandom(32))
-
-
-def descriptor(cred_id: bytes) -> dict:
-    return {"type": "public-key", "id": cred_id}
-
-
-def user(name: str) -> dict:
-    return {"id": os.urandom(16), "name": name, "displayName": name.title()}
-
-
-def expect_ctap_error(code, fn, *args, **kwargs) -> CtapError:
-    with pytest.raises(CtapError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == code, f"expected {code!s}, got {info.value.code!s}"
-    return info.value
 
 
 def token(ctap2: Ctap2, perms, rp_id: str | None = RP_ID, protocol=None, pin: str = PIN):

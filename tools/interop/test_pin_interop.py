@@ -38,6 +38,7 @@ from fido2.webauthn import (
 )
 
 from conftest import Simulator
+from ctap_helpers import descriptor, expect_ctap_error, new_cdh, sha256  # noqa: E402
 
 # No 200 ms wait for each simulated touch: keeps the file fast. Tests with their own sim_args repeat it.
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
@@ -61,27 +62,8 @@ PROTOCOL_IDS = ["pinUvAuthProtocol1", "pinUvAuthProtocol2"]
 # --------------------------------------------------------------------------
 
 
-def sha256(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def new_cdh() -> bytes:
-    return sha256(os.urandom(32))
-
-
-def descriptor(cred_id: bytes) -> dict:
-    return {"type": "public-key", "id": cred_id}
-
-
 def user(name: str, user_id: bytes | None = None) -> dict:
     return {"id": user_id or os.urandom(16), "name": name, "displayName": name.title()}
-
-
-def expect_ctap_error(code, fn, *args, **kwargs) -> CtapError:
-    with pytest.raises(CtapError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == code, f"expected {code!s}, got {info.value.code!s}"
-    return info.value
 
 
 def pad_pin_bytes(pin: bytes) -> bytes:

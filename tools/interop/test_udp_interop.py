@@ -26,6 +26,7 @@ from fido2.webauthn import (
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
+from ctap_helpers import descriptor, expect_apdu_error, expect_ctap_error, new_cdh, sha256  # noqa: E402
 
 ERR = CtapError.ERR
 RP_ID = "example.com"
@@ -38,33 +39,6 @@ APP_ID = "https://example.com/appid.json"
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-
-
-def sha256(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def new_cdh() -> bytes:
-    """A fresh client-data hash."""
-    return sha256(os.urandom(32))
-
-
-def descriptor(cred_id: bytes) -> dict:
-    return {"type": "public-key", "id": cred_id}
-
-
-def expect_ctap_error(code, fn, *args, **kwargs) -> CtapError:
-    with pytest.raises(CtapError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == code, f"expected {code!s}, got {info.value.code!s}"
-    return info.value
-
-
-def expect_apdu_error(sw: int, fn, *args, **kwargs) -> ApduError:
-    with pytest.raises(ApduError) as info:
-        fn(*args, **kwargs)
-    assert info.value.code == sw, f"expected SW {sw:04X}, got {info.value.code:04X}"
-    return info.value
 
 
 def make_cred(ctap2: Ctap2, user_id: bytes, *, rk: bool, rp=RP, name="user",

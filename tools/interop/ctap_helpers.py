@@ -1,0 +1,44 @@
+"""Small helpers the interop test files share: hashes, request pieces and error expectations."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+from fido2.ctap import CtapError
+from fido2.ctap1 import ApduError
+
+
+def sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def new_cdh() -> bytes:
+    """A fresh client-data hash."""
+    return sha256(os.urandom(32))
+
+
+def descriptor(cred_id: bytes) -> dict:
+    return {"type": "public-key", "id": cred_id}
+
+
+def user(name: str) -> dict:
+    """A user entity with a random 16-byte id."""
+    return {"id": os.urandom(16), "name": name, "displayName": name.title()}
+
+
+def expect_ctap_error(code, fn, *args, **kwargs) -> CtapError:
+    """Calls fn and requires it to fail with CTAP status `code`."""
+    with pytest.raises(CtapError) as info:
+        fn(*args, **kwargs)
+    assert info.value.code == code, f"expected {code!s}, got {info.value.code!s}"
+    return info.value
+
+
+def expect_apdu_error(sw: int, fn, *args, **kwargs) -> ApduError:
+    """Calls fn and requires it to fail with U2F status word `sw`."""
+    with pytest.raises(ApduError) as info:
+        fn(*args, **kwargs)
+    assert info.value.code == sw, f"expected SW {sw:04X}, got {info.value.code:04X}"
+    return info.value
