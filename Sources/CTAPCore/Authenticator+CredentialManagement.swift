@@ -144,7 +144,7 @@ extension Authenticator {
             throw CTAPError(.missingParameter, "credentialID.id missing")
         }
         _ = try descriptor.optionalText("type")
-        guard let credential = storage.residentCredentials.first(where: { $0.id == id }) else {
+        guard let credential = storage.residentCredential(id: id) else {
             throw CTAPError(.noCredentials, "no such discoverable credential")
         }
         if let boundRP, boundRP != credential.rpId {

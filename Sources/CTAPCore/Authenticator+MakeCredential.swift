@@ -240,7 +240,7 @@ extension Authenticator {
     func lookUp(_ id: [UInt8], rpIdHash: [UInt8]) -> AssertionCandidate? {
         guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else { return nil }
         if contents.isResident {
-            guard let stored = storage.residentCredentials.first(where: { $0.id == id }) else { return nil }
+            guard let stored = storage.residentCredential(id: id) else { return nil }
             return AssertionCandidate(stored)
         }
         var candidate = AssertionCandidate(

@@ -15,6 +15,8 @@ public protocol AuthenticatorStorage: Sendable {
     var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])? { get }
     /// How many more discoverable credentials of typical size fit in the storage.
     var remainingDiscoverableCredentials: Int { get }
+    /// The stored discoverable credential with this id, if any.
+    func residentCredential(id: [UInt8]) -> ResidentCredential?
     /// The PIN, if one is set.
     var pin: StoredPIN? { get }
     /// PIN attempts left before the PIN blocks; ``StoredPIN/maxRetries`` when no PIN is set.
@@ -57,6 +59,13 @@ public protocol AuthenticatorStorage: Sendable {
     /// Deletes every credential, the PIN, the large blobs and the settings, and installs a new device secret
     /// (authenticatorReset).
     mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError)
+}
+
+extension AuthenticatorStorage {
+    /// The stored discoverable credential with this id, if any (storages with an index answer without a scan).
+    public func residentCredential(id: [UInt8]) -> ResidentCredential? {
+        residentCredentials.first { $0.id == id }
+    }
 }
 
 /// A PIN as the key keeps it: never the PIN itself.

@@ -179,12 +179,20 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             residents[key] = credential
         }
         self.residents = residents
+        self.keysById = Dictionary(residents.map { ($0.value.id, $0.key) }, uniquingKeysWith: { a, _ in a })
         self.deviceSecret = secret
         self.serial = serial
         self.store = store
     }
 
     public var residentCredentials: [ResidentCredential] { Array(residents.values) }
+
+    /// The record key of each stored credential by its id: a lookup by id needs no scan of the credentials.
+    var keysById: [[UInt8]: UInt16] = [:]
+
+    public func residentCredential(id: [UInt8]) -> ResidentCredential? {
+        keysById[id].flatMap { residents[$0] }
+    }
 
     /// Gives the flash device to `body` (tests arm power cuts through it).
     package mutating func withDevice<R>(_ body: (inout Device) throws -> R) rethrows -> R {
@@ -213,14 +221,17 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             throw CTAPError(.keyStoreFull, "no record key left")
         }
         try write([.insert(key: key, value: Self.encodeCredential(credential))], fullIs: .keyStoreFull)
+        if let old = residents[key] { keysById[old.id] = nil }
         residents[key] = credential
+        keysById[credential.id] = key
     }
 
     @discardableResult
     public mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
-        guard let key = residents.first(where: { $0.value.id == id })?.key else { return false }
+        guard let key = keysById[id] else { return false }
         try write([.remove(key: key)])
         residents[key] = nil
+        keysById[id] = nil
         return true
     }
 
@@ -338,6 +349,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         uvRetries = StoredPIN.maxUvRetries
         persistentToken = nil
         residents.removeAll()
+        keysById.removeAll()
         pin = nil
         pinRetries = StoredPIN.maxRetries
         deviceSecret = newDeviceSecret

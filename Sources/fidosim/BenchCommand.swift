@@ -3,6 +3,7 @@ import CTAPCBOR
 import CTAPCore
 import CTAPHID
 import Crypto
+import FlashStore
 import Foundation
 import HIDBridge
 
@@ -40,17 +41,41 @@ struct BenchCommand: ParsableCommand {
             try hid.getAssertion(credential: hidCredential)
         })
         var udp = try UDPBench()
-        defer { udp.stop() }
         let udpCredential = try udp.makeCredential()
         rows.append(measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
             try udp.getAssertion(credential: udpCredential)
         })
+        let emptyStart = udp.startup
+        let emptyRSS = udp.residentKiB()
+        udp.stop()
+
+        // The same key with 10,000 discoverable credentials in a flash image (large geometry).
+        let image = NSTemporaryDirectory() + "fidosim-bench-\(getpid()).img"
+        defer { unlink(image) }
+        let (flashKey, flashResident) = try BenchKey.filled(image: image, count: 10_000)
+        var full = flashKey
+        rows.append(measure(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
+            try full.getAssertion(credential: flashResident)
+        })
+        var fullUDP = try UDPBench(flash: image)
+        rows.append(measure(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
+            try fullUDP.getAssertion(credential: flashResident)
+        })
+        let fullStart = fullUDP.startup
+        let fullRSS = fullUDP.residentKiB()
+        fullUDP.stop()
+
         print("| measurement | per second | p50 ms | p99 ms | of raw signing |")
         print("|---|---|---|---|---|")
         for row in rows {
             print("| \(row.name) | \(Int(row.perSecond)) | \(format2(row.p50)) | \(format2(row.p99)) | "
                 + "\(Int((row.perSecond / raw.perSecond * 100).rounded()))% |")
         }
+        print("")
+        print("| fidosim serve | start to first INIT answered | resident memory after the run |")
+        print("|---|---|---|")
+        print("| empty store (--flash memory) | \(format2(emptyStart)) ms | \(emptyRSS / 1024) MiB |")
+        print("| 10,000 discoverable credentials (flash image) | \(format2(fullStart)) ms | \(fullRSS / 1024) MiB |")
     }
 
     func measure(name: String, _ body: () throws -> Void) -> Row {
@@ -116,6 +141,10 @@ struct BenchKey {
     var authenticator: Authenticator
     var users = 0
 
+    init(authenticator: Authenticator) {
+        self.authenticator = authenticator
+    }
+
     init() throws {
         var entropy = EntropySource.system
         authenticator = try Authenticator(
@@ -134,6 +163,22 @@ struct BenchKey {
         guard case .response(let bytes) = authenticator.handleCBOR(BenchRequests.getAssertion(credential: credential), now: .zero),
             bytes.first == 0
         else { throw BenchError(description: "getAssertion failed") }
+    }
+
+    /// A key on a new flash image at `image` (large geometry) holding `count` discoverable credentials; returns
+    /// it and the id of the last credential.
+    static func filled(image: String, count: Int) throws -> (BenchKey, [UInt8]) {
+        unlink(image)
+        var entropy = EntropySource.system
+        let device = try FileFlash.open(path: image, geometry: .large, create: true, sync: false)
+        let storage = try FlashStorage(device: device, entropy: &entropy)
+        var key = BenchKey(
+            authenticator: try Authenticator(
+                configuration: AuthenticatorConfiguration(maxResidentCredentials: 1_000_000), storage: storage,
+                entropy: entropy, now: .zero))
+        var last: [UInt8] = []
+        for _ in 0..<count { last = try key.makeCredential(resident: true) }
+        return (key, last)
     }
 }
 
@@ -200,30 +245,42 @@ struct UDPBench {
     let socket: UDPTransport
     let port: UInt16
     var channel: UInt32 = 0xFFFF_FFFF
+    /// Milliseconds from starting the process to its first INIT answer.
+    var startup: Double = 0
 
-    init() throws {
+    init(flash: String = "memory") throws {
         // Pick a free port by binding one and closing it again, then let the server bind it.
         port = try { () throws -> UInt16 in try UDPTransport(host: "127.0.0.1", port: 0).port }()
         socket = try UDPTransport(host: "127.0.0.1", port: 0)
         process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
         process.arguments = [
-            "serve", "--transport", "udp", "--port", String(port), "--flash", "memory", "--presence-delay", "0",
+            "serve", "--transport", "udp", "--port", String(port), "--flash", flash, "--presence-delay", "0",
             "--log-level", "error",
         ]
         process.standardOutput = FileHandle.nullDevice
+        let clock = ContinuousClock()
+        let started = clock.now
         try process.run()
         var ready = false
-        for _ in 0..<200 where !ready {
-            usleep(20_000)
-            ready = (try? initialize()) != nil
+        while !ready && clock.now - started < .seconds(10) {
+            ready = (try? initialize(timeoutMs: 2)) != nil
         }
         guard ready else { throw BenchError(description: "fidosim serve did not answer INIT") }
+        startup = fidosim.seconds(clock.now - started) * 1000
     }
 
-    mutating func initialize() throws {
+    /// The server's resident set size in KiB (VmRSS).
+    func residentKiB() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    mutating func initialize(timeoutMs: Int = 50) throws {
         let nonce: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
-        let response = try exchange(command: .initialize, payload: nonce, on: 0xFFFF_FFFF, timeoutMs: 50)
+        let response = try exchange(command: .initialize, payload: nonce, on: 0xFFFF_FFFF, timeoutMs: timeoutMs)
         guard response.count >= 12, Array(response.prefix(8)) == nonce else { throw BenchError(description: "bad INIT") }
         channel = response[8..<12].reduce(0) { $0 << 8 | UInt32($1) }
     }

@@ -179,4 +179,23 @@ import Testing
         #expect(wiped.largeBlobArray == LargeBlobArray.initial)
         #expect(wiped.store.keys.allSatisfy { $0 < 0x0100 || $0 >= 0x0200 })
     }
+
+    @Test func lookupByIdFollowsReplacementsDeletionsAndRemounts() throws {
+        var entropy = EntropySource(SeededGenerator(seed: 8))
+        var storage = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
+        try storage.storeResident(credential(1))
+        try storage.storeResident(credential(2))
+        var replacement = credential(1)
+        replacement.id = Array(repeating: 0xEE, count: 63)
+        try storage.storeResident(replacement)
+        #expect(storage.residentCredential(id: credential(1).id) == nil)
+        #expect(storage.residentCredential(id: replacement.id) == replacement)
+        let again = try FlashStorage(device: storage.store.device, entropy: &entropy)
+        #expect(again.residentCredential(id: replacement.id) == replacement)
+        #expect(again.residentCredential(id: credential(2).id) == credential(2))
+        #expect(try storage.deleteResident(id: credential(2).id))
+        #expect(storage.residentCredential(id: credential(2).id) == nil)
+        try storage.wipe(newDeviceSecret: Array(repeating: 1, count: 32))
+        #expect(storage.residentCredential(id: replacement.id) == nil)
+    }
 }
