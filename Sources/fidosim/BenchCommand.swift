@@ -49,9 +49,13 @@ struct BenchCommand: ParsableCommand {
         let emptyRSS = udp.residentKiB()
         udp.stop()
 
-        // The same key with 10,000 discoverable credentials in a flash image (large geometry).
+        // The same key on a flash image (large geometry): empty, then with 10,000 discoverable credentials.
         let image = NSTemporaryDirectory() + "fidosim-bench-\(getpid()).img"
         defer { unlink(image) }
+        var (emptyFlash, emptyFlashResident) = try BenchKey.filled(image: image, count: 1)
+        rows.append(measure(name: "getAssertion in process, 1 discoverable stored (flash)") {
+            try emptyFlash.getAssertion(credential: emptyFlashResident)
+        })
         let (flashKey, flashResident) = try BenchKey.filled(image: image, count: 10_000)
         var full = flashKey
         rows.append(measure(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
