@@ -92,16 +92,7 @@ extension Authenticator {
     mutating func tokenUsingUV(
         proto: PinUvAuthProtocol, keyAgreement: CBORValue, permissions bits: Int, rpId: String?
     ) throws(CTAPError) -> AuthenticatorOutcome {
-        guard bits > 0 else { throw CTAPError(.invalidParameter, "permissions are empty") }
-        let requested = PinUvPermissions(rawValue: bits)
-        var grantable: PinUvPermissions = [
-            .makeCredential, .getAssertion, .credentialManagement, .bioEnrollment, .largeBlobWrite,
-            .authenticatorConfiguration,
-        ]
-        if requested == .persistentCredentialManagementReadOnly { grantable = requested }
-        guard grantable.isSuperset(of: requested) else {
-            throw CTAPError(.unauthorizedPermission, "permissions 0x\(String(bits, radix: 16)) not supported")
-        }
+        let requested = try requestedPermissions(bits)
         guard isBuiltInUVConfigured else { throw CTAPError(.notAllowed, "no fingerprint is enrolled") }
         guard storage.uvRetries > 0 else { throw CTAPError(.uvBlocked, "built-in user verification is blocked") }
         let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))

@@ -14,10 +14,22 @@ enum ClientPINSubcommand: Int {
 }
 
 extension Authenticator {
-    /// The permissions this build can grant; a request for another is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
-    static let grantablePermissions: PinUvPermissions = [
-        .makeCredential, .getAssertion, .credentialManagement, .largeBlobWrite, .authenticatorConfiguration,
-    ]
+    /// The permissions a token request asks for, checked (CTAP 2.1 §6.5.5.7 step 3–4): none → 0x02; one this key
+    /// cannot grant (be without the sensor, pcmr together with anything else) → CTAP2_ERR_UNAUTHORIZED_PERMISSION.
+    func requestedPermissions(_ bits: Int) throws(CTAPError) -> PinUvPermissions {
+        guard bits > 0 else { throw CTAPError(.invalidParameter, "permissions are empty") }
+        let requested = PinUvPermissions(rawValue: bits)
+        var grantable: PinUvPermissions = [
+            .makeCredential, .getAssertion, .credentialManagement, .largeBlobWrite, .authenticatorConfiguration,
+        ]
+        if configuration.fingerprintSensor { grantable.insert(.bioEnrollment) }
+        // pcmr comes alone: it asks for the persistent token.
+        if requested == .persistentCredentialManagementReadOnly { grantable = requested }
+        guard grantable.isSuperset(of: requested) else {
+            throw CTAPError(.unauthorizedPermission, "permissions 0x\(String(bits, radix: 16)) not supported")
+        }
+        return requested
+    }
 
     /// The shortest PIN accepted, in Unicode code points (raised by setMinPINLength).
     var minPINLength: Int { storage.settings.minPINLength }
@@ -78,18 +90,7 @@ extension Authenticator {
             let proto = try need(proto, "pinUvAuthProtocol")
             let keyAgreement = try need(keyAgreement, "keyAgreement")
             let pinHashEnc = try need(pinHashEnc, "pinHashEnc")
-            let bits = try need(permissions, "permissions")
-            guard bits > 0 else { throw CTAPError(.invalidParameter, "permissions are empty") }
-            let requested = PinUvPermissions(rawValue: bits)
-            var grantable = Self.grantablePermissions
-            if configuration.fingerprintSensor { grantable.insert(.bioEnrollment) }
-            // pcmr comes alone: it asks for the persistent token.
-            if requested == .persistentCredentialManagementReadOnly {
-                grantable = .persistentCredentialManagementReadOnly
-            }
-            guard grantable.isSuperset(of: requested) else {
-                throw CTAPError(.unauthorizedPermission, "permissions 0x\(String(bits, radix: 16)) not supported")
-            }
+            let requested = try requestedPermissions(need(permissions, "permissions"))
             let token = try tokenUsingPIN(
                 proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc, permissions: requested, rpId: rpId,
                 forcedChange: .pinPolicyViolation, now: now)

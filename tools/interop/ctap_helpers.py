@@ -42,3 +42,23 @@ def expect_apdu_error(sw: int, fn, *args, **kwargs) -> ApduError:
         fn(*args, **kwargs)
     assert info.value.code == sw, f"expected SW {sw:04X}, got {info.value.code:04X}"
     return info.value
+
+
+def self_attested_server(rp_id: str = "example.com"):
+    """A Fido2Server for `rp_id` that requires packed self attestation and verifies it with python-fido2."""
+    from fido2.attestation import AttestationType, PackedAttestation
+    from fido2.server import Fido2Server
+    from fido2.webauthn import AttestationConveyancePreference, PublicKeyCredentialRpEntity
+
+    def verify_packed(attestation_object, client_data_hash):
+        assert attestation_object.fmt == "packed"
+        result = PackedAttestation().verify(
+            attestation_object.att_stmt, attestation_object.auth_data, client_data_hash
+        )
+        assert result.attestation_type == AttestationType.SELF
+
+    return Fido2Server(
+        PublicKeyCredentialRpEntity(id=rp_id, name="Example"),
+        attestation=AttestationConveyancePreference.DIRECT,
+        verify_attestation=verify_packed,
+    )

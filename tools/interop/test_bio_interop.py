@@ -33,7 +33,7 @@ from fido2.webauthn import (
 )
 
 from conftest import Simulator
-from ctap_helpers import descriptor, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
+from ctap_helpers import self_attested_server as make_server, descriptor, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
 
 # The sensor on, no 200 ms wait for each simulated touch or finger. Tests with their own sim_args repeat it.
 FP = ("--presence-delay", "0", "--uv", "fingerprint")
@@ -122,21 +122,6 @@ def listed_templates(bio: FPBioEnrollment) -> dict[bytes, str | None]:
         out[t[BioEnrollment.TEMPLATE_INFO.ID]] = name
     assert len(out) == len(infos), f"duplicate template ids: {infos}"
     return out
-
-
-def make_server() -> Fido2Server:
-    def verify_packed(attestation_object, client_data_hash):
-        assert attestation_object.fmt == "packed"
-        result = PackedAttestation().verify(
-            attestation_object.att_stmt, attestation_object.auth_data, client_data_hash
-        )
-        assert result.attestation_type == AttestationType.SELF
-
-    return Fido2Server(
-        PublicKeyCredentialRpEntity(id=RP_ID, name="Example"),
-        attestation=AttestationConveyancePreference.DIRECT,
-        verify_attestation=verify_packed,
-    )
 
 
 class FingerOnlyInteraction(UserInteraction):

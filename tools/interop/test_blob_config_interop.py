@@ -33,7 +33,7 @@ from fido2.webauthn import (
 )
 
 from conftest import Simulator
-from ctap_helpers import descriptor, expect_apdu_error, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
+from ctap_helpers import self_attested_server as make_server, descriptor, expect_apdu_error, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
 
 # No 200 ms wait for each simulated touch: keeps the file fast. Tests with their own sim_args repeat it.
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
@@ -119,21 +119,6 @@ class PinInteraction(UserInteraction):
 def make_client(dev, pin: str | None = PIN) -> tuple[Fido2Client, PinInteraction]:
     ui = PinInteraction(pin)
     return Fido2Client(dev, DefaultClientDataCollector(ORIGIN), user_interaction=ui), ui
-
-
-def make_server() -> Fido2Server:
-    def verify_packed(attestation_object, client_data_hash):
-        assert attestation_object.fmt == "packed"
-        result = PackedAttestation().verify(
-            attestation_object.att_stmt, attestation_object.auth_data, client_data_hash
-        )
-        assert result.attestation_type == AttestationType.SELF
-
-    return Fido2Server(
-        PublicKeyCredentialRpEntity(id=RP_ID, name="Example"),
-        attestation=AttestationConveyancePreference.DIRECT,
-        verify_attestation=verify_packed,
-    )
 
 
 def web_user(name: str) -> PublicKeyCredentialUserEntity:
