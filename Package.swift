@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .executable(name: "fidosim", targets: ["fidosim"]),
         .library(name: "CTAPCBOR", targets: ["CTAPCBOR"]),
+        .library(name: "ControlProtocol", targets: ["ControlProtocol"]),
         .library(name: "CTAPHID", targets: ["CTAPHID"]),
         .library(name: "CTAPCore", targets: ["CTAPCore"]),
         .library(name: "HIDBridge", targets: ["HIDBridge"]),
@@ -25,6 +26,7 @@ let package = Package(
     ],
     targets: [
         .target(name: "CTAPCBOR", swiftSettings: swiftSettings),
+        .target(name: "ControlProtocol", swiftSettings: swiftSettings),
         .target(name: "FlashStore", swiftSettings: swiftSettings),
         .target(name: "FlashStoreTesting", dependencies: ["FlashStore"], swiftSettings: swiftSettings),
         .target(name: "CTAPHID", swiftSettings: swiftSettings),
@@ -46,7 +48,7 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID",
+                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "ControlProtocol",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -54,7 +56,7 @@ let package = Package(
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "FlashStoreTesting", "CTAPCoreTesting",
+                "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "FlashStoreTesting", "CTAPCoreTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -62,6 +64,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR"], swiftSettings: swiftSettings),
+        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "FlashStoreTests", dependencies: ["FlashStore", "FlashStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
@@ -73,6 +76,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "HIDBridgeTests", dependencies: ["HIDBridge", "CTAPHID", "CTAPCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "HIDBridgeTests",
+            dependencies: [
+                "HIDBridge", "CTAPHID", "CTAPCore", "ControlProtocol", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings),
     ]
 )

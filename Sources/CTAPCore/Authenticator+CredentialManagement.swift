@@ -74,13 +74,14 @@ extension Authenticator {
             if boundRP != nil { throw CTAPError(.pinAuthInvalid, "the token is bound to an RP") }
             return .response(
                 Self.success([
-                    0x01: CBORValue(storage.residentCredentials.count),
+                    0x01: CBORValue(storage.residentCredentials.count { $0.discoverable }),
                     0x02: CBORValue(remainingDiscoverableCredentials),
                 ]))
         case .enumerateRPsBegin:
             if boundRP != nil { throw CTAPError(.pinAuthInvalid, "the token is bound to an RP") }
             var seen: Set<String> = []
             let rps = storage.residentCredentials
+                .filter(\.discoverable)
                 .sorted { $0.creationSerial < $1.creationSerial }
                 .filter { seen.insert($0.rpId).inserted }
                 .map { (rpId: $0.rpId, rpIdHash: $0.rpIdHash) }
@@ -97,7 +98,7 @@ extension Authenticator {
                 throw CTAPError(.pinAuthInvalid, "the token is bound to another RP")
             }
             let credentials = storage.residentCredentials
-                .filter { $0.rpIdHash == hash }
+                .filter { $0.discoverable && $0.rpIdHash == hash }
                 .sorted { $0.creationSerial > $1.creationSerial }
             guard !credentials.isEmpty else { throw CTAPError(.noCredentials, "no credentials for this RP") }
             credentialEnumeration = .credentials(credentials[...])

@@ -98,7 +98,7 @@ extension Authenticator {
         var candidates: [AssertionCandidate] = []
         if allowList.isEmpty {
             candidates = storage.residentCredentials
-                .filter { $0.rpIdHash == rpIdHash }
+                .filter { $0.discoverable && $0.rpIdHash == rpIdHash }
                 .filter { userVerified || $0.credProtect == .optional }
                 .sorted { $0.creationSerial > $1.creationSerial }
                 .map { AssertionCandidate($0) }
@@ -187,6 +187,7 @@ extension Authenticator {
             outputs[.textString(ExtensionName.thirdPartyPayment)] = .boolean(candidate.thirdPartyPayment)
         }
         let counter = try storage.incrementSignCounter()
+        lastActivity = CredentialActivity(rpId: plan.rpId, credentialId: candidate.id, userHandle: candidate.user?.id)
         var flags: AuthenticatorDataFlags = []
         if plan.userPresent { flags.insert(.userPresent) }
         if plan.userVerified { flags.insert(.userVerified) }

@@ -125,7 +125,9 @@ extension Authenticator {
 
         let rpIdHash = Array(SHA256.hash(data: Array(rpId.utf8)))
         if resident {
-            let replaces = storage.residentCredentials.contains { $0.rpIdHash == rpIdHash && $0.user.id == userId }
+            let replaces = storage.residentCredentials.contains {
+                $0.discoverable && $0.rpIdHash == rpIdHash && $0.user.id == userId
+            }
             if !replaces && remainingDiscoverableCredentials <= 0 {
                 throw CTAPError(.keyStoreFull, "no room for another discoverable credential")
             }
@@ -195,6 +197,9 @@ extension Authenticator {
                     hmacSecret: ext.hmacSecret, credBlob: credBlob, largeBlobKey: largeBlobKey,
                     thirdPartyPayment: ext.thirdPartyPayment))
         }
+        if !plan.resident { rememberCreated(id: credentialId, rpId: plan.rpId) }
+        lastActivity = CredentialActivity(
+            rpId: plan.rpId, credentialId: credentialId, userHandle: plan.resident ? plan.user.id : nil)
         let counter = try storage.incrementSignCounter()
         var flags: AuthenticatorDataFlags = .userPresent
         if plan.userVerified { flags.insert(.userVerified) }
@@ -229,16 +234,20 @@ extension Authenticator {
 
     /// How many more discoverable credentials the key accepts: the configured limit and the storage's room.
     var remainingDiscoverableCredentials: Int {
-        min(
-            max(0, configuration.maxResidentCredentials - storage.residentCredentials.count),
-            storage.remainingDiscoverableCredentials)
+        let stored = storage.residentCredentials.count
+        let limit = min(configuration.maxResidentCredentials, storedCredentialLimit ?? .max)
+        return min(max(0, limit - stored), storage.remainingDiscoverableCredentials)
     }
 
     /// A credential of this key for `rpIdHash` with the given id, or nil.
     ///
     /// A discoverable credential's id only counts while the credential is still stored.
     func lookUp(_ id: [UInt8], rpIdHash: [UInt8]) -> AssertionCandidate? {
-        guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else { return nil }
+        guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else {
+            // A credential imported through the control plane keeps the id it came with.
+            guard let imported = storage.residentCredential(id: id), imported.rpIdHash == rpIdHash else { return nil }
+            return AssertionCandidate(imported)
+        }
         if contents.isResident {
             guard let stored = storage.residentCredential(id: id) else { return nil }
             return AssertionCandidate(stored)

@@ -17,6 +17,7 @@ extension Authenticator {
         credentialEnumeration = nil
         largeBlobWrite = nil
         enrollment = nil
+        createdCredentials.removeAll()
         pinUv = PinUvState(entropy: &entropy)
         return [CTAPStatus.ok.rawValue]
     }

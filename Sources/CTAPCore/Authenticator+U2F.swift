@@ -70,6 +70,7 @@ struct APDU {
 extension Authenticator {
     /// Handles one CTAPHID_MSG message: a U2F (CTAP1) request APDU.
     public mutating func handleU2F(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
+        lastActivity = nil
         pending = nil
         nextAssertion = nil
         guard let apdu = APDU(message) else { return .response(U2FStatus.wrongLength.bytes) }
@@ -136,6 +137,7 @@ extension Authenticator {
             .init(isResident: false, privateKey: rawKey), rpIdHash: request.application, key: sealingKey,
             nonce: entropy.bytes(12))
         let publicKey = Array(key.publicKey.x963Representation)
+        lastActivity = CredentialActivity(rpId: nil, credentialId: keyHandle)
         let signed = [0x00] + request.application + request.challenge + keyHandle + publicKey
         let signature = try Self.sign(signed, with: attestation.privateKey)
         return [0x05] + publicKey + [UInt8(keyHandle.count)] + keyHandle + attestation.certificate + signature
@@ -146,6 +148,7 @@ extension Authenticator {
         -> [UInt8]
     {
         let counter = try storage.incrementSignCounter()
+        lastActivity = CredentialActivity(rpId: nil, credentialId: request.keyHandle)
         let flags: UInt8 = userPresent ? 0x01 : 0x00
         let counterBytes = AuthenticatorData.bigEndian(counter)
         let signature = try Self.sign(

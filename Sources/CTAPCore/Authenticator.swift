@@ -67,7 +67,7 @@ public enum CTAPCommand: UInt8, Sendable {
 /// A request that needs user presence returns ``AuthenticatorOutcome/needsUserPresence(_:)``; the owner
 /// asks the user and calls ``resume(_:now:)``.
 public struct Authenticator: Sendable {
-    public let configuration: AuthenticatorConfiguration
+    public internal(set) var configuration: AuthenticatorConfiguration
     public package(set) var storage: any AuthenticatorStorage
     var entropy: EntropySource
     var sealingKey: SymmetricKey
@@ -79,6 +79,12 @@ public struct Authenticator: Sendable {
     var credentialEnumeration: CredentialEnumeration?
     var largeBlobWrite: LargeBlobWrite?
     var enrollment: FingerprintEnrollment?
+    /// Non-discoverable credentials made since start, oldest first (for the control plane).
+    var createdCredentials: [CreatedCredential] = []
+    /// The credential the last request made or used, if any (for the control plane's events).
+    public internal(set) var lastActivity: CredentialActivity?
+    /// A fault injected by the control plane: KEY_STORE_FULL once this many credentials are stored.
+    public var storedCredentialLimit: Int?
 
     public init(
         configuration: AuthenticatorConfiguration = .init(),
@@ -134,6 +140,7 @@ public struct Authenticator: Sendable {
 
     /// Handles one CTAPHID_CBOR message: a command byte followed by CBOR parameters.
     public mutating func handleCBOR(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
+        lastActivity = nil
         guard let first = message.first else { return .response([CTAPStatus.invalidLength.rawValue]) }
         pending = nil
         let params = message.dropFirst()

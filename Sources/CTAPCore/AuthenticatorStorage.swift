@@ -34,7 +34,10 @@ public protocol AuthenticatorStorage: Sendable {
 
     /// Increments the signature counter, commits it, and returns the new value.
     mutating func incrementSignCounter() throws(CTAPError) -> UInt32
-    /// Stores a discoverable credential, replacing one with the same rpIdHash and user id.
+    /// Raises the signature counter to `value` when it is lower (never lowers it), and commits it.
+    mutating func raiseSignCounter(to value: UInt32) throws(CTAPError)
+    /// Stores a credential, replacing the one with the same id, or the discoverable one with the same rpIdHash and
+    /// user id (see ``ResidentCredential/replaces(_:)``).
     mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError)
     /// Deletes a discoverable credential by id; returns whether one was deleted.
     @discardableResult mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool
@@ -123,14 +126,16 @@ public struct MemoryStorage: AuthenticatorStorage {
         return signCounter
     }
 
+    public mutating func raiseSignCounter(to value: UInt32) throws(CTAPError) {
+        signCounter = max(signCounter, value)
+    }
+
     public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
-        let replaces = residentCredentials.contains {
-            $0.rpIdHash == credential.rpIdHash && $0.user.id == credential.user.id
-        }
+        let replaces = residentCredentials.contains { $0.id == credential.id || $0.replaces(credential) }
         guard replaces || residentCredentials.count < capacity else {
             throw CTAPError(.keyStoreFull, "memory storage holds \(capacity) credentials")
         }
-        residentCredentials.removeAll { $0.rpIdHash == credential.rpIdHash && $0.user.id == credential.user.id }
+        residentCredentials.removeAll { $0.id == credential.id || $0.replaces(credential) }
         residentCredentials.append(credential)
     }
 

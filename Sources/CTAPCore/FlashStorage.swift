@@ -215,8 +215,16 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         return next
     }
 
+    public mutating func raiseSignCounter(to value: UInt32) throws(CTAPError) {
+        guard value > signCounter else { return }
+        try write([.insert(key: StorageKey.signCounter, value: AuthenticatorData.bigEndian(value))])
+        signCounter = value
+    }
+
     public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
-        let existing = residents.first { $0.value.rpIdHash == credential.rpIdHash && $0.value.user.id == credential.user.id }
+        let existing =
+            keysById[credential.id].map { (key: $0, value: credential) }
+            ?? residents.first { $0.value.replaces(credential) }
         guard let key = existing?.key ?? freeCredentialKey() else {
             throw CTAPError(.keyStoreFull, "no record key left")
         }
@@ -395,6 +403,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         if let blob = c.credBlob { record[9] = .byteString(blob) }
         if let key = c.largeBlobKey { record[10] = .byteString(key) }
         if c.thirdPartyPayment { record[11] = true }
+        if !c.discoverable { record[12] = false }
         return CBORValue.map(record).encoded()
     }
 
@@ -422,6 +431,6 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
                 icon: user["icon"]?.textValue),
             privateKey: key, creationSerial: serial, algorithm: algorithm, credProtect: credProtect,
             hmacSecret: map[8]?.boolValue ?? false, credBlob: map[9]?.bytesValue, largeBlobKey: map[10]?.bytesValue,
-            thirdPartyPayment: map[11]?.boolValue ?? false)
+            thirdPartyPayment: map[11]?.boolValue ?? false, discoverable: map[12]?.boolValue ?? true)
     }
 }

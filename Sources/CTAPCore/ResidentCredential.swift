@@ -54,12 +54,17 @@ public struct ResidentCredential: Sendable, Equatable {
     public var largeBlobKey: [UInt8]?
     /// Made with the thirdPartyPayment extension (CTAP 2.2).
     public var thirdPartyPayment: Bool
+    /// False for a non-discoverable credential that the control plane imported with an id of its own: it is
+    /// stored so that an allow list finds it, but discovery and credential management do not list it.
+    public var discoverable: Bool
 
     public init(
         id: [UInt8], rpId: String, rpIdHash: [UInt8], user: UserEntity, privateKey: [UInt8], creationSerial: UInt64,
         algorithm: CredentialAlgorithm = .es256, credProtect: CredProtect = .optional, hmacSecret: Bool = false,
-        credBlob: [UInt8]? = nil, largeBlobKey: [UInt8]? = nil, thirdPartyPayment: Bool = false
+        credBlob: [UInt8]? = nil, largeBlobKey: [UInt8]? = nil, thirdPartyPayment: Bool = false,
+        discoverable: Bool = true
     ) {
+        self.discoverable = discoverable
         self.thirdPartyPayment = thirdPartyPayment
         self.id = id
         self.rpId = rpId
@@ -72,5 +77,13 @@ public struct ResidentCredential: Sendable, Equatable {
         self.hmacSecret = hmacSecret
         self.credBlob = credBlob
         self.largeBlobKey = largeBlobKey
+    }
+}
+
+extension ResidentCredential {
+    /// Whether storing `other` replaces this credential: both discoverable, same RP, same user id
+    /// (CTAP 2.1 §6.1.2 step 17).
+    public func replaces(_ other: ResidentCredential) -> Bool {
+        discoverable && other.discoverable && rpIdHash == other.rpIdHash && user.id == other.user.id
     }
 }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import CTAPCore
+import ControlProtocol
 import Logging
 import Synchronization
 
@@ -22,11 +23,14 @@ public final class DeviceRunner {
     let logger: Logger
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
+    /// The control plane's socket, if the key has one.
+    let control: ControlServer?
 
-    public init(key: VirtualKey, transport: any ReportTransport, logger: Logger) {
+    public init(key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil) {
         self.key = key
         self.transport = transport
         self.logger = logger
+        self.control = control
         self.start = clock.now
     }
 
@@ -54,6 +58,8 @@ public final class DeviceRunner {
             }
             var fds = [pollfd(fd: transport.descriptor, events: Int16(POLLIN), revents: 0)]
             if stdinOpen { fds.append(pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)) }
+            let controlStart = fds.count
+            if let control { fds += control.pollDescriptors() }
             let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
             if ready < 0 && errno != EINTR {
                 logger.error("poll failed: \(String(cString: strerror(errno)))")
@@ -67,6 +73,11 @@ public final class DeviceRunner {
             }
             if stdinOpen && fds[1].revents != 0 {
                 stdinOpen = readTouchFromStdin()
+            }
+            if let control, ready > 0 {
+                control.service(fds[controlStart...]) { command, subscribed in
+                    handleControl(command, subscribed: &subscribed)
+                }
             }
             if powerCycleRequested.exchange(false, ordering: .relaxed) {
                 powerCycle()
@@ -97,6 +108,41 @@ public final class DeviceRunner {
             logger.error("power cycle: \(error)")
         }
         logger.notice("power cycle: volatile state cleared")
+        publish("powerCycle", [:])
+    }
+
+    /// Carries out one control command; the ones about the loop itself are handled here.
+    func handleControl(_ command: ControlCommand, subscribed: inout Bool) -> Result<JSONValue, ControlError> {
+        switch command {
+        case .subscribe:
+            subscribed = true
+            return .success(["subscribed": true])
+        case .unsubscribe:
+            subscribed = false
+            return .success(["subscribed": false])
+        case .powerCycle:
+            powerCycle()
+            return .success([:])
+        case .status:
+            guard case .success(var status) = key.execute(.status, now: now).result, case .object(var members) = status
+            else { return .failure(ControlError(.failed, "status unavailable")) }
+            members["transport"] = .string(transport.summary)
+            members["uptimeMs"] = JSONValue(Int64(now.components.seconds) * 1000 + now.components.attoseconds / 1_000_000_000_000_000)
+            status = .object(members)
+            return .success(status)
+        default:
+            let (result, outputs) = key.execute(command, now: now)
+            emit(outputs)
+            return result
+        }
+    }
+
+    /// Sends an event to the control plane's subscribers.
+    func publish(_ name: String, _ fields: [String: JSONValue]) {
+        guard let control, control.hasSubscribers else { return }
+        var members = fields
+        members["timeMs"] = JSONValue(Int64(now.components.seconds) * 1000 + now.components.attoseconds / 1_000_000_000_000_000)
+        control.broadcast(ControlMessage.event(name, members))
     }
 
     /// Reads a line from the terminal; any line is a touch. Returns false at end of input.
@@ -119,9 +165,28 @@ public final class DeviceRunner {
                 transport.send(report)
             case .wink:
                 logger.notice("wink")
-            case .processed(let summary):
-                logger.info("\(summary)")
+                publish("wink", [:])
+            case .processed(let record):
+                logger.info("\(record)")
+                var fields: [String: JSONValue] = [
+                    "command": .string(record.command), "status": .string(record.status),
+                    "injected": .boolean(record.injected),
+                ]
+                if let activity = record.activity {
+                    fields["credentialId"] = .string(Base64URL.encode(activity.credentialId))
+                    if let rpId = activity.rpId { fields["rpId"] = .string(rpId) }
+                    if let user = activity.userHandle { fields["userHandle"] = .string(Base64URL.encode(user)) }
+                }
+                publish("request", fields)
             case .prompt(let prompt):
+                var fields: [String: JSONValue] = [
+                    "command": .string(prompt.command),
+                    "gesture": .string(prompt.gesture == .fingerprint ? "fingerprint" : "touch"),
+                ]
+                if let rp = prompt.rpId { fields["rpId"] = .string(rp) }
+                if let user = prompt.userName { fields["userName"] = .string(user) }
+                publish("prompt", fields)
+                guard case .prompt = key.presence else { continue }
                 let finger = prompt.gesture == .fingerprint
                 var line = "fidosim: \(finger ? "fingerprint" : "touch") requested: \(prompt.command)"
                 if let rp = prompt.rpId { line += " for \(rp)" }

@@ -5,12 +5,27 @@ import CTAPHID
 public enum KeyOutput: Equatable, Sendable {
     /// Send one 64-byte report to the host.
     case report([UInt8])
-    /// Ask the person at the terminal to touch the key (prompt mode).
+    /// A request waits for the user (in prompt mode, ask the person at the terminal to touch the key).
     case prompt(PresencePrompt)
     /// The host asked the key to identify itself.
     case wink
-    /// A request was answered (for logs and, later, events): command and status.
-    case processed(String)
+    /// A request was answered (for logs and the control plane's events).
+    case processed(RequestRecord)
+}
+
+/// A request the key answered: what was asked, the answer, and the credential involved.
+public struct RequestRecord: Equatable, Sendable, CustomStringConvertible {
+    /// The CTAP2 command's name (`makeCredential`, …), `U2F register`/`U2F authenticate`/`U2F INS xx`.
+    public var command: String
+    /// The CTAP2 status name (`ok`, `operationDenied`, …) or the U2F status word in hex.
+    public var status: String
+    /// True when a fault injected by the control plane gave the answer.
+    public var injected: Bool = false
+    public var activity: CredentialActivity?
+
+    public var description: String {
+        "\(command) -> \(status)\(injected ? " (injected)" : "")"
+    }
 }
 
 /// A whole virtual security key without I/O: CTAPHID framing, the authenticator and the simulated user.
@@ -19,7 +34,7 @@ public enum KeyOutput: Equatable, Sendable {
 /// ``nextDeadline``.
 public struct VirtualKey: Sendable {
     public private(set) var hid: CTAPHIDMachine
-    public private(set) var authenticator: Authenticator
+    public internal(set) var authenticator: Authenticator
     public var presence: PresenceMode
     /// How long a prompt waits for a touch before the request fails with USER_ACTION_TIMEOUT.
     public var presenceTimeout: Duration = .seconds(30)
@@ -35,15 +50,23 @@ public struct VirtualKey: Sendable {
 
     var waiting: PresenceWait?
     var lastTouch: Duration?
-    var inFlight: String?
+    var inFlight: (name: String, u2f: Bool)?
+    /// The control plane's faults and switches (see ``KeyControls``).
+    public var controls = KeyControls()
+    /// Requests answered since start, by command name.
+    public private(set) var requestCounts: [String: Int] = [:]
 
     static func describe(command: CTAPHIDCommand, payload: [UInt8]) -> String {
         if command == .msg {
-            return "U2F INS \(payload.count > 1 ? String(payload[1], radix: 16) : "?")"
+            switch payload.count > 1 ? payload[1] : 0xFF {
+            case 0x01: return "U2F register"
+            case 0x02: return "U2F authenticate"
+            case 0x03: return "U2F version"
+            case let ins: return "U2F INS " + String(ins, radix: 16)
+            }
         }
-        guard let first = payload.first else { return "CTAP2 (empty)" }
-        let name = CTAPCommand(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16)
-        return "CTAP2 \(name)"
+        guard let first = payload.first else { return "(empty)" }
+        return CTAPCommand(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16)
     }
 
     static func describe(response: [UInt8], u2f: Bool) -> String {
@@ -71,7 +94,11 @@ public struct VirtualKey: Sendable {
 
     /// A report from the host.
     public mutating func receive(report: [UInt8], now: Duration) -> [KeyOutput] {
-        perform(hid.receive(report: report, now: now), now: now)
+        if controls.dropInbound > 0 {
+            controls.dropInbound -= 1
+            return []
+        }
+        return perform(hid.receive(report: report, now: now), now: now)
     }
 
     /// Lets time pass: keepalives, timeouts, automatic touches.
@@ -92,7 +119,33 @@ public struct VirtualKey: Sendable {
             return []
         }
         waiting = nil
-        return answer(authenticator.resume(.approved, now: now), channel: wait.channel, now: now)
+        return answer(authenticator.resume(userAnswer(.approved), now: now), channel: wait.channel, now: now)
+    }
+
+    /// The answer the simulated user gives: for a fingerprint, ``KeyControls/userVerified`` decides when set.
+    func userAnswer(_ presence: PresenceResult) -> PresenceResult {
+        guard presence == .approved || presence == .denied, authenticator.pendingPrompt?.gesture == .fingerprint,
+            let verified = controls.userVerified
+        else { return presence }
+        return verified ? .approved : .denied
+    }
+
+    /// Changes how the simulated user answers; a request already waiting keeps its answer.
+    public mutating func setPresence(_ mode: PresenceMode, once: Bool = false) {
+        if once {
+            controls.presenceAfterNext = controls.presenceAfterNext ?? presence
+        } else {
+            controls.presenceAfterNext = nil
+        }
+        presence = mode
+    }
+
+    /// Once a request has had its answer: an "approve the next request only" mode ends.
+    mutating func presenceAnswered() {
+        if let previous = controls.presenceAfterNext {
+            presence = previous
+            controls.presenceAfterNext = nil
+        }
     }
 
     /// Unplugs and re-plugs the key: volatile state goes, persistent state stays.
@@ -108,14 +161,22 @@ public struct VirtualKey: Sendable {
         for action in actions {
             switch action {
             case .send(let report):
-                out.append(.report(report))
+                if controls.dropOutbound > 0 {
+                    controls.dropOutbound -= 1
+                } else {
+                    out.append(.report(report))
+                }
             case .wink:
                 out.append(.wink)
             case .deliver(let channel, let command, let payload):
+                inFlight = (Self.describe(command: command, payload: payload), command == .msg)
+                if let status = controls.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
+                    out += answer(.response(status), channel: channel, now: now, injected: true)
+                    continue
+                }
                 let outcome =
                     command == .msg
                     ? authenticator.handleU2F(payload, now: now) : authenticator.handleCBOR(payload, now: now)
-                inFlight = Self.describe(command: command, payload: payload)
                 out += answer(outcome, channel: channel, now: now)
             case .cancel(let channel):
                 waiting = nil
@@ -131,12 +192,19 @@ public struct VirtualKey: Sendable {
         return out
     }
 
-    mutating func answer(_ outcome: AuthenticatorOutcome, channel: UInt32, now: Duration) -> [KeyOutput] {
+    mutating func answer(
+        _ outcome: AuthenticatorOutcome, channel: UInt32, now: Duration, injected: Bool = false
+    ) -> [KeyOutput] {
         switch outcome {
         case .response(let bytes):
             var out: [KeyOutput] = []
             if let request = inFlight {
-                out.append(.processed("\(request) -> \(Self.describe(response: bytes, u2f: request.hasPrefix("U2F")))"))
+                requestCounts[request.name, default: 0] += 1
+                out.append(
+                    .processed(
+                        RequestRecord(
+                            command: request.name, status: Self.describe(response: bytes, u2f: request.u2f),
+                            injected: injected, activity: injected ? nil : authenticator.lastActivity)))
                 inFlight = nil
             }
             return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
@@ -145,8 +213,12 @@ public struct VirtualKey: Sendable {
             let result: PresenceResult
             var out: [KeyOutput] = []
             switch presence {
-            case .approve: result = .approved
-            case .deny: result = .denied
+            case .approve:
+                result = .approved
+                presenceAnswered()
+            case .deny:
+                result = .denied
+                presenceAnswered()
             case .prompt:
                 if let touched = lastTouch, now - touched <= u2fTouchValidity {
                     lastTouch = nil
@@ -161,13 +233,16 @@ public struct VirtualKey: Sendable {
             var out = perform(hid.setKeepaliveStatus(.upNeeded, now: now), now: now)
             switch presence {
             case .approve(let delay):
-                waiting = PresenceWait(channel: channel, deadline: now + delay, answer: .approved)
+                waiting = PresenceWait(channel: channel, deadline: now + delay, answer: userAnswer(.approved))
+                presenceAnswered()
             case .deny(let delay):
-                waiting = PresenceWait(channel: channel, deadline: now + delay, answer: .denied)
+                waiting = PresenceWait(channel: channel, deadline: now + delay, answer: userAnswer(.denied))
+                presenceAnswered()
             case .prompt:
                 waiting = PresenceWait(channel: channel, deadline: now + presenceTimeout, answer: .timedOut)
-                out.append(.prompt(prompt))
             }
+            // In every mode: the control plane's subscribers learn that a request waits for the user.
+            out.append(.prompt(prompt))
             return out
         }
     }

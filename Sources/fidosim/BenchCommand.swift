@@ -61,7 +61,7 @@ struct BenchCommand: ParsableCommand {
         rows.append(measure(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
             try full.getAssertion(credential: flashResident)
         })
-        var fullUDP = try UDPBench(flash: image)
+        let fullUDP = try UDPBench(flash: image)
         rows.append(measure(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
             try fullUDP.getAssertion(credential: flashResident)
         })

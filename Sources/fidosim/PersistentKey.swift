@@ -32,6 +32,14 @@ enum KeyFiles {
 
     static func defaultImagePath(name: String) -> String { dataDirectory + "/" + name + ".img" }
 
+    /// `$XDG_RUNTIME_DIR/fidosim/NAME.sock`, else `~/.local/share/fidosim/NAME.sock`.
+    static func defaultControlPath(name: String) -> String {
+        if let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") {
+            return runtime + "/fidosim/" + name + ".sock"
+        }
+        return dataDirectory + "/" + name + ".sock"
+    }
+
     /// Creates `path` and its parents with mode 0700 where missing.
     static func makeDirectories(_ path: String) throws(StorageError) {
         var current = ""

@@ -107,6 +107,13 @@ struct Serve: ParsableCommand {
             valueName: "rp-id"))
     var minPinLengthRPs: [String] = []
 
+    @Option(
+        help: ArgumentHelp(
+            "The control socket (fidosim ctl), or off.",
+            discussion: "Default: $XDG_RUNTIME_DIR/fidosim/NAME.sock, else ~/.local/share/fidosim/NAME.sock.",
+            valueName: "path|off"))
+    var control: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -187,7 +194,8 @@ struct Serve: ParsableCommand {
             throw ExitCode(1)
         }
 
-        let storage = persistent.storage
+        // Every write goes through the fault switch of the control plane (a failed flash write on demand).
+        let storage = FaultInjectingStorage(persistent.storage)
         // The kernel's uhid output queue holds 32 reports and never blocks the writer: a host that writes a longer
         // message faster than this process reads loses reports. 1200 bytes (21 reports) is also what common
         // hardware keys announce.
@@ -205,8 +213,19 @@ struct Serve: ParsableCommand {
         }
         let hid = CTAPHIDMachine(channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
         let key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
+        var server: ControlServer?
+        let controlPath = control ?? KeyFiles.defaultControlPath(name: name)
+        if controlPath != "off" {
+            do {
+                server = try ControlServer(path: controlPath)
+            } catch {
+                printError("fidosim: \(error)")
+                throw ExitCode(1)
+            }
+            printLine("fidosim: control socket \(controlPath)")
+        }
         printLine("fidosim: serving a virtual key on \(device.summary) (flash: \(persistent.summary), presence: \(mode))")
-        DeviceRunner(key: key, transport: device, logger: logger).run()
+        DeviceRunner(key: key, transport: device, logger: logger, control: server).run()
     }
 
     /// A 16-bit USB id from `0x1209` or `4617`.

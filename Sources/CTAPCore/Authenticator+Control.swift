@@ -1,0 +1,176 @@
+import CTAPCBOR
+import Crypto
+
+/// A credential as the control plane reads and writes it: everything needed to use it somewhere else.
+public struct ManagedCredential: Sendable, Equatable {
+    public var id: [UInt8]
+    public var rpId: String
+    /// True for a discoverable (resident) credential.
+    public var discoverable: Bool
+    /// The private key as PKCS#8 DER.
+    public var privateKey: [UInt8]
+    public var algorithm: CredentialAlgorithm
+    /// The user id; nil for a non-discoverable credential made through CTAP (the key does not keep it).
+    public var userHandle: [UInt8]?
+    public var userName: String?
+    public var userDisplayName: String?
+    /// The key's signature counter (one counter for every credential).
+    public var signCount: UInt32
+
+    public init(
+        id: [UInt8], rpId: String, discoverable: Bool, privateKey: [UInt8], algorithm: CredentialAlgorithm = .es256,
+        userHandle: [UInt8]? = nil, userName: String? = nil, userDisplayName: String? = nil, signCount: UInt32 = 0
+    ) {
+        self.id = id
+        self.rpId = rpId
+        self.discoverable = discoverable
+        self.privateKey = privateKey
+        self.algorithm = algorithm
+        self.userHandle = userHandle
+        self.userName = userName
+        self.userDisplayName = userDisplayName
+        self.signCount = signCount
+    }
+}
+
+/// What a request did with a credential, for the control plane's events.
+public struct CredentialActivity: Sendable, Equatable {
+    /// The RP ID (nil for U2F, which only sees the application parameter's hash).
+    public var rpId: String?
+    public var credentialId: [UInt8]
+    public var userHandle: [UInt8]?
+}
+
+/// PKCS#8 (RFC 5208, RFC 8410) encodings of credential private keys.
+public enum PrivateKeyEncoding {
+    /// The fixed prefix of an Ed25519 PrivateKeyInfo without the optional public key (RFC 8410 §7).
+    static let ed25519Prefix: [UInt8] = [
+        0x30, 0x2E, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+    ]
+
+    /// The raw key (P-256 scalar or Ed25519 seed) and algorithm of a PKCS#8 private key.
+    public static func decode(pkcs8: [UInt8]) throws(CTAPError) -> (key: [UInt8], algorithm: CredentialAlgorithm) {
+        if pkcs8.count == ed25519Prefix.count + 32, Array(pkcs8.prefix(ed25519Prefix.count)) == ed25519Prefix {
+            return (Array(pkcs8.suffix(32)), .edDSA)
+        }
+        guard let key = try? P256.Signing.PrivateKey(derRepresentation: pkcs8) else {
+            throw CTAPError(.invalidParameter, "the private key is neither a P-256 nor an Ed25519 PKCS#8 key")
+        }
+        return (Array(key.rawRepresentation), .es256)
+    }
+
+    /// The PKCS#8 DER of a raw key.
+    public static func encode(key: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> [UInt8] {
+        switch algorithm {
+        case .edDSA:
+            guard key.count == 32 else { throw CTAPError(.other, "an Ed25519 seed is 32 bytes") }
+            return ed25519Prefix + key
+        case .es256:
+            guard let p256 = try? P256.Signing.PrivateKey(rawRepresentation: key) else {
+                throw CTAPError(.other, "a stored P-256 key is invalid")
+            }
+            return Array(p256.derRepresentation)
+        }
+    }
+}
+
+extension Authenticator {
+    /// The most non-discoverable credentials made through CTAP that the key remembers for ``managedCredentials``.
+    public static let createdCredentialMemory = 1000
+
+    /// Every credential the control plane can see: the stored ones (discoverable, and imported non-discoverable
+    /// ones) and the non-discoverable ones made since the key started (their ids hold their keys).
+    public func managedCredentials() throws(CTAPError) -> [ManagedCredential] {
+        var out: [ManagedCredential] = []
+        for c in storage.residentCredentials.sorted(by: { $0.creationSerial < $1.creationSerial }) {
+            out.append(
+                ManagedCredential(
+                    id: c.id, rpId: c.rpId, discoverable: c.discoverable,
+                    privateKey: try PrivateKeyEncoding.encode(key: c.privateKey, algorithm: c.algorithm),
+                    algorithm: c.algorithm, userHandle: c.user.id.isEmpty && !c.discoverable ? nil : c.user.id,
+                    userName: c.user.name, userDisplayName: c.user.displayName, signCount: storage.signCounter))
+        }
+        for made in createdCredentials {
+            let hash = Array(SHA256.hash(data: Array(made.rpId.utf8)))
+            guard let contents = CredentialID.open(made.id, rpIdHash: hash, key: sealingKey) else { continue }
+            out.append(
+                ManagedCredential(
+                    id: made.id, rpId: made.rpId, discoverable: false,
+                    privateKey: try PrivateKeyEncoding.encode(key: contents.privateKey, algorithm: contents.algorithm),
+                    algorithm: contents.algorithm, signCount: storage.signCounter))
+        }
+        return out
+    }
+
+    /// Stores a credential given by the control plane. It replaces a stored credential with the same id, and a
+    /// discoverable one of the same RP and user. A signCount above the key's counter raises the counter.
+    public mutating func importCredential(_ credential: ManagedCredential) throws(CTAPError) {
+        let (rawKey, algorithm) = try PrivateKeyEncoding.decode(pkcs8: credential.privateKey)
+        let rpIdHash = Array(SHA256.hash(data: Array(credential.rpId.utf8)))
+        let record = ResidentCredential(
+            id: credential.id, rpId: credential.rpId, rpIdHash: rpIdHash,
+            user: UserEntity(
+                id: credential.userHandle ?? [], name: credential.userName, displayName: credential.userDisplayName),
+            privateKey: rawKey, creationSerial: (storage.residentCredentials.map(\.creationSerial).max() ?? 0) + 1,
+            algorithm: algorithm, discoverable: credential.discoverable)
+        let replaced = storage.residentCredentials.filter { $0.id == record.id || $0.replaces(record) }
+        if replaced.isEmpty && remainingDiscoverableCredentials <= 0 {
+            throw CTAPError(.keyStoreFull, "no room for another credential")
+        }
+        for old in replaced where old.id != record.id { try storage.deleteResident(id: old.id) }
+        try storage.storeResident(record)
+        createdCredentials.removeAll { $0.id == record.id }
+        try storage.raiseSignCounter(to: credential.signCount)
+    }
+
+    /// Deletes a credential by id; returns whether the key had it.
+    public mutating func removeCredential(id: [UInt8]) throws(CTAPError) -> Bool {
+        let remembered = createdCredentials.contains { $0.id == id }
+        createdCredentials.removeAll { $0.id == id }
+        return try storage.deleteResident(id: id) || remembered
+    }
+
+    /// Deletes every stored credential and forgets the non-discoverable ones made since start (their ids still
+    /// work: only a reset makes them useless).
+    public mutating func removeAllCredentials() throws(CTAPError) -> Int {
+        let ids = storage.residentCredentials.map(\.id)
+        for id in ids { try storage.deleteResident(id: id) }
+        defer { createdCredentials.removeAll() }
+        return ids.count + createdCredentials.count
+    }
+
+    /// Changes run options from the control plane.
+    public mutating func setOptions(
+        resetWindow: Bool? = nil, alwaysUv: Bool? = nil, fingerprintSensor: Bool? = nil
+    ) throws(CTAPError) {
+        if let alwaysUv, alwaysUv != storage.settings.alwaysUv {
+            var settings = storage.settings
+            settings.alwaysUv = alwaysUv
+            try storage.setSettings(settings)
+        }
+        if let resetWindow { configuration.resetWindowEnabled = resetWindow }
+        if let fingerprintSensor { configuration.fingerprintSensor = fingerprintSensor }
+    }
+
+    mutating func rememberCreated(id: [UInt8], rpId: String) {
+        createdCredentials.append(CreatedCredential(id: id, rpId: rpId))
+        if createdCredentials.count > Self.createdCredentialMemory { createdCredentials.removeFirst() }
+    }
+}
+
+/// A non-discoverable credential made through CTAP since the key started.
+struct CreatedCredential: Sendable, Equatable {
+    var id: [UInt8]
+    var rpId: String
+}
+
+extension Authenticator {
+    /// The authenticatorGetInfo map as a host would read it now (the control plane's status).
+    public mutating func info() -> CBORValue { getInfo() }
+
+    /// The number of discoverable credentials stored.
+    public var discoverableCredentialCount: Int { storage.residentCredentials.count { $0.discoverable } }
+
+    /// How many more credentials the key accepts.
+    public var remainingCredentialCapacity: Int { remainingDiscoverableCredentials }
+}

@@ -1,0 +1,130 @@
+/// A JSON value as the control protocol exchanges it.
+///
+/// Numbers without a fraction or exponent that fit in 64 bits are ``integer(_:)``; every other number is
+/// ``number(_:)``. Objects keep no order: the encoder writes their keys sorted, so output is deterministic.
+public enum JSONValue: Sendable, Equatable, Hashable {
+    case null
+    case boolean(Bool)
+    case integer(Int64)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    public var boolValue: Bool? {
+        if case .boolean(let b) = self { return b }
+        return nil
+    }
+
+    /// The value as an integer: an ``integer(_:)``, or a ``number(_:)`` with no fractional part.
+    public var integerValue: Int64? {
+        switch self {
+        case .integer(let i): return i
+        case .number(let d) where d.rounded() == d && abs(d) < 9.0e15: return Int64(d)
+        default: return nil
+        }
+    }
+
+    public var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+
+    /// The JSON type's name, for error messages.
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .boolean: "boolean"
+        case .integer, .number: "number"
+        case .string: "string"
+        case .array: "array"
+        case .object: "object"
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+    public init(booleanLiteral value: Bool) { self = .boolean(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+extension JSONValue {
+    /// An integer value from any binary integer (saturating at the bounds of Int64).
+    public init(_ value: some BinaryInteger) { self = .integer(Int64(clamping: value)) }
+
+    /// The compact JSON text of this value (no spaces, object keys sorted, non-ASCII kept as UTF-8).
+    public var encoded: String {
+        var out: [UInt8] = []
+        encode(into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func encode(into out: inout [UInt8]) {
+        switch self {
+        case .null: out += Array("null".utf8)
+        case .boolean(let b): out += Array((b ? "true" : "false").utf8)
+        case .integer(let i): out += Array(String(i).utf8)
+        case .number(let d):
+            // JSON has no NaN or infinity.
+            out += Array((d.isFinite ? "\(d)" : "null").utf8)
+        case .string(let s): Self.encode(string: s, into: &out)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (i, element) in elements.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                element.encode(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            for (i, key) in members.keys.sorted().enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                Self.encode(string: key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                members[key]!.encode(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    static func encode(string: String, into out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0x00..<0x20, 0x7F:
+                out += Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,209 @@
+import CTAPCBOR
+import CTAPCore
+import ControlProtocol
+
+extension VirtualKey {
+    /// Carries out a control command that concerns the key alone (power cycles, subscriptions and the transport
+    /// part of `status` belong to the I/O loop). Returns the result, or an error, and the reports the command
+    /// caused (a touch answers the pending request).
+    public mutating func execute(_ command: ControlCommand, now: Duration) -> (
+        result: Result<JSONValue, ControlError>, outputs: [KeyOutput]
+    ) {
+        do {
+            var outputs: [KeyOutput] = []
+            let result = try execute(command, now: now, outputs: &outputs)
+            return (.success(result), outputs)
+        } catch {
+            return (.failure(error), [])
+        }
+    }
+
+    mutating func execute(_ command: ControlCommand, now: Duration, outputs: inout [KeyOutput]) throws(ControlError)
+        -> JSONValue
+    {
+        switch command {
+        case .addCredential(let p):
+            let credential = ManagedCredential(
+                id: p.credentialId, rpId: p.rpId, discoverable: p.isResidentCredential, privateKey: p.privateKey,
+                userHandle: p.userHandle, userName: p.userName, userDisplayName: p.userDisplayName,
+                signCount: p.signCount)
+            do {
+                try authenticator.importCredential(credential)
+            } catch {
+                throw error.status == .invalidParameter
+                    ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
+            }
+            return ["credentialId": .string(Base64URL.encode(p.credentialId))]
+        case .getCredentials:
+            let credentials = try ctap { () throws(CTAPError) in try authenticator.managedCredentials() }
+            return ["credentials": .array(credentials.map(Self.json))]
+        case .removeCredential(let id):
+            let removed = try ctap { () throws(CTAPError) in try authenticator.removeCredential(id: id) }
+            guard removed else { throw ControlError(.notFound, "no credential with id \(Base64URL.encode(id))") }
+            return [:]
+        case .removeAllCredentials:
+            let count = try ctap { () throws(CTAPError) in try authenticator.removeAllCredentials() }
+            return ["removed": JSONValue(count)]
+        case .setUserVerified(let verified):
+            controls.userVerified = verified
+            return [:]
+        case .setAutomaticPresenceSimulation(let enabled):
+            setPresence(enabled ? .approve(after: PresenceMode.defaultDelay) : .prompt)
+            return ["presence": .string(presence.description)]
+        case .presence(let setting):
+            switch setting {
+            case .approve(let ms): setPresence(.approve(after: .milliseconds(ms)))
+            case .deny(let ms): setPresence(.deny(after: .milliseconds(ms)))
+            case .prompt: setPresence(.prompt)
+            case .approveNext(let ms): setPresence(.approve(after: .milliseconds(ms)), once: true)
+            }
+            return ["presence": .string(presence.description)]
+        case .touch:
+            let prompt = pendingPrompt
+            outputs += touch(now: now)
+            guard let prompt else { return ["answered": false] }
+            return ["answered": true, "command": .string(prompt.command), "rpId": prompt.rpId.map(JSONValue.string) ?? .null]
+        case .setOption(let changes):
+            try ctap { () throws(CTAPError) in
+                try authenticator.setOptions(
+                    resetWindow: changes.resetWindow, alwaysUv: changes.alwaysUv,
+                    fingerprintSensor: changes.fingerprintSensor)
+            }
+            return options
+        case .injectFault(let fault):
+            switch fault {
+            case .status(let target, let status, let count): controls.add(target: target, status: status, count: count)
+            case .keyStoreFull(let after): authenticator.storedCredentialLimit = after
+            case .flashWriteFailure(let count):
+                guard let faults = storageFaults else {
+                    throw ControlError(.failed, "this key's storage does not take injected faults")
+                }
+                faults.failNextWrites(count)
+            case .dropReports(let inbound, let count):
+                if inbound { controls.dropInbound = count } else { controls.dropOutbound = count }
+            }
+            return ["faults": faultSummary]
+        case .clearFaults:
+            controls.statusFaults = []
+            controls.dropInbound = 0
+            controls.dropOutbound = 0
+            authenticator.storedCredentialLimit = nil
+            storageFaults?.failNextWrites(0)
+            return ["faults": faultSummary]
+        case .status:
+            return keyStatus()
+        case .powerCycle, .subscribe, .unsubscribe:
+            throw ControlError(.failed, "\(command) is handled by the I/O loop")
+        }
+    }
+
+    /// Runs a CTAPCore operation, mapping its error to `failed`.
+    func ctap<T>(_ body: () throws(CTAPError) -> T) throws(ControlError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw ControlError(.failed, error.description)
+        }
+    }
+
+    var storageFaults: StorageFaults? { (authenticator.storage as? FaultInjectingStorage)?.faults }
+
+    var options: JSONValue {
+        [
+            "resetWindow": .boolean(authenticator.configuration.resetWindowEnabled),
+            "alwaysUv": .boolean(authenticator.storage.settings.alwaysUv),
+            "fingerprintSensor": .boolean(authenticator.configuration.fingerprintSensor),
+        ]
+    }
+
+    var faultSummary: JSONValue {
+        var out: [String: JSONValue] = [
+            "status": .array(
+                controls.statusFaults.map {
+                    ["command": .string($0.target.rawValue), "status": JSONValue($0.status), "remaining": JSONValue($0.remaining)]
+                }),
+            "dropInbound": JSONValue(controls.dropInbound),
+            "dropOutbound": JSONValue(controls.dropOutbound),
+            "flashWriteFailures": JSONValue(storageFaults?.pendingFailures ?? 0),
+        ]
+        out["keyStoreFullAfter"] = authenticator.storedCredentialLimit.map { JSONValue($0) } ?? JSONValue.null
+        return .object(out)
+    }
+
+    /// The key's half of `status`: identity, options, storage, counters, presence, pending request, faults.
+    mutating func keyStatus() -> JSONValue {
+        let info = authenticator.info().mapValue ?? [:]
+        var infoJSON: [String: JSONValue] = [:]
+        if let versions = info[0x01]?.arrayValue { infoJSON["versions"] = .array(versions.compactMap { $0.textValue.map(JSONValue.string) }) }
+        if let extensions = info[0x02]?.arrayValue {
+            infoJSON["extensions"] = .array(extensions.compactMap { $0.textValue.map(JSONValue.string) })
+        }
+        if let aaguid = info[0x03]?.bytesValue { infoJSON["aaguid"] = .string(Self.uuid(aaguid)) }
+        if let options = info[0x04]?.mapValue {
+            var members: [String: JSONValue] = [:]
+            for (k, v) in options {
+                if let name = k.textValue, let flag = v.boolValue { members[name] = .boolean(flag) }
+            }
+            infoJSON["options"] = .object(members)
+        }
+        if let size = info[0x05]?.intValue { infoJSON["maxMsgSize"] = JSONValue(size) }
+        if let firmware = info[0x0E]?.intValue { infoJSON["firmwareVersion"] = JSONValue(firmware) }
+        let storage = authenticator.storage
+        var status: [String: JSONValue] = [
+            "protocolVersion": 1,
+            "info": .object(infoJSON),
+            "options": options,
+            "storage": [
+                "credentials": JSONValue(storage.residentCredentials.count),
+                "discoverableCredentials": JSONValue(authenticator.discoverableCredentialCount),
+                "remainingCapacity": JSONValue(authenticator.remainingCredentialCapacity),
+                "pinSet": .boolean(storage.pin != nil),
+                "pinRetries": JSONValue(storage.pinRetries),
+                "fingerprints": JSONValue(storage.fingerprints.count),
+            ],
+            "counters": [
+                "signCount": JSONValue(storage.signCounter),
+                "requests": .object(requestCounts.mapValues { JSONValue($0) }),
+            ],
+            "presence": .string(presence.description),
+            "faults": faultSummary,
+        ]
+        status["userVerified"] = controls.userVerified.map(JSONValue.boolean) ?? JSONValue.null
+        if let prompt = pendingPrompt {
+            var pending: [String: JSONValue] = [
+                "command": .string(prompt.command),
+                "gesture": .string(prompt.gesture == .fingerprint ? "fingerprint" : "touch"),
+            ]
+            pending["rpId"] = prompt.rpId.map(JSONValue.string) ?? JSONValue.null
+            pending["userName"] = prompt.userName.map(JSONValue.string) ?? JSONValue.null
+            status["pending"] = .object(pending)
+        } else {
+            status["pending"] = JSONValue.null
+        }
+        return .object(status)
+    }
+
+    /// A credential in WebDriver's Credential Parameters shape, plus its algorithm.
+    static func json(_ c: ManagedCredential) -> JSONValue {
+        var members: [String: JSONValue] = [
+            "credentialId": .string(Base64URL.encode(c.id)),
+            "isResidentCredential": .boolean(c.discoverable),
+            "rpId": .string(c.rpId),
+            "privateKey": .string(Base64URL.encode(c.privateKey)),
+            "signCount": JSONValue(c.signCount),
+            "algorithm": .string(c.algorithm == .es256 ? "ES256" : "EdDSA"),
+        ]
+        if let handle = c.userHandle { members["userHandle"] = .string(Base64URL.encode(handle)) }
+        if let name = c.userName { members["userName"] = .string(name) }
+        if let displayName = c.userDisplayName { members["userDisplayName"] = .string(displayName) }
+        return .object(members)
+    }
+
+    /// `f1d0f1d0-5157-4e00-8a6e-000000000001`
+    static func uuid(_ bytes: [UInt8]) -> String {
+        let hex = bytes.hexString
+        guard hex.count == 32 else { return hex }
+        let c = Array(hex)
+        return [c[0..<8], c[8..<12], c[12..<16], c[16..<20], c[20..<32]].map { String($0) }.joined(separator: "-")
+    }
+}
