@@ -233,7 +233,9 @@ public final class ControlServer {
             clients[index].output.removeFirst(n)
         }
         if clients[index].fd >= 0 && clients[index].closeAfterWrite && clients[index].output.isEmpty {
-            disconnect(index)
+            // End our side only: closing with the peer's request still unread would reset the connection
+            // before the peer reads the refusal. Its remaining bytes are discarded until it closes.
+            shutdown(clients[index].fd, Int32(SHUT_WR))
         }
     }
 

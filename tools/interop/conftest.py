@@ -8,6 +8,7 @@ own Linux hidraw backend; a power cycle is then SIGUSR1, which unplugs and re-pl
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,8 +20,9 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # make `import udp_device` work in any import mode
-    sys.path.insert(0, str(HERE))
+for path in (HERE, HERE.parent / "control"):  # make `import udp_device`, `import fidosim_control` work
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 from udp_device import open_udp_device, power_cycle, wait_until_ready  # noqa: E402
 
@@ -84,8 +86,11 @@ class Simulator:
         else:
             self.port = free_udp_port(self.host)
             where = ["--transport", "udp", "--host", self.host, "--port", str(self.port)]
+        self.control_dir = tempfile.mkdtemp(prefix="fidosim-ctl-")
+        self.control_path = os.path.join(self.control_dir, "key.sock")
         base = [
             str(self.binary), "serve", *where,
+            "--control", self.control_path,
             "--presence", "approve",
             "--flash", "memory",
             "--log-level", "warning",
@@ -158,6 +163,12 @@ class Simulator:
 
     # -- helpers for tests -------------------------------------------------
 
+    def control(self):
+        """A new connection to this key's control socket."""
+        from fidosim_control import FidosimControl
+
+        return FidosimControl(path=self.control_path)
+
     def _hidraw_descriptor(self):
         from fido2.hid import linux
 
@@ -225,6 +236,7 @@ def _run_simulator(extra_args):
         still_running = sim.process.poll() is None
         code = sim.stop()
         err = sim.stderr()
+        shutil.rmtree(sim.control_dir, ignore_errors=True)
         sim._stdout.close()
         sim._stderr.close()
         assert still_running, (

@@ -1,0 +1,401 @@
+"""The control socket, driven by `tools/control/fidosim_control.py` while python-fido2 uses the key.
+
+Keys made here are checked with `cryptography` (OpenSSL), never with fidosim's own code: an imported private key
+must sign what python-fido2 receives, and an exported private key must belong to the public key python-fido2
+registered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import threading
+import time
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
+from fido2.ctap import CtapError
+from fido2.ctap2 import Ctap2
+from fido2.ctap2.pin import ClientPin
+from fido2.webauthn import AuthenticatorData
+
+from ctap_helpers import descriptor, expect_ctap_error, new_cdh, self_attested_server, user
+from fidosim_control import ControlError, FidosimControl, b64url
+
+RP = {"id": "example.com", "name": "Example"}
+ORIGIN = "https://example.com"
+ES256 = [{"type": "public-key", "alg": -7}]
+
+
+def pkcs8(key) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def verify_es256(public_key, auth_data: bytes, cdh: bytes, signature: bytes) -> None:
+    public_key.verify(signature, bytes(auth_data) + cdh, ec.ECDSA(hashes.SHA256()))
+
+
+# --------------------------------------------------------------------------
+# Credentials in and out (WebDriver names)
+# --------------------------------------------------------------------------
+
+
+def test_an_added_credential_signs_and_openssl_verifies(sim):
+    key = ec.generate_private_key(ec.SECP256R1())
+    cred_id = os.urandom(40)
+    with sim.control() as ctl:
+        ctl.add_credential(cred_id, "example.com", pkcs8(key), resident=False, sign_count=100)
+    ctap2 = Ctap2(sim.device())
+    cdh = new_cdh()
+    assertion = ctap2.get_assertion("example.com", cdh, [descriptor(cred_id)])
+    assert assertion.credential["id"] == cred_id
+    verify_es256(key.public_key(), assertion.auth_data, cdh, assertion.signature)
+    assert assertion.auth_data.counter > 100
+    # Not discoverable: an empty allow list finds nothing.
+    expect_ctap_error(CtapError.ERR.NO_CREDENTIALS, ctap2.get_assertion, "example.com", new_cdh())
+
+
+def test_an_added_resident_ed25519_credential_is_discovered(sim):
+    key = ed25519.Ed25519PrivateKey.generate()
+    cred_id, handle = os.urandom(16), os.urandom(32)
+    with sim.control() as ctl:
+        ctl.add_credential(cred_id, "example.com", pkcs8(key), resident=True, user_handle=handle,
+                           user_name="alice", user_display_name="Alice")
+        listed = ctl.get_credentials()
+    assert [(c["credentialId"], c["userHandle"], c["algorithm"]) for c in listed] == [(cred_id, handle, "EdDSA")]
+    assert listed[0]["privateKey"] == pkcs8(key)
+    cdh = new_cdh()
+    assertion = Ctap2(sim.device()).get_assertion("example.com", cdh)
+    assert assertion.credential["id"] == cred_id
+    assert assertion.user["id"] == handle
+    key.public_key().verify(assertion.signature, bytes(assertion.auth_data) + cdh)
+
+
+def test_registered_credentials_export_their_private_keys(sim):
+    """python-fido2 registers through Fido2Client; the exported PKCS#8 key belongs to the registered public key."""
+    server = self_attested_server()
+    client = Fido2Client(sim.device(), DefaultClientDataCollector(ORIGIN), user_interaction=UserInteraction())
+    made = {}
+    for rk in ("discouraged", "required"):
+        options, state = server.register_begin(
+            user(f"user-{rk}"), resident_key_requirement=rk, user_verification="discouraged")
+        result = client.make_credential(options.public_key)
+        made[rk] = server.register_complete(state, result).credential_data
+    with sim.control() as ctl:
+        listed = {c["credentialId"]: c for c in ctl.get_credentials()}
+    assert set(listed) == {made[rk].credential_id for rk in made}
+    for rk, data in made.items():
+        exported = listed[data.credential_id]
+        assert exported["isResidentCredential"] == (rk == "required")
+        assert exported["rpId"] == "example.com"
+        private = serialization.load_der_private_key(exported["privateKey"], None)
+        numbers = private.public_key().public_numbers()
+        assert (numbers.x.to_bytes(32, "big"), numbers.y.to_bytes(32, "big")) == (data.public_key[-2], data.public_key[-3])
+
+
+def test_remove_credential_and_remove_all(sim):
+    ctap2 = Ctap2(sim.device())
+    ids = []
+    for i in range(3):
+        made = ctap2.make_credential(new_cdh(), RP, user(f"u{i}"), ES256, options={"rk": True})
+        ids.append(made.auth_data.credential_data.credential_id)
+    with sim.control() as ctl:
+        ctl.remove_credential(ids[0])
+        with pytest.raises(ControlError) as missing:
+            ctl.remove_credential(ids[0])
+        assert missing.value.code == "not-found"
+        expect_ctap_error(
+            CtapError.ERR.NO_CREDENTIALS, ctap2.get_assertion, "example.com", new_cdh(), [descriptor(ids[0])])
+        assert ctl.remove_all_credentials() == 2
+        assert ctl.get_credentials() == []
+    expect_ctap_error(CtapError.ERR.NO_CREDENTIALS, ctap2.get_assertion, "example.com", new_cdh())
+
+
+def test_a_bad_private_key_is_refused_and_nothing_is_stored(sim):
+    with sim.control() as ctl:
+        rsa_like = b"\x30\x03\x02\x01\x00"
+        with pytest.raises(ControlError) as refused:
+            ctl.add_credential(b"x", "example.com", rsa_like, resident=False)
+        assert refused.value.code == "invalid-params"
+        assert ctl.get_credentials() == []
+
+
+# --------------------------------------------------------------------------
+# Presence, touch, user verification, options
+# --------------------------------------------------------------------------
+
+
+def test_prompt_mode_waits_for_a_touch_announced_by_an_event(sim):
+    with sim.control() as ctl, sim.control() as watcher:
+        ctl.presence("prompt")
+        watcher.subscribe()
+        ctap2 = Ctap2(sim.device())
+        result = {}
+
+        def register():
+            try:
+                result["made"] = ctap2.make_credential(new_cdh(), RP, user("bob"), ES256)
+            except Exception as error:  # reported below
+                result["error"] = error
+
+        thread = threading.Thread(target=register)
+        thread.start()
+        prompt = watcher.wait_for_event(lambda e: e["event"] == "prompt")
+        assert (prompt["command"], prompt["rpId"], prompt["userName"]) == ("makeCredential", "example.com", "bob")
+        assert ctl.status()["pending"]["rpId"] == "example.com"
+        assert ctl.touch()["answered"] is True
+        thread.join(10)
+        assert "error" not in result, result.get("error")
+        made_id = result["made"].auth_data.credential_data.credential_id
+        done = watcher.wait_for_event(lambda e: e["event"] == "request" and e["command"] == "makeCredential")
+        assert done["status"] == "ok"
+        assert done["rpId"] == "example.com"
+        assert done["credentialId"] == b64url(made_id)
+
+
+def test_deny_and_approve_next(sim):
+    ctap2 = Ctap2(sim.device())
+    with sim.control() as ctl:
+        ctl.presence("deny", delay_ms=0)
+        expect_ctap_error(CtapError.ERR.OPERATION_DENIED, ctap2.make_credential, new_cdh(), RP, user("a"), ES256)
+        ctl.presence("approveNext", delay_ms=0)
+        ctap2.make_credential(new_cdh(), RP, user("b"), ES256)
+        # Back to deny after the one approval.
+        expect_ctap_error(CtapError.ERR.OPERATION_DENIED, ctap2.make_credential, new_cdh(), RP, user("c"), ES256)
+        ctl.set_automatic_presence_simulation(True)
+        ctap2.make_credential(new_cdh(), RP, user("d"), ES256)
+
+
+@pytest.mark.sim_args("--uv", "fingerprint", "--enrolled-fingers", "1")
+def test_set_user_verified_decides_the_finger(sim):
+    ctap2 = Ctap2(sim.device())
+    with sim.control() as ctl:
+        ctl.set_user_verified(False)
+        expect_ctap_error(CtapError.ERR.OPERATION_DENIED, ctap2.make_credential, new_cdh(), RP, user("a"), ES256,
+                          options={"uv": True})
+        ctl.set_user_verified(True)
+        made = ctap2.make_credential(new_cdh(), RP, user("a"), ES256, options={"uv": True})
+        assert made.auth_data.flags & AuthenticatorData.FLAG.UV
+
+
+def test_set_option_always_uv_shows_in_get_info(sim):
+    with sim.control() as ctl:
+        assert ctl.set_option(alwaysUv=True)["alwaysUv"] is True
+        assert Ctap2(sim.device()).get_info().options["alwaysUv"] is True
+        assert ctl.set_option(alwaysUv=False)["alwaysUv"] is False
+        assert Ctap2(sim.device()).get_info().options["alwaysUv"] is False
+
+
+def test_power_cycle_lifts_the_three_wrong_pins_block(sim):
+    ctap2 = Ctap2(sim.device())
+    ClientPin(ctap2).set_pin("12345678")
+    for _ in range(2):
+        expect_ctap_error(CtapError.ERR.PIN_INVALID, ClientPin(ctap2).get_pin_token, "00000000")
+    expect_ctap_error(CtapError.ERR.PIN_AUTH_BLOCKED, ClientPin(ctap2).get_pin_token, "00000000")
+    expect_ctap_error(CtapError.ERR.PIN_AUTH_BLOCKED, ClientPin(ctap2).get_pin_token, "12345678")
+    with sim.control() as ctl:
+        ctl.subscribe()
+        ctl.power_cycle()
+        assert ctl.wait_for_event(lambda e: e["event"] == "powerCycle")
+    assert ClientPin(Ctap2(sim.device())).get_pin_token("12345678")
+
+
+# --------------------------------------------------------------------------
+# Fault injection
+# --------------------------------------------------------------------------
+
+
+def test_an_injected_status_reaches_the_client(sim):
+    ctap2 = Ctap2(sim.device())
+    with sim.control() as ctl:
+        ctl.subscribe()
+        ctl.inject_fault("status", command="makeCredential", status=0x28, count=2)
+        for _ in range(2):
+            expect_ctap_error(CtapError.ERR.KEY_STORE_FULL, ctap2.make_credential, new_cdh(), RP, user("a"), ES256)
+        event = ctl.wait_for_event(lambda e: e["event"] == "request" and e["command"] == "makeCredential")
+        assert event["injected"] is True and event["status"] == "keyStoreFull"
+        ctap2.make_credential(new_cdh(), RP, user("a"), ES256)
+        assert ctap2.get_info()  # other commands were never affected
+
+
+def test_key_store_full_after_n_credentials(sim):
+    ctap2 = Ctap2(sim.device())
+    with sim.control() as ctl:
+        ctl.inject_fault("keyStoreFull", afterCredentials=2)
+        for i in range(2):
+            ctap2.make_credential(new_cdh(), RP, user(f"u{i}"), ES256, options={"rk": True})
+        expect_ctap_error(CtapError.ERR.KEY_STORE_FULL, ctap2.make_credential, new_cdh(), RP, user("u2"), ES256,
+                          options={"rk": True})
+        assert ctl.status()["storage"]["remainingCapacity"] == 0
+        ctap2.make_credential(new_cdh(), RP, user("u3"), ES256)  # non-discoverable credentials need no room
+        ctl.clear_faults()
+        ctap2.make_credential(new_cdh(), RP, user("u2"), ES256, options={"rk": True})
+
+
+@pytest.fixture
+def sim_with_flash(tmp_path):
+    from conftest import _run_simulator
+
+    yield from _run_simulator(["--flash", str(tmp_path / "key.img")])
+
+
+def test_a_failed_flash_write_keeps_the_old_state(sim_with_flash):
+    sim = sim_with_flash
+    ctap2 = Ctap2(sim.device())
+    first = ctap2.make_credential(new_cdh(), RP, user("kept"), ES256, options={"rk": True})
+    with sim.control() as ctl:
+        ctl.inject_fault("flashWriteFailure")
+        expect_ctap_error(CtapError.ERR.OTHER, ctap2.make_credential, new_cdh(), RP, user("lost"), ES256,
+                          options={"rk": True})
+        assert [c["userName"] for c in ctl.get_credentials()] == ["kept"]
+    sim.power_cycle()
+    ctap2 = Ctap2(sim.device())
+    cdh = new_cdh()
+    found = ctap2.get_assertion("example.com", cdh)
+    assert found.credential["id"] == first.auth_data.credential_data.credential_id
+    assert found.number_of_credentials in (None, 1)
+
+
+def test_dropped_reports(sim):
+    with sim.control() as ctl:
+        ctl.inject_fault("dropReports", direction="in", count=1)
+        raw = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        raw.settimeout(1.0)
+        raw.connect((sim.host, sim.port))
+        init = b"\xff\xff\xff\xff\x86\x00\x08" + os.urandom(8)
+        raw.send(init.ljust(64, b"\0"))
+        with pytest.raises(socket.timeout):
+            raw.recv(64)
+        raw.send(init.ljust(64, b"\0"))
+        answer = raw.recv(64)
+        assert answer[4] == 0x86 and answer[7:15] == init[7:15]
+        assert ctl.status()["faults"]["dropInbound"] == 0
+        raw.close()
+
+
+# --------------------------------------------------------------------------
+# The socket itself: permissions, malformed requests, size limit
+# --------------------------------------------------------------------------
+
+
+def test_socket_and_directory_are_private(sim):
+    assert stat.S_IMODE(os.stat(sim.control_path).st_mode) == 0o600
+    assert stat.S_ISSOCK(os.stat(sim.control_path).st_mode)
+    assert stat.S_IMODE(os.stat(os.path.dirname(sim.control_path)).st_mode) == 0o700
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as another user")
+def test_another_user_is_refused(sim):
+    # Open the file-system permissions so the check of the peer's uid is what refuses.
+    os.chmod(os.path.dirname(sim.control_path), 0o755)
+    os.chmod(sim.control_path, 0o666)
+    script = (
+        "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+        "s.sendall(b'{\"id\":1,\"command\":\"status\"}\\n');s.settimeout(5);"
+        "d=b''\nwhile True:\n c=s.recv(4096)\n if not c: break\n d+=c\nsys.stdout.write(d.decode())"
+    )
+    out = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c", script, sim.control_path],
+        capture_output=True, text=True, timeout=20,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1, "the refused peer gets one error line and then end of stream"
+    message = json.loads(lines[0])
+    assert message["ok"] is False and message["error"]["code"] == "permission-denied"
+    with sim.control() as ctl:  # the owner still gets in
+        assert ctl.status()["protocolVersion"] == 1
+
+
+MALFORMED = [
+    (b"this is not json", "parse-error", None),
+    (b'{"id":1,"command":"status"', "parse-error", None),
+    (b'{"id":1,"id":2,"command":"status"}', "parse-error", None),
+    (b"\xff\xfe", "parse-error", None),
+    (b'["status"]', "invalid-request", None),
+    (b'{"command":"status"}', "invalid-request", None),
+    (b'{"id":[1],"command":"status"}', "invalid-request", None),
+    (b'{"id":7,"params":{}}', "invalid-request", 7),
+    (b'{"id":8,"command":"status","params":"all"}', "invalid-request", 8),
+    (b'{"id":"x","command":"selfDestruct"}', "unknown-command", "x"),
+    (b'{"id":9,"command":"presence","params":{"mode":42}}', "invalid-params", 9),
+    (b'{"id":10,"command":"presence","params":{"mode":"approve","delayMs":-5}}', "invalid-params", 10),
+    (b'{"id":11,"command":"setUserVerified","params":{}}', "invalid-params", 11),
+    (b'{"id":12,"command":"removeCredential","params":{"credentialId":"!!"}}', "invalid-params", 12),
+    (b'{"id":13,"command":"status","params":{"unexpected":true}}', "invalid-params", 13),
+    (b'{"id":14,"command":"injectFault","params":{"kind":"status","command":"getInfo","status":300}}',
+     "invalid-params", 14),
+    (b'[' * 100000, "parse-error", None),
+]
+
+
+def test_every_malformed_request_gets_a_structured_error_and_disturbs_nothing(sim):
+    ctap2 = Ctap2(sim.device())
+    made = ctap2.make_credential(new_cdh(), RP, user("before"), ES256, options={"rk": True})
+    with sim.control() as ctl:
+        for line, code, request_id in MALFORMED:
+            ctl.send_line(line)
+            answer = ctl.read_message()
+            assert answer["ok"] is False, line
+            assert answer["error"]["code"] == code, (line, answer)
+            assert answer["id"] == request_id, (line, answer)
+            assert answer["error"]["message"]
+        # The connection and the key still work.
+        assert ctl.status()["storage"]["discoverableCredentials"] == 1
+    cdh = new_cdh()
+    assert ctap2.get_assertion("example.com", cdh).credential["id"] == made.auth_data.credential_data.credential_id
+
+
+def test_a_line_over_one_mebibyte_is_refused_and_the_next_one_works(sim):
+    with sim.control() as ctl:
+        big = b'{"id":1,"command":"status","params":{"pad":"' + b"a" * (1 << 20) + b'"}}'
+        ctl.send_line(big)
+        answer = ctl.read_message()
+        assert answer["ok"] is False and answer["error"]["code"] == "too-large"
+        assert ctl.status()["protocolVersion"] == 1
+        # Just under the limit is read (and refused only for its unknown parameter).
+        near = b'{"id":2,"command":"status","params":{"pad":"' + b"a" * ((1 << 20) - 100) + b'"}}'
+        ctl.send_line(near)
+        answer = ctl.read_message()
+        assert answer["id"] == 2 and answer["error"]["code"] == "invalid-params"
+
+
+def test_a_second_simulator_cannot_take_the_socket(sim):
+    out = subprocess.run(
+        [str(sim.binary), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+         "--control", sim.control_path],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert out.returncode != 0
+    assert "another fidosim answers on" in out.stderr
+    with sim.control() as ctl:
+        assert ctl.status()["protocolVersion"] == 1
+
+
+def test_ctl_command_line(sim):
+    def ctl(*args):
+        return subprocess.run([str(sim.binary), "ctl", "--socket", sim.control_path, *args],
+                              capture_output=True, text=True, timeout=30)
+
+    status = ctl("status")
+    assert status.returncode == 0 and "aaguid:      f1d0f1d0-5157-4e00-8a6e-000000000001" in status.stdout
+    assert json.loads(ctl("--json", "status").stdout)["protocolVersion"] == 1
+    assert ctl("presence", "deny", "delayMs=0").stdout.strip() == "presence: deny after 0.0 seconds"
+    refused = ctl("presence", "sometimes")
+    assert refused.returncode == 1 and "invalid-params" in refused.stderr
+    key = ec.generate_private_key(ec.SECP256R1())
+    added = ctl("add-credential", "credentialId=AAEC", "isResidentCredential=true", "rpId=example.com",
+                f"privateKey={b64url(pkcs8(key))}", "userHandle=dXNlcg", "userName=carol")
+    assert added.returncode == 0, added.stderr
+    table = ctl("credentials").stdout
+    assert "example.com" in table and "carol" in table and "AAEC" in table
+    missing = subprocess.run([str(sim.binary), "ctl", "--socket", sim.control_path + ".nope", "status"],
+                             capture_output=True, text=True, timeout=30)
+    assert missing.returncode == 2 and "cannot connect" in missing.stderr
