@@ -128,3 +128,39 @@ extension JSONValue {
         out.append(UInt8(ascii: "\""))
     }
 }
+
+extension JSONValue {
+    /// JSON text indented by two spaces per level (for files people read), object keys sorted.
+    public var prettyEncoded: String {
+        var out: [UInt8] = []
+        pretty(into: &out, indent: 0)
+        out.append(0x0A)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func pretty(into out: inout [UInt8], indent: Int) {
+        let pad = { (n: Int) in [UInt8](repeating: 0x20, count: n) }
+        switch self {
+        case .array(let elements) where !elements.isEmpty:
+            out += Array("[\n".utf8)
+            for (i, element) in elements.enumerated() {
+                out += pad(indent + 2)
+                element.pretty(into: &out, indent: indent + 2)
+                out += Array((i + 1 < elements.count ? ",\n" : "\n").utf8)
+            }
+            out += pad(indent) + [UInt8(ascii: "]")]
+        case .object(let members) where !members.isEmpty:
+            out += Array("{\n".utf8)
+            for (i, key) in members.keys.sorted().enumerated() {
+                out += pad(indent + 2)
+                Self.encode(string: key, into: &out)
+                out += Array(": ".utf8)
+                members[key]!.pretty(into: &out, indent: indent + 2)
+                out += Array((i + 1 < members.count ? ",\n" : "\n").utf8)
+            }
+            out += pad(indent) + [UInt8(ascii: "}")]
+        default:
+            encode(into: &out)
+        }
+    }
+}

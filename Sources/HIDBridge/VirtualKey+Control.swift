@@ -23,16 +23,7 @@ extension VirtualKey {
     {
         switch command {
         case .addCredential(let p):
-            let credential = ManagedCredential(
-                id: p.credentialId, rpId: p.rpId, discoverable: p.isResidentCredential, privateKey: p.privateKey,
-                userHandle: p.userHandle, userName: p.userName, userDisplayName: p.userDisplayName,
-                signCount: p.signCount)
-            do {
-                try authenticator.importCredential(credential)
-            } catch {
-                throw error.status == .invalidParameter
-                    ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
-            }
+            try Self.add(p, to: &authenticator)
             return ["credentialId": .string(Base64URL.encode(p.credentialId))]
         case .getCredentials:
             let credentials = try ctap { () throws(CTAPError) in try authenticator.managedCredentials() }
@@ -183,8 +174,22 @@ extension VirtualKey {
         return .object(status)
     }
 
+    /// Imports a credential given in WebDriver's shape; the error says whether the parameters or the key failed.
+    public static func add(_ p: CredentialParameters, to authenticator: inout Authenticator) throws(ControlError) {
+        let credential = ManagedCredential(
+            id: p.credentialId, rpId: p.rpId, discoverable: p.isResidentCredential, privateKey: p.privateKey,
+            userHandle: p.userHandle, userName: p.userName, userDisplayName: p.userDisplayName,
+            signCount: p.signCount)
+        do {
+            try authenticator.importCredential(credential)
+        } catch {
+            throw error.status == .invalidParameter
+                ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
+        }
+    }
+
     /// A credential in WebDriver's Credential Parameters shape, plus its algorithm.
-    static func json(_ c: ManagedCredential) -> JSONValue {
+    public static func json(_ c: ManagedCredential) -> JSONValue {
         var members: [String: JSONValue] = [
             "credentialId": .string(Base64URL.encode(c.id)),
             "isResidentCredential": .boolean(c.discoverable),

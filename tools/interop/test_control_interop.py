@@ -399,3 +399,141 @@ def test_ctl_command_line(sim):
     missing = subprocess.run([str(sim.binary), "ctl", "--socket", sim.control_path + ".nope", "status"],
                              capture_output=True, text=True, timeout=30)
     assert missing.returncode == 2 and "cannot connect" in missing.stderr
+
+
+# --------------------------------------------------------------------------
+# fidosim credentials export / import (WebDriver JSON and CXF)
+# --------------------------------------------------------------------------
+
+
+def run_fidosim(sim, *args, check=True):
+    out = subprocess.run([str(sim.binary), *args], capture_output=True, text=True, timeout=60)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def register_both_kinds(sim):
+    """One discoverable and one non-discoverable credential through python-fido2; their public keys by id."""
+    ctap2 = Ctap2(sim.device())
+    made = {}
+    for name, rk in (("resident", True), ("plain", False)):
+        result = ctap2.make_credential(new_cdh(), RP, user(name), ES256, options={"rk": rk})
+        data = result.auth_data.credential_data
+        made[data.credential_id] = data.public_key
+    return made
+
+
+def assert_signs_like(sim, made):
+    """Every credential id in `made` answers an allow-list getAssertion verified with the registered key."""
+    ctap2 = Ctap2(sim.device())
+    for cred_id, cose in made.items():
+        cdh = new_cdh()
+        assertion = ctap2.get_assertion("example.com", cdh, [descriptor(cred_id)])
+        cose.verify(bytes(assertion.auth_data) + cdh, assertion.signature)
+
+
+def test_webdriver_export_then_offline_import_into_an_image(sim, tmp_path):
+    made = register_both_kinds(sim)
+    exported = tmp_path / "creds.json"
+    printed = run_fidosim(sim, "credentials", "export", "--socket", sim.control_path, "-o", str(exported)).stdout
+    assert "exported 2 credentials" in printed
+    assert stat.S_IMODE(os.stat(exported).st_mode) == 0o600
+    document = json.loads(exported.read_text())
+    assert {c["rpId"] for c in document["credentials"]} == {"example.com"}
+    # Refuses to overwrite without --force.
+    again = run_fidosim(sim, "credentials", "export", "--socket", sim.control_path, "-o", str(exported), check=False)
+    assert again.returncode != 0 and "exists" in again.stderr
+
+    image = tmp_path / "other.img"
+    printed = run_fidosim(sim, "credentials", "import", "--flash", str(image), str(exported)).stdout
+    assert "imported 2 of 2 credentials" in printed
+    from conftest import _run_simulator
+
+    runner = _run_simulator(["--flash", str(image)])
+    other = next(runner)
+    try:
+        assert_signs_like(other, made)
+        # The discoverable one is discoverable there too.
+        assertion = Ctap2(other.device()).get_assertion("example.com", new_cdh())
+        assert assertion.credential["id"] in made
+    finally:
+        runner.close()
+
+
+def test_cxf_export_and_import_into_a_running_key(sim, tmp_path):
+    made = register_both_kinds(sim)
+    exported = tmp_path / "passkeys.cxf.json"
+    printed = run_fidosim(sim, "credentials", "export", "--socket", sim.control_path, "--format", "cxf",
+                          "-o", str(exported)).stdout
+    assert "exported 1 credential" in printed and "non-discoverable left out" in printed
+    document = json.loads(exported.read_text())
+    assert document["version"] == {"major": 1, "minor": 0}
+    passkeys = [c for a in document["accounts"] for i in a["items"] for c in i["credentials"]]
+    assert [p["type"] for p in passkeys] == ["passkey"]
+    assert set(passkeys[0]) >= {"credentialId", "rpId", "username", "userDisplayName", "userHandle", "key"}
+
+    from conftest import _run_simulator
+
+    runner = _run_simulator([])
+    other = next(runner)
+    try:
+        printed = run_fidosim(other, "credentials", "import", "--socket", other.control_path, str(exported)).stdout
+        assert "imported 1 of 1 credential" in printed
+        cdh = new_cdh()
+        assertion = Ctap2(other.device()).get_assertion("example.com", cdh)
+        cred_id = assertion.credential["id"]
+        made[cred_id].verify(bytes(assertion.auth_data) + cdh, assertion.signature)
+    finally:
+        runner.close()
+
+
+def test_cxf_import_of_a_credential_manager_export(sim, tmp_path):
+    """A CXF 1.0 document as a credential manager writes it: a password item, a passkey with extensions."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    cred_id, handle = os.urandom(20), os.urandom(32)
+    document = {
+        "version": {"major": 1, "minor": 0},
+        "exporterRpId": "manager.example",
+        "exporterDisplayName": "Manager",
+        "timestamp": 1705228800,
+        "accounts": [{
+            "id": b64url(os.urandom(16)), "username": "jane", "email": "jane@example.com", "collections": [],
+            "items": [
+                {"id": b64url(os.urandom(16)), "title": "A password",
+                 "credentials": [{"type": "basic-auth", "username": {"fieldType": "string", "value": "jane"}}]},
+                {"id": b64url(os.urandom(16)), "title": "Example", "creationAt": 1705142400,
+                 "credentials": [{
+                     "type": "passkey", "credentialId": b64url(cred_id), "rpId": "example.com",
+                     "username": "jane", "userDisplayName": "Jane", "userHandle": b64url(handle),
+                     "key": b64url(pkcs8(key)),
+                     "fido2Extensions": {"hmacCredentials": {"algorithm": "hmac-sha256", "credWithUV": "AQ",
+                                                             "credWithoutUV": "Ag"}},
+                 }]},
+            ],
+        }],
+    }
+    path = tmp_path / "manager.json"
+    path.write_text(json.dumps(document))
+    printed = run_fidosim(sim, "credentials", "import", "--socket", sim.control_path, str(path)).stdout
+    assert "imported 1 of 1 credential" in printed and "1 item that are not passkeys left out" in printed
+    cdh = new_cdh()
+    assertion = Ctap2(sim.device()).get_assertion("example.com", cdh)
+    assert (assertion.credential["id"], assertion.user["id"]) == (cred_id, handle)
+    verify_es256(key.public_key(), assertion.auth_data, cdh, assertion.signature)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "is not JSON"),
+    ('{"accounts": 3}', "no \"accounts\" array"),
+    ('{"credentials": [{"rpId": "example.com"}]}', "not imported"),
+    ('{"version": {"major": 2, "minor": 0}, "accounts": []}', "newer than this reader"),
+])
+def test_bad_import_files_are_clear_errors(sim, tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    out = run_fidosim(sim, "credentials", "import", "--socket", sim.control_path, str(path), check=False)
+    assert out.returncode != 0
+    assert message in out.stderr
+    with sim.control() as ctl:
+        assert ctl.get_credentials() == []

@@ -1,0 +1,240 @@
+import ArgumentParser
+import CTAPCore
+import ControlProtocol
+import HIDBridge
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct CredentialsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "credentials",
+        abstract: "Export a key's credentials with their private keys, or import credentials into it.",
+        discussion: """
+            A running key is reached through its control socket; a key that is not running is read from its \
+            flash image (--flash, or the default image of --name). Formats: webdriver ({"credentials": [...]} of \
+            WebDriver Credential Parameters, as `fidosim ctl getCredentials` shows them) and cxf (the FIDO \
+            Alliance Credential Exchange Format 1.0; passkeys only).
+            """,
+        subcommands: [Export.self, Import.self])
+
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case webdriver, cxf
+    }
+
+    struct KeyOptions: ParsableArguments {
+        @Option(help: "The key's name: its control socket, or its default flash image when it is not running.")
+        var name: String = "default"
+
+        @Option(help: "The control socket of a running key.")
+        var socket: String?
+
+        @Option(help: "A flash image of a key that is not running.")
+        var flash: String?
+
+        func validate() throws {
+            if socket != nil && flash != nil { throw ValidationError("give --socket or --flash, not both") }
+        }
+
+        /// The running key's socket, else the image (the default one of --name when no socket answers).
+        /// Only an import may create a new image.
+        func open(creating: Bool) throws -> any CredentialStore {
+            if let flash {
+                guard creating || access(flash, F_OK) == 0 else { throw ValidationError("no flash image at \(flash)") }
+                return try ImageCredentialStore(path: flash)
+            }
+            let path = socket ?? KeyFiles.defaultControlPath(name: name)
+            do {
+                return SocketCredentialStore(connection: try ControlConnection(path: path))
+            } catch {
+                let image = KeyFiles.defaultImagePath(name: name)
+                guard socket == nil, access(image, F_OK) == 0 else {
+                    throw ValidationError("\(error); start the key, or name an image with --flash")
+                }
+                return try ImageCredentialStore(path: image)
+            }
+        }
+    }
+
+    struct Export: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write every credential, private keys included, to a file of mode 0600.")
+
+        @OptionGroup var key: KeyOptions
+
+        @Option(help: "webdriver or cxf.")
+        var format: Format = .webdriver
+
+        @Option(name: .shortAndLong, help: "The file to write (it must not exist, unless --force).")
+        var output: String
+
+        @Flag(help: "Replace an existing file.")
+        var force = false
+
+        func run() throws {
+            let store = try key.open(creating: false)
+            let credentials = try store.list()
+            let document: JSONValue
+            var note = ""
+            switch format {
+            case .webdriver:
+                document = ["credentials": .array(credentials)]
+            case .cxf:
+                var accountId = [UInt8](repeating: 0, count: 16)
+                var generator = SystemRandomNumberGenerator()
+                for i in accountId.indices { accountId[i] = UInt8.random(in: 0...255, using: &generator) }
+                let (cxf, skipped) = CredentialExchange.cxf(
+                    from: credentials, accountId: accountId, timestamp: Int64(time(nil)))
+                document = cxf
+                if skipped > 0 { note = " (\(skipped) non-discoverable left out: CXF holds passkeys only)" }
+            }
+            try Self.writePrivateFile(output, document.prettyEncoded, replace: force)
+            let count = format == .cxf ? credentials.count { $0["isResidentCredential"] == true } : credentials.count
+            printLine("fidosim: exported \(count) credential\(count == 1 ? "" : "s") to \(output) (\(format.rawValue), mode 0600)\(note)")
+        }
+
+        /// Creates `path` with mode 0600 (exclusively, unless `replace`) and writes `text`.
+        static func writePrivateFile(_ path: String, _ text: String, replace: Bool) throws {
+            let flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (replace ? O_TRUNC : O_EXCL)
+            let fd = Glibc.open(path, flags, 0o600)
+            guard fd >= 0 else {
+                throw ValidationError(
+                    errno == EEXIST
+                        ? "\(path) exists; use --force to replace it"
+                        : "cannot create \(path): \(String(cString: strerror(errno)))")
+            }
+            defer { close(fd) }
+            guard fchmod(fd, 0o600) == 0 else { throw ValidationError("cannot make \(path) private") }
+            let bytes = Array(text.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                guard n > 0 else { throw ValidationError("cannot write \(path): \(String(cString: strerror(errno)))") }
+                offset += n
+            }
+        }
+    }
+
+    struct Import: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add the credentials of a webdriver or CXF file to a key.")
+
+        @OptionGroup var key: KeyOptions
+
+        @Option(help: "webdriver or cxf (default: recognised from the file).")
+        var format: Format?
+
+        @Argument(help: "The file to read.")
+        var file: String
+
+        func run() throws {
+            let text = try Self.read(file)
+            let document: JSONValue
+            do {
+                document = try JSONParser.parse(text)
+            } catch {
+                throw ValidationError("\(file) is not JSON: \(error)")
+            }
+            let credentials: [JSONValue]
+            var skipped = 0
+            do {
+                if (format ?? (CredentialExchange.isCXF(document) ? .cxf : .webdriver)) == .cxf {
+                    (credentials, skipped) = try CredentialExchange.webDriverCredentials(fromCXF: document)
+                } else {
+                    credentials = try CredentialExchange.webDriverCredentials(fromFile: document)
+                }
+            } catch {
+                throw ValidationError("\(file): \(error)")
+            }
+            let store = try key.open(creating: true)
+            var imported = 0
+            var failures: [String] = []
+            for (index, credential) in credentials.enumerated() {
+                // getCredentials adds the algorithm, which addCredential does not take (the key says it).
+                var params = credential.objectValue ?? [:]
+                params["algorithm"] = nil
+                do {
+                    try store.add(.object(params))
+                    imported += 1
+                } catch {
+                    failures.append("credential \(index + 1) (\(params["rpId"]?.stringValue ?? "?")): \(error)")
+                }
+            }
+            var line = "fidosim: imported \(imported) of \(credentials.count) credential\(credentials.count == 1 ? "" : "s")"
+            if skipped > 0 { line += "; \(skipped) item\(skipped == 1 ? "" : "s") that are not passkeys left out" }
+            printLine(line)
+            for failure in failures { printError("fidosim: not imported: \(failure)") }
+            if !failures.isEmpty { throw ExitCode(1) }
+        }
+
+        static func read(_ path: String) throws -> [UInt8] {
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw ValidationError("cannot open \(path): \(String(cString: strerror(errno)))") }
+            defer { close(fd) }
+            var out: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+                guard n >= 0 else { throw ValidationError("cannot read \(path): \(String(cString: strerror(errno)))") }
+                if n == 0 { return out }
+                out += buffer[0..<n]
+                guard out.count <= 64 << 20 else { throw ValidationError("\(path) is larger than 64 MiB") }
+            }
+        }
+    }
+}
+
+/// Where `credentials` reads and writes: a running key or an image.
+protocol CredentialStore {
+    /// WebDriver credential objects.
+    func list() throws -> [JSONValue]
+    /// Adds one WebDriver credential object.
+    func add(_ credential: JSONValue) throws
+}
+
+struct SocketCredentialStore: CredentialStore {
+    let connection: ControlConnection
+
+    func request(_ command: String, _ params: JSONValue) throws -> JSONValue {
+        try connection.send(JSONValue.object(["id": 1, "command": .string(command), "params": params]).encoded)
+        let response = try connection.readMessage(timeout: 30)
+        guard response["ok"] == true, let result = response["result"] else {
+            throw ValidationError(
+                "\(response["error"]?["code"]?.stringValue ?? "error"): \(response["error"]?["message"]?.stringValue ?? "")")
+        }
+        return result
+    }
+
+    func list() throws -> [JSONValue] {
+        try request("getCredentials", [:])["credentials"]?.arrayValue ?? []
+    }
+
+    func add(_ credential: JSONValue) throws {
+        _ = try request("addCredential", credential)
+    }
+}
+
+final class ImageCredentialStore: CredentialStore {
+    var authenticator: Authenticator
+
+    init(path: String) throws {
+        var entropy = EntropySource.system
+        let persistent = try PersistentKey.open(flash: path, geometry: nil, entropy: &entropy)
+        authenticator = try Authenticator(storage: persistent.storage, entropy: entropy, now: .zero)
+    }
+
+    func list() throws -> [JSONValue] {
+        try authenticator.managedCredentials().map(VirtualKey.json)
+    }
+
+    func add(_ credential: JSONValue) throws {
+        let line = JSONValue.object(["id": 1, "command": "addCredential", "params": credential]).encoded
+        switch ControlRequest.parse(Array(line.utf8)) {
+        case .failure(let failure): throw failure.error
+        case .success(let request):
+            guard case .addCredential(let params) = request.command else { return }
+            try VirtualKey.add(params, to: &authenticator)
+        }
+    }
+}
