@@ -70,7 +70,7 @@ unit-test: deps
 	$(SWIFT) test
 
 interop: build
-	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/control
 
 # make test ends with the VM end-to-end run when its tools can be installed (E2E=skip leaves it out).
 test: fuzz-smoke unit-test interop e2e-auto
