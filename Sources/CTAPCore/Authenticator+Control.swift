@@ -152,6 +152,19 @@ extension Authenticator {
         if let fingerprintSensor { configuration.fingerprintSensor = fingerprintSensor }
     }
 
+    /// Installs a batch attestation identity: from now on makeCredential answers packed attestation with the
+    /// certificate in x5c, and U2F register uses it.
+    public mutating func installBatchAttestation(
+        privateKeyPKCS8: [UInt8], certificate: [UInt8], rootCertificate: [UInt8]
+    ) throws(CTAPError) {
+        let (key, algorithm) = try PrivateKeyEncoding.decode(pkcs8: privateKeyPKCS8)
+        guard algorithm == .es256 else { throw CTAPError(.invalidParameter, "the attestation key must be P-256") }
+        guard !certificate.isEmpty, certificate.count <= 2048, !rootCertificate.isEmpty, rootCertificate.count <= 2048
+        else { throw CTAPError(.invalidParameter, "certificates are 1 to 2048 bytes of DER") }
+        try storage.setBatchAttestation(
+            BatchAttestationKey(privateKey: key, certificate: certificate, rootCertificate: rootCertificate))
+    }
+
     mutating func rememberCreated(id: [UInt8], rpId: String) {
         createdCredentials.append(CreatedCredential(id: id, rpId: rpId))
         if createdCredentials.count > Self.createdCredentialMemory { createdCredentials.removeFirst() }

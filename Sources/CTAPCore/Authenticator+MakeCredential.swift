@@ -219,6 +219,11 @@ extension Authenticator {
             format = "packed"
             let signature = try Self.sign(authData + plan.clientDataHash, with: ea.privateKey)
             statement = ["alg": -7, "sig": .byteString(signature), "x5c": [.byteString(ea.certificate)]]
+        } else if let batch = storage.batchAttestation {
+            // Batch attestation, once provisioned: packed, signed by the batch key, the leaf certificate in x5c.
+            format = "packed"
+            let signature = try Self.sign(authData + plan.clientDataHash, with: batch.privateKey)
+            statement = ["alg": -7, "sig": .byteString(signature), "x5c": [.byteString(batch.certificate)]]
         } else {
             format = "packed"
             let signature = try Self.sign(authData + plan.clientDataHash, with: rawKey, algorithm: plan.algorithm)

@@ -129,7 +129,11 @@ extension Authenticator {
     }
 
     mutating func finishU2FRegister(_ request: U2FRegisterRequest) throws(CTAPError) -> [UInt8] {
-        guard let attestation = storage.u2fAttestation else { throw CTAPError(.other, "no U2F attestation") }
+        // The batch certificate once provisioned, else the key's self-signed U2F certificate.
+        guard
+            let attestation = storage.batchAttestation.map({ (privateKey: $0.privateKey, certificate: $0.certificate) })
+                ?? storage.u2fAttestation
+        else { throw CTAPError(.other, "no U2F attestation") }
         let key = newPrivateKey()
         var rawKey = Array(key.rawRepresentation)
         defer { wipe(&rawKey) }

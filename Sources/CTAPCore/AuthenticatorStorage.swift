@@ -13,6 +13,8 @@ public protocol AuthenticatorStorage: Sendable {
     var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { get }
     /// The enterprise attestation key (raw P-256 scalar) and its DER certificate, if provisioned.
     var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])? { get }
+    /// The batch attestation key and certificates, once provisioned (`fidosim attestation provision`).
+    var batchAttestation: BatchAttestationKey? { get }
     /// How many more discoverable credentials of typical size fit in the storage.
     var remainingDiscoverableCredentials: Int { get }
     /// The stored discoverable credential with this id, if any.
@@ -45,6 +47,8 @@ public protocol AuthenticatorStorage: Sendable {
     mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError)
     /// Stores the enterprise attestation key and certificate (kept across reset, like the U2F ones).
     mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError)
+    /// Stores a batch attestation key and its certificates (kept across reset).
+    mutating func setBatchAttestation(_ key: BatchAttestationKey) throws(CTAPError)
     /// Sets the PIN and restores the retries to ``StoredPIN/maxRetries``, in one commit.
     mutating func setPIN(_ pin: StoredPIN) throws(CTAPError)
     /// Commits the number of PIN attempts left.
@@ -68,6 +72,22 @@ extension AuthenticatorStorage {
     /// The stored discoverable credential with this id, if any (storages with an index answer without a scan).
     public func residentCredential(id: [UInt8]) -> ResidentCredential? {
         residentCredentials.first { $0.id == id }
+    }
+}
+
+/// A batch attestation identity as the key keeps it.
+public struct BatchAttestationKey: Sendable, Equatable {
+    /// The raw P-256 scalar that signs attestation statements.
+    public var privateKey: [UInt8]
+    /// The leaf certificate (DER), sent in x5c.
+    public var certificate: [UInt8]
+    /// The root certificate (DER) that signed the leaf, for metadata statements.
+    public var rootCertificate: [UInt8]
+
+    public init(privateKey: [UInt8], certificate: [UInt8], rootCertificate: [UInt8]) {
+        self.privateKey = privateKey
+        self.certificate = certificate
+        self.rootCertificate = rootCertificate
     }
 }
 
@@ -104,6 +124,7 @@ public struct MemoryStorage: AuthenticatorStorage {
     public private(set) var uvRetries = StoredPIN.maxUvRetries
     public private(set) var persistentToken: [UInt8]?
     public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
+    public private(set) var batchAttestation: BatchAttestationKey?
     private var attestationKey: [UInt8]?
     private var attestationCertificate: [UInt8]?
 
@@ -149,6 +170,10 @@ public struct MemoryStorage: AuthenticatorStorage {
     public mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
         attestationKey = privateKey
         attestationCertificate = certificate
+    }
+
+    public mutating func setBatchAttestation(_ key: BatchAttestationKey) throws(CTAPError) {
+        batchAttestation = key
     }
 
     public mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {

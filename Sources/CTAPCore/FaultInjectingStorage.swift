@@ -47,6 +47,7 @@ public struct FaultInjectingStorage: AuthenticatorStorage {
     public var residentCredentials: [ResidentCredential] { base.residentCredentials }
     public var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { base.u2fAttestation }
     public var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])? { base.enterpriseAttestationKey }
+    public var batchAttestation: BatchAttestationKey? { base.batchAttestation }
     public var remainingDiscoverableCredentials: Int { base.remainingDiscoverableCredentials }
     public func residentCredential(id: [UInt8]) -> ResidentCredential? { base.residentCredential(id: id) }
     public var pin: StoredPIN? { base.pin }
@@ -85,6 +86,11 @@ public struct FaultInjectingStorage: AuthenticatorStorage {
     public mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
         try check()
         try base.setEnterpriseAttestationKey(privateKey: privateKey, certificate: certificate)
+    }
+
+    public mutating func setBatchAttestation(_ key: BatchAttestationKey) throws(CTAPError) {
+        try check()
+        try base.setBatchAttestation(key)
     }
 
     public mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {

@@ -24,6 +24,11 @@ public enum StorageKey {
     /// The enterprise attestation private key (32 bytes) and certificate (DER), kept across resets.
     public static let enterpriseAttestationKey: UInt16 = 0x0007
     public static let enterpriseAttestationCertificate: UInt16 = 0x0008
+    /// The batch attestation private key (32 bytes), its leaf certificate and root certificate (DER), kept across
+    /// resets.
+    public static let batchAttestationKey: UInt16 = 0x0009
+    public static let batchAttestationCertificate: UInt16 = 0x000A
+    public static let batchAttestationRoot: UInt16 = 0x000B
     /// The PIN: the left 16 bytes of SHA-256(PIN) followed by its length in code points (1 byte).
     public static let pin: UInt16 = 0x0010
     /// PIN attempts left, 1 byte.
@@ -58,6 +63,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     var residents: [UInt16: ResidentCredential]
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
+    public private(set) var batchAttestation: BatchAttestationKey?
     public private(set) var pin: StoredPIN?
     public private(set) var pinRetries: Int
     public private(set) var settings = AuthenticatorSettings()
@@ -112,6 +118,13 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             let certificate = try read(StorageKey.enterpriseAttestationCertificate)
         {
             enterpriseAttestationKey = (key, certificate)
+        }
+        if let key = try read(StorageKey.batchAttestationKey),
+            let certificate = try read(StorageKey.batchAttestationCertificate),
+            let root = try read(StorageKey.batchAttestationRoot)
+        {
+            guard key.count == 32 else { throw StorageError("the batch attestation key record is corrupt") }
+            batchAttestation = BatchAttestationKey(privateKey: key, certificate: certificate, rootCertificate: root)
         }
         if let bytes = try read(StorageKey.pin) {
             guard bytes.count == 17 else { throw StorageError("the PIN record is corrupt") }
@@ -249,6 +262,15 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             .insert(key: StorageKey.u2fAttestationCertificate, value: certificate),
         ])
         attestation = (privateKey, certificate)
+    }
+
+    public mutating func setBatchAttestation(_ key: BatchAttestationKey) throws(CTAPError) {
+        try write([
+            .insert(key: StorageKey.batchAttestationKey, value: key.privateKey),
+            .insert(key: StorageKey.batchAttestationCertificate, value: key.certificate),
+            .insert(key: StorageKey.batchAttestationRoot, value: key.rootCertificate),
+        ])
+        batchAttestation = key
     }
 
     public mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {

@@ -134,12 +134,14 @@ public enum ControlCommand: Equatable, Sendable {
     case clearFaults
     case subscribe
     case unsubscribe
+    /// Install a batch attestation identity: a PKCS#8 P-256 key, its leaf certificate and root certificate (DER).
+    case setAttestation(privateKey: [UInt8], certificate: [UInt8], rootCertificate: [UInt8])
 
     /// Every command name, as requests spell them.
     public static let names = [
         "addCredential", "getCredentials", "removeCredential", "removeAllCredentials", "setUserVerified",
         "setAutomaticPresenceSimulation", "powerCycle", "presence", "touch", "status", "setOption", "injectFault",
-        "clearFaults", "subscribe", "unsubscribe",
+        "clearFaults", "subscribe", "unsubscribe", "setAttestation",
     ]
 }
 
@@ -258,6 +260,10 @@ public struct ControlRequest: Equatable, Sendable {
         case "clearFaults": command = .clearFaults
         case "subscribe": command = .subscribe
         case "unsubscribe": command = .unsubscribe
+        case "setAttestation":
+            command = .setAttestation(
+                privateKey: try p.bytes("privateKey"), certificate: try p.bytes("certificate"),
+                rootCertificate: try p.bytes("rootCertificate"))
         default:
             throw ControlError(.unknownCommand, "unknown command \"\(name)\"")
         }

@@ -83,6 +83,15 @@ extension VirtualKey {
             return ["faults": faultSummary]
         case .status:
             return keyStatus()
+        case .setAttestation(let key, let certificate, let root):
+            do {
+                try authenticator.installBatchAttestation(
+                    privateKeyPKCS8: key, certificate: certificate, rootCertificate: root)
+            } catch {
+                throw error.status == .invalidParameter
+                    ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
+            }
+            return ["attestation": attestationSummary]
         case .powerCycle, .subscribe, .unsubscribe:
             throw ControlError(.failed, "\(command) is handled by the I/O loop")
         }
@@ -123,26 +132,14 @@ extension VirtualKey {
 
     /// The key's half of `status`: identity, options, storage, counters, presence, pending request, faults.
     mutating func keyStatus() -> JSONValue {
-        let info = authenticator.info().mapValue ?? [:]
-        var infoJSON: [String: JSONValue] = [:]
-        if let versions = info[0x01]?.arrayValue { infoJSON["versions"] = .array(versions.compactMap { $0.textValue.map(JSONValue.string) }) }
-        if let extensions = info[0x02]?.arrayValue {
-            infoJSON["extensions"] = .array(extensions.compactMap { $0.textValue.map(JSONValue.string) })
-        }
-        if let aaguid = info[0x03]?.bytesValue { infoJSON["aaguid"] = .string(Self.uuid(aaguid)) }
-        if let options = info[0x04]?.mapValue {
-            var members: [String: JSONValue] = [:]
-            for (k, v) in options {
-                if let name = k.textValue, let flag = v.boolValue { members[name] = .boolean(flag) }
-            }
-            infoJSON["options"] = .object(members)
-        }
-        if let size = info[0x05]?.intValue { infoJSON["maxMsgSize"] = JSONValue(size) }
-        if let firmware = info[0x0E]?.intValue { infoJSON["firmwareVersion"] = JSONValue(firmware) }
+        let info = authenticator.info()
+        let infoJSON = GetInfoJSON.json(info)
         let storage = authenticator.storage
         var status: [String: JSONValue] = [
             "protocolVersion": 1,
-            "info": .object(infoJSON),
+            "aaguid": .string(Self.uuid(authenticator.configuration.aaguid)),
+            "info": infoJSON,
+            "attestation": attestationSummary,
             "options": options,
             "storage": [
                 "credentials": JSONValue(storage.residentCredentials.count),
@@ -186,6 +183,15 @@ extension VirtualKey {
             throw error.status == .invalidParameter
                 ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
         }
+    }
+
+    /// Which attestation makeCredential gives, with the batch certificates once provisioned.
+    var attestationSummary: JSONValue {
+        guard let batch = authenticator.storage.batchAttestation else { return ["type": "self"] }
+        return [
+            "type": "batch", "certificate": .string(Base64URL.encode(batch.certificate)),
+            "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
+        ]
     }
 
     /// A credential in WebDriver's Credential Parameters shape, plus its algorithm.

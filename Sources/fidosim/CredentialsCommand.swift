@@ -1,5 +1,6 @@
 import ArgumentParser
 import CTAPCore
+import CTAPHID
 import ControlProtocol
 import HIDBridge
 
@@ -39,20 +40,20 @@ struct CredentialsCommand: ParsableCommand {
 
         /// The running key's socket, else the image (the default one of --name when no socket answers).
         /// Only an import may create a new image.
-        func open(creating: Bool) throws -> any CredentialStore {
+        func open(creating: Bool) throws -> any KeyAccess {
             if let flash {
                 guard creating || access(flash, F_OK) == 0 else { throw ValidationError("no flash image at \(flash)") }
-                return try ImageCredentialStore(path: flash)
+                return try ImageKeyAccess(path: flash)
             }
             let path = socket ?? KeyFiles.defaultControlPath(name: name)
             do {
-                return SocketCredentialStore(connection: try ControlConnection(path: path))
+                return SocketKeyAccess(connection: try ControlConnection(path: path))
             } catch {
                 let image = KeyFiles.defaultImagePath(name: name)
                 guard socket == nil, access(image, F_OK) == 0 else {
                     throw ValidationError("\(error); start the key, or name an image with --flash")
                 }
-                return try ImageCredentialStore(path: image)
+                return try ImageKeyAccess(path: image)
             }
         }
     }
@@ -185,56 +186,60 @@ struct CredentialsCommand: ParsableCommand {
     }
 }
 
-/// Where `credentials` reads and writes: a running key or an image.
-protocol CredentialStore {
-    /// WebDriver credential objects.
-    func list() throws -> [JSONValue]
-    /// Adds one WebDriver credential object.
-    func add(_ credential: JSONValue) throws
+/// A key that commands reach: a running one through its control socket, or one that is not running through its
+/// flash image (the same control commands, carried out in this process).
+protocol KeyAccess {
+    /// Runs a control command; throws with the protocol's error code and message when it fails.
+    func request(_ command: String, _ params: JSONValue) throws -> JSONValue
 }
 
-struct SocketCredentialStore: CredentialStore {
+extension KeyAccess {
+    /// WebDriver credential objects.
+    func list() throws -> [JSONValue] { try request("getCredentials", [:])["credentials"]?.arrayValue ?? [] }
+
+    /// Adds one WebDriver credential object.
+    func add(_ credential: JSONValue) throws { _ = try request("addCredential", credential) }
+}
+
+/// A control-protocol error, for the command line.
+struct KeyAccessError: Error, CustomStringConvertible {
+    var description: String
+}
+
+struct SocketKeyAccess: KeyAccess {
     let connection: ControlConnection
 
     func request(_ command: String, _ params: JSONValue) throws -> JSONValue {
         try connection.send(JSONValue.object(["id": 1, "command": .string(command), "params": params]).encoded)
         let response = try connection.readMessage(timeout: 30)
         guard response["ok"] == true, let result = response["result"] else {
-            throw ValidationError(
-                "\(response["error"]?["code"]?.stringValue ?? "error"): \(response["error"]?["message"]?.stringValue ?? "")")
+            throw KeyAccessError(
+                description:
+                    "\(response["error"]?["code"]?.stringValue ?? "error"): \(response["error"]?["message"]?.stringValue ?? "")")
         }
         return result
     }
-
-    func list() throws -> [JSONValue] {
-        try request("getCredentials", [:])["credentials"]?.arrayValue ?? []
-    }
-
-    func add(_ credential: JSONValue) throws {
-        _ = try request("addCredential", credential)
-    }
 }
 
-final class ImageCredentialStore: CredentialStore {
-    var authenticator: Authenticator
+final class ImageKeyAccess: KeyAccess {
+    var key: VirtualKey
 
     init(path: String) throws {
         var entropy = EntropySource.system
         let persistent = try PersistentKey.open(flash: path, geometry: nil, entropy: &entropy)
-        authenticator = try Authenticator(storage: persistent.storage, entropy: entropy, now: .zero)
+        let authenticator = try Authenticator(storage: persistent.storage, entropy: entropy, now: .zero)
+        key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 1), authenticator: authenticator, presence: .prompt)
     }
 
-    func list() throws -> [JSONValue] {
-        try authenticator.managedCredentials().map(VirtualKey.json)
-    }
-
-    func add(_ credential: JSONValue) throws {
-        let line = JSONValue.object(["id": 1, "command": "addCredential", "params": credential]).encoded
+    func request(_ command: String, _ params: JSONValue) throws -> JSONValue {
+        let line = JSONValue.object(["id": 1, "command": .string(command), "params": params]).encoded
         switch ControlRequest.parse(Array(line.utf8)) {
-        case .failure(let failure): throw failure.error
+        case .failure(let failure): throw KeyAccessError(description: failure.error.description)
         case .success(let request):
-            guard case .addCredential(let params) = request.command else { return }
-            try VirtualKey.add(params, to: &authenticator)
+            switch key.execute(request.command, now: .zero).result {
+            case .success(let result): return result
+            case .failure(let error): throw KeyAccessError(description: error.description)
+            }
         }
     }
 }

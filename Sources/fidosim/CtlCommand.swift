@@ -179,7 +179,8 @@ struct Ctl: ParsableCommand {
         case "status":
             var lines: [String] = []
             lines.append("transport:   \(result["transport"]?.stringValue ?? "?")")
-            lines.append("aaguid:      \(result["info"]?["aaguid"]?.stringValue ?? "?")")
+            lines.append("aaguid:      \(result["aaguid"]?.stringValue ?? "?")")
+            lines.append("attestation: \(result["attestation"]?["type"]?.stringValue ?? "?")")
             let versions = result["info"]?["versions"]?.arrayValue?.compactMap(\.stringValue) ?? []
             lines.append("versions:    \(versions.joined(separator: " "))")
             lines.append("presence:    \(result["presence"]?.stringValue ?? "?")")

@@ -11,7 +11,10 @@ struct Fidosim: ParsableCommand {
             with a UDP transport can use it without root.
             """,
         version: "0.1.0",
-        subcommands: [Serve.self, Ctl.self, CredentialsCommand.self, FlashCommand.self, BenchCommand.self],
+        subcommands: [
+            Serve.self, Ctl.self, CredentialsCommand.self, AttestationCommand.self, MetadataCommand.self, FlashCommand.self,
+            BenchCommand.self,
+        ],
         defaultSubcommand: nil
     )
 }

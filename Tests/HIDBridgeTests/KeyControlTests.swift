@@ -233,7 +233,10 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         #expect(status["pending"]?["rpId"] == "example.com")
         #expect(status["pending"]?["userName"] == "alice")
         #expect(status["counters"]?["requests"]?["getInfo"] == 1)
-        #expect(status["info"]?["aaguid"] == "f1d0f1d0-5157-4e00-8a6e-000000000001")
+        #expect(status["aaguid"] == "f1d0f1d0-5157-4e00-8a6e-000000000001")
+        #expect(status["info"]?["aaguid"] == "f1d0f1d051574e008a6e000000000001")
+        #expect(status["info"]?["maxMsgSize"] == 7609)
+        #expect(status["attestation"]?["type"] == "self")
         #expect(status["storage"]?["discoverableCredentials"] == 0)
     }
 

@@ -1,0 +1,104 @@
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// A batch attestation identity: a root CA, and a leaf certificate and key that sign attestation statements.
+///
+/// The leaf meets WebAuthn §8.2.1 (packed attestation certificate requirements): version 3; subject C, O,
+/// OU "Authenticator Attestation", CN; basic constraints CA false; the AAGUID in the non-critical extension
+/// id-fido-gen-ce-aaguid (1.3.6.1.4.1.45724.1.1.4) as an OCTET STRING.
+public struct BatchAttestation: Sendable {
+    /// The leaf's private key: a raw P-256 scalar (32 bytes).
+    public var privateKey: [UInt8]
+    /// The leaf certificate, DER.
+    public var certificate: [UInt8]
+    /// The root certificate that signed the leaf, DER: what a relying party trusts.
+    public var rootCertificate: [UInt8]
+    /// The root's private key as PKCS#8 DER (kept by whoever provisions more keys of the batch).
+    public var rootPrivateKey: [UInt8]
+
+    /// id-fido-gen-ce-aaguid
+    public static let aaguidExtensionOID: ASN1ObjectIdentifier = [1, 3, 6, 1, 4, 1, 45724, 1, 1, 4]
+
+    /// Why provisioning failed.
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    /// Makes a new root CA and a leaf for `aaguid`, valid from `notBefore` for `years` years.
+    public static func provision(
+        aaguid: [UInt8], organization: String = "fidosim", country: String = "US",
+        commonName: String = "fidosim batch attestation", notBefore: Date, years: Int = 20
+    ) throws(Failure) -> BatchAttestation {
+        guard aaguid.count == 16 else { throw Failure(description: "an AAGUID is 16 bytes") }
+        let rootKey = P256.Signing.PrivateKey()
+        let leafKey = P256.Signing.PrivateKey()
+        let notAfter = notBefore.addingTimeInterval(Double(years) * 365.25 * 86400)
+        do {
+            let rootName = try DistinguishedName {
+                CountryName(country)
+                OrganizationName(organization)
+                OrganizationalUnitName("Authenticator Attestation")
+                CommonName("\(organization) attestation root")
+            }
+            let root = try Certificate(
+                version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(rootKey.publicKey),
+                notValidBefore: notBefore, notValidAfter: notAfter, issuer: rootName, subject: rootName,
+                signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                    SubjectKeyIdentifier(hash: .init(rootKey.publicKey))
+                },
+                issuerPrivateKey: .init(rootKey))
+            let leafName = try DistinguishedName {
+                CountryName(country)
+                OrganizationName(organization)
+                OrganizationalUnitName("Authenticator Attestation")
+                CommonName(commonName)
+            }
+            var aaguidValue = DER.Serializer()
+            try aaguidValue.serialize(ASN1OctetString(contentBytes: aaguid[...]))
+            let leaf = try Certificate(
+                version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(leafKey.publicKey),
+                notValidBefore: notBefore, notValidAfter: notAfter, issuer: rootName, subject: leafName,
+                signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.notCertificateAuthority)
+                    Critical(KeyUsage(digitalSignature: true))
+                    AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier)
+                    Certificate.Extension(
+                        oid: aaguidExtensionOID, critical: false, value: aaguidValue.serializedBytes[...])
+                },
+                issuerPrivateKey: .init(rootKey))
+            return BatchAttestation(
+                privateKey: Array(leafKey.rawRepresentation), certificate: try der(leaf),
+                rootCertificate: try der(root), rootPrivateKey: Array(rootKey.derRepresentation))
+        } catch let error as Failure {
+            throw error
+        } catch {
+            throw Failure(description: "cannot make the attestation certificates: \(error)")
+        }
+    }
+
+    /// The leaf's private key as PKCS#8 DER.
+    public func privateKeyPKCS8() throws(Failure) -> [UInt8] {
+        guard let key = try? P256.Signing.PrivateKey(rawRepresentation: privateKey) else {
+            throw Failure(description: "the attestation key is not a P-256 key")
+        }
+        return Array(key.derRepresentation)
+    }
+
+    static func der(_ certificate: Certificate) throws -> [UInt8] {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return serializer.serializedBytes
+    }
+
+    /// PEM text of a DER certificate.
+    public static func pem(certificate der: [UInt8]) -> String {
+        let base64 = Data(der).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+        return "-----BEGIN CERTIFICATE-----\n\(base64)\n-----END CERTIFICATE-----\n"
+    }
+}

@@ -1,0 +1,148 @@
+import ArgumentParser
+import Attestation
+import ControlProtocol
+import Foundation
+import HIDBridge
+
+struct AttestationCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "attestation",
+        abstract: "Give a key a batch attestation certificate.",
+        subcommands: [Provision.self])
+
+    struct Provision: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make a batch attestation root CA and leaf certificate and store the leaf and its key in the key.",
+            discussion: """
+                From then on makeCredential answers packed attestation with the leaf in x5c, and U2F register uses \
+                the leaf. The root certificate is written as PEM for relying parties to trust (`fidosim metadata` \
+                puts it in the metadata statement). Works on a running key through its socket, or on its image.
+                """)
+
+        @OptionGroup var key: CredentialsCommand.KeyOptions
+
+        @Option(help: "The organization (O) in the certificates' subjects.")
+        var organization: String = "fidosim"
+
+        @Option(help: "The country (C) in the certificates' subjects, two letters.")
+        var country: String = "US"
+
+        @Option(help: "Where to write the root certificate (PEM). Default: NAME-attestation-root.pem in the data directory.")
+        var rootOut: String?
+
+        @Flag(help: "Replace a batch attestation the key already has.")
+        var force = false
+
+        func validate() throws {
+            guard country.count == 2, country.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+                throw ValidationError("--country must be two letters")
+            }
+            guard !organization.isEmpty, organization.utf8.count <= 64 else {
+                throw ValidationError("--organization must be 1 to 64 bytes")
+            }
+        }
+
+        func run() throws {
+            let access = try key.open(creating: true)
+            let status = try access.request("status", [:])
+            if status["attestation"]?["type"] == "batch" && !force {
+                throw ValidationError("the key already has a batch attestation; --force replaces it")
+            }
+            guard let aaguidHex = status["info"]?["aaguid"]?.stringValue, let aaguid = Self.bytes(hex: aaguidHex) else {
+                throw ValidationError("the key did not report its AAGUID")
+            }
+            let batch = try BatchAttestation.provision(
+                aaguid: aaguid, organization: organization, country: country.uppercased(),
+                notBefore: Date(timeIntervalSince1970: 1_735_689_600))  // 2025-01-01, like the other certificates
+            let pkcs8 = try batch.privateKeyPKCS8()
+            _ = try access.request(
+                "setAttestation",
+                [
+                    "privateKey": .string(Base64URL.encode(pkcs8)),
+                    "certificate": .string(Base64URL.encode(batch.certificate)),
+                    "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
+                ])
+            let path = rootOut ?? KeyFiles.dataDirectory + "/" + key.name + "-attestation-root.pem"
+            try CredentialsCommand.Export.writePrivateFile(
+                path, BatchAttestation.pem(certificate: batch.rootCertificate), replace: true)
+            printLine("fidosim: batch attestation provisioned; root certificate in \(path)")
+        }
+
+        static func bytes(hex: String) -> [UInt8]? {
+            let digits = Array(hex.utf8)
+            guard digits.count % 2 == 0 else { return nil }
+            var out: [UInt8] = []
+            for i in stride(from: 0, to: digits.count, by: 2) {
+                guard let byte = UInt8(String(decoding: digits[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
+                out.append(byte)
+            }
+            return out
+        }
+    }
+}
+
+struct MetadataCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "metadata",
+        abstract: "Print a FIDO Metadata Statement (MDS3) for a key.",
+        discussion: """
+            The statement carries the AAGUID, the attestation root (after `fidosim attestation provision`; a key \
+            with self attestation gets attestationTypes basic_surrogate and no root), and authenticatorGetInfo. \
+            A relying party that trusts it can verify the key's attestation chain.
+            """)
+
+    @OptionGroup var key: CredentialsCommand.KeyOptions
+
+    @Option(help: "The statement's description.")
+    var description: String = "fidosim virtual FIDO2 security key"
+
+    func run() throws {
+        let access = try key.open(creating: false)
+        let status = try access.request("status", [:])
+        var info = status["info"]?.objectValue ?? [:]
+        // What changes with the key's state is not a property of the model.
+        for dynamic in ["encIdentifier", "remainingDiscoverableCredentials", "uvCountSinceLastPinEntry"] {
+            info[dynamic] = nil
+        }
+        let batch = status["attestation"]?["type"] == "batch"
+        var roots: [JSONValue] = []
+        if batch, let root = status["attestation"]?["rootCertificate"]?.stringValue.flatMap(Base64URL.decode) {
+            roots = [.string(Data(root).base64EncodedString())]
+        }
+        let options = info["options"]?.objectValue ?? [:]
+        var uv: [JSONValue] = [[["userVerificationMethod": "presence_internal"]]]
+        if options["clientPin"] != nil { uv.append([["userVerificationMethod": "passcode_external"]]) }
+        if options["uv"] != nil { uv.append([["userVerificationMethod": "fingerprint_internal"]]) }
+        let algorithms = (info["algorithms"]?.arrayValue ?? []).compactMap { $0["alg"]?.integerValue }
+        let statement: JSONValue = [
+            "legalHeader": "Generated by fidosim for testing; not a certified authenticator.",
+            "aaguid": status["aaguid"] ?? .null,
+            "description": .string(description),
+            "authenticatorVersion": info["firmwareVersion"] ?? 1,
+            "protocolFamily": "fido2",
+            "schema": 3,
+            "upv": [["major": 1, "minor": 0], ["major": 1, "minor": 1]],
+            "authenticationAlgorithms": .array(
+                algorithms.compactMap {
+                    switch $0 {
+                    case -7: "secp256r1_ecdsa_sha256_raw"
+                    case -8: "ed25519_eddsa_sha512_raw"
+                    default: nil
+                    }
+                }),
+            "publicKeyAlgAndEncodings": ["cose"],
+            "attestationTypes": batch ? ["basic_full"] : ["basic_surrogate"],
+            "userVerificationDetails": .array(uv),
+            "keyProtection": ["software"],
+            "matcherProtection": ["software"],
+            "attachmentHint": ["external", "wired"],
+            "tcDisplay": [],
+            "attestationRootCertificates": .array(roots),
+            "authenticatorGetInfo": .object(info),
+        ]
+        if !batch {
+            printError("fidosim: this key uses self attestation; `fidosim attestation provision` gives it a batch certificate")
+        }
+        print(statement.prettyEncoded, terminator: "")
+    }
+}
