@@ -9,7 +9,7 @@ BIN := .build/debug/fidosim
 SERVE_ARGS ?=
 
 # Debian packages the tests need, as command:package pairs (installed only when the command is missing).
-DEB_COMMANDS := python3:python3 pip3:python3-pip
+DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
@@ -25,7 +25,7 @@ help:
 	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
-	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store and the authenticator (FUZZ_SECONDS each)"
+	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, the authenticator and the control parser (FUZZ_SECONDS each)"
 
 deps:
 	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install Swift 6.3 (swift.org) and put it on PATH"; exit 1; }

@@ -134,6 +134,8 @@ public enum ControlCommand: Equatable, Sendable {
     case clearFaults
     case subscribe
     case unsubscribe
+    /// Start writing a trace to a path (format `jsonl` or `pcapng`, default from the extension), or stop (nil).
+    case trace(path: String?, format: String?)
     /// Install a batch attestation identity: a PKCS#8 P-256 key, its leaf certificate and root certificate (DER).
     case setAttestation(privateKey: [UInt8], certificate: [UInt8], rootCertificate: [UInt8])
 
@@ -141,7 +143,7 @@ public enum ControlCommand: Equatable, Sendable {
     public static let names = [
         "addCredential", "getCredentials", "removeCredential", "removeAllCredentials", "setUserVerified",
         "setAutomaticPresenceSimulation", "powerCycle", "presence", "touch", "status", "setOption", "injectFault",
-        "clearFaults", "subscribe", "unsubscribe", "setAttestation",
+        "clearFaults", "subscribe", "unsubscribe", "setAttestation", "trace",
     ]
 }
 
@@ -260,6 +262,16 @@ public struct ControlRequest: Equatable, Sendable {
         case "clearFaults": command = .clearFaults
         case "subscribe": command = .subscribe
         case "unsubscribe": command = .unsubscribe
+        case "trace":
+            let path = try p.optionalString("path")
+            let format = try p.optionalString("format")
+            if let format, format != "jsonl" && format != "pcapng" {
+                throw ControlError(.invalidParams, "\"format\" must be jsonl or pcapng")
+            }
+            if let path, path.isEmpty || path.utf8.count > 4096 {
+                throw ControlError(.invalidParams, "\"path\" must be 1 to 4096 bytes")
+            }
+            command = .trace(path: path, format: format)
         case "setAttestation":
             command = .setAttestation(
                 privateKey: try p.bytes("privateKey"), certificate: try p.bytes("certificate"),

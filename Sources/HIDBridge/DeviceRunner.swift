@@ -25,6 +25,10 @@ public final class DeviceRunner {
     let start: ContinuousClock.Instant
     /// The control plane's socket, if the key has one.
     let control: ControlServer?
+    /// The trace being written, if any (`--trace`, or the control command `trace`).
+    public var tracer: TraceWriter? {
+        didSet { key.traceMessages = tracer != nil }
+    }
 
     public init(key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil) {
         self.key = key
@@ -83,7 +87,9 @@ public final class DeviceRunner {
                 powerCycle()
             }
             emit(key.tick(now: now))
+            tracer?.flush()
         }
+        tracer = nil
         logger.info("stopping")
     }
 
@@ -91,6 +97,7 @@ public final class DeviceRunner {
         switch event {
         case .report(let report):
             logger.trace("report in: \(report.hexString)")
+            tracer?.report(report, fromHost: true)
             emit(key.receive(report: report, now: now))
         case .powerCycle:
             powerCycle()
@@ -123,6 +130,15 @@ public final class DeviceRunner {
         case .powerCycle:
             powerCycle()
             return .success([:])
+        case .trace(let path, let format):
+            tracer = nil
+            guard let path else { return .success(["tracing": nil]) }
+            do {
+                tracer = try TraceWriter(path: path, format: format.flatMap(TraceWriter.Format.init(rawValue:)))
+            } catch {
+                return .failure(ControlError(.failed, error.description))
+            }
+            return .success(["tracing": .string(path), "format": .string(tracer?.format.rawValue ?? "")])
         case .status:
             guard case .success(var status) = key.execute(.status, now: now).result, case .object(var members) = status
             else { return .failure(ControlError(.failed, "status unavailable")) }
@@ -162,7 +178,10 @@ public final class DeviceRunner {
             switch output {
             case .report(let report):
                 logger.trace("report out: \(report.hexString)")
+                tracer?.report(report, fromHost: false)
                 transport.send(report)
+            case .traced(let message):
+                tracer?.message(message)
             case .wink:
                 logger.notice("wink")
                 publish("wink", [:])

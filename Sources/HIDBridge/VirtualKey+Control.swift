@@ -92,7 +92,7 @@ extension VirtualKey {
                     ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
             }
             return ["attestation": attestationSummary]
-        case .powerCycle, .subscribe, .unsubscribe:
+        case .powerCycle, .subscribe, .unsubscribe, .trace:
             throw ControlError(.failed, "\(command) is handled by the I/O loop")
         }
     }

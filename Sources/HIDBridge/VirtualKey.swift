@@ -11,6 +11,8 @@ public enum KeyOutput: Equatable, Sendable {
     case wink
     /// A request was answered (for logs and the control plane's events).
     case processed(RequestRecord)
+    /// A whole CTAP message, for a trace (only while ``VirtualKey/traceMessages`` is on).
+    case traced(TraceMessage)
 }
 
 /// A request the key answered: what was asked, the answer, and the credential involved.
@@ -53,6 +55,8 @@ public struct VirtualKey: Sendable {
     var inFlight: (name: String, u2f: Bool)?
     /// The control plane's faults and switches (see ``KeyControls``).
     public var controls = KeyControls()
+    /// Emit ``KeyOutput/traced(_:)`` for every CTAP request and response.
+    public var traceMessages = false
     /// Requests answered since start, by command name.
     public private(set) var requestCounts: [String: Int] = [:]
 
@@ -170,6 +174,9 @@ public struct VirtualKey: Sendable {
                 out.append(.wink)
             case .deliver(let channel, let command, let payload):
                 inFlight = (Self.describe(command: command, payload: payload), command == .msg)
+                if traceMessages {
+                    out.append(.traced(TraceMessage(fromHost: true, channel: channel, command: command.rawValue, payload: payload)))
+                }
                 if let status = controls.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
                     out += answer(.response(status), channel: channel, now: now, injected: true)
                     continue
@@ -205,6 +212,12 @@ public struct VirtualKey: Sendable {
                         RequestRecord(
                             command: request.name, status: Self.describe(response: bytes, u2f: request.u2f),
                             injected: injected, activity: injected ? nil : authenticator.lastActivity)))
+                if traceMessages {
+                    out.append(
+                        .traced(
+                            TraceMessage(
+                                fromHost: false, channel: channel, command: request.u2f ? 0x03 : 0x10, payload: bytes)))
+                }
                 inFlight = nil
             }
             return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)

@@ -114,6 +114,13 @@ struct Serve: ParsableCommand {
             valueName: "path|off"))
     var control: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Record every HID report and each decoded CTAP message: pcapng for a .pcapng path (Wireshark, tshark), "
+                + "JSON lines otherwise.",
+            valueName: "path"))
+    var trace: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -225,7 +232,17 @@ struct Serve: ParsableCommand {
             printLine("fidosim: control socket \(controlPath)")
         }
         printLine("fidosim: serving a virtual key on \(device.summary) (flash: \(persistent.summary), presence: \(mode))")
-        DeviceRunner(key: key, transport: device, logger: logger, control: server).run()
+        let runner = DeviceRunner(key: key, transport: device, logger: logger, control: server)
+        if let trace {
+            do {
+                runner.tracer = try TraceWriter(path: trace)
+            } catch {
+                printError("fidosim: \(error)")
+                throw ExitCode(1)
+            }
+            printLine("fidosim: tracing to \(trace) (\(runner.tracer?.format.rawValue ?? ""))")
+        }
+        runner.run()
     }
 
     /// A 16-bit USB id from `0x1209` or `4617`.

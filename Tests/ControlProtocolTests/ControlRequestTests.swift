@@ -45,6 +45,11 @@ func command(_ text: String) -> ControlCommand? {
         ("{\"id\":1,\"command\":\"clearFaults\"}", .clearFaults),
         ("{\"id\":1,\"command\":\"subscribe\"}", .subscribe),
         ("{\"id\":1,\"command\":\"unsubscribe\"}", .unsubscribe),
+        ("{\"id\":1,\"command\":\"trace\",\"params\":{\"path\":\"/tmp/t.pcapng\"}}", .trace(path: "/tmp/t.pcapng", format: nil)),
+        ("{\"id\":1,\"command\":\"trace\",\"params\":{\"path\":\"/tmp/t\",\"format\":\"jsonl\"}}", .trace(path: "/tmp/t", format: "jsonl")),
+        ("{\"id\":1,\"command\":\"trace\"}", .trace(path: nil, format: nil)),
+        ("{\"id\":1,\"command\":\"setAttestation\",\"params\":{\"privateKey\":\"AQ\",\"certificate\":\"Ag\",\"rootCertificate\":\"Aw\"}}",
+            .setAttestation(privateKey: [1], certificate: [2], rootCertificate: [3])),
     ])
     func parsesEveryCommand(text: String, expected: ControlCommand) {
         #expect(command(text) == expected)
@@ -88,6 +93,9 @@ func command(_ text: String) -> ControlCommand? {
         ("{\"id\":1,\"command\":\"removeCredential\",\"params\":{\"credentialId\":12}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"setOption\",\"params\":{}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"injectFault\",\"params\":{\"kind\":\"meteor\"}}", .invalidParams, true),
+        ("{\"id\":1,\"command\":\"trace\",\"params\":{\"path\":\"/t\",\"format\":\"pcap\"}}", .invalidParams, true),
+        ("{\"id\":1,\"command\":\"trace\",\"params\":{\"path\":\"\"}}", .invalidParams, true),
+        ("{\"id\":1,\"command\":\"setAttestation\",\"params\":{\"privateKey\":\"AQ\"}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"injectFault\",\"params\":{\"kind\":\"status\",\"command\":\"x\",\"status\":1}}",
             .invalidParams, true),
         ("{\"id\":1,\"command\":\"injectFault\",\"params\":{\"kind\":\"status\",\"command\":\"getInfo\",\"status\":256}}",

@@ -538,3 +538,61 @@ def test_bad_import_files_are_clear_errors(sim, tmp_path, content, message):
     assert message in out.stderr
     with sim.control() as ctl:
         assert ctl.get_credentials() == []
+
+
+# --------------------------------------------------------------------------
+# Traces: JSON lines and pcapng (read back with Debian's tshark)
+# --------------------------------------------------------------------------
+
+
+def test_a_jsonl_trace_has_every_report_and_the_decoded_messages(sim, tmp_path):
+    path = tmp_path / "trace.jsonl"
+    with sim.control() as ctl:
+        assert ctl.request("trace", path=str(path))["format"] == "jsonl"
+        ctap2 = Ctap2(sim.device())
+        ctap2.make_credential(new_cdh(), RP, user("traced"), ES256)
+        assert ctl.request("trace")["tracing"] is None
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    reports = [r for r in records if "report" in r]
+    assert reports and all(len(bytes.fromhex(r["report"])) == 64 for r in reports)
+    assert {r["dir"] for r in reports} == {"in", "out"}
+    request = next(r for r in records if r.get("command") == "makeCredential")
+    response = next(r for r in records if r.get("type") == "response" and r["channel"] == request["channel"]
+                    and r["status"] == "ok" and records.index(r) > records.index(request))
+    assert '"name": "traced"' in request["decoded"]
+    # The request's reports on its channel reassemble to the payload the trace decoded.
+    cid = request["channel"].to_bytes(4, "big")
+    inbound = [bytes.fromhex(r["report"]) for r in records[:records.index(request)]
+               if r.get("dir") == "in" and "report" in r and bytes.fromhex(r["report"])[:4] == cid]
+    start = max(i for i, rep in enumerate(inbound) if rep[4] == 0x90)
+    length = int.from_bytes(inbound[start][5:7], "big")
+    data = inbound[start][7:] + b"".join(rep[5:] for rep in inbound[start + 1:])
+    assert data[:length].hex() == request["payload"]
+    assert bytes.fromhex(response["payload"])[0] == 0
+
+
+@pytest.mark.skipif(subprocess.run(["which", "tshark"], capture_output=True).returncode != 0,
+                    reason="tshark is not installed (make test installs it)")
+def test_a_pcapng_trace_opens_in_tshark(sim, tmp_path):
+    path = tmp_path / "trace.pcapng"
+    with sim.control() as ctl:
+        assert ctl.request("trace", path=str(path))["format"] == "pcapng"
+        ctap2 = Ctap2(sim.device())
+        ctap2.make_credential(new_cdh(), RP, user("wire"), ES256)
+        ctap2.get_info()
+        ctl.request("trace")
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-T", "fields", "-E", "separator=|", "-e", "frame.len",
+         "-e", "frame.packet_flags_direction", "-e", "frame.comment"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("|", 2) for line in out.stdout.splitlines()]
+    assert len(rows) > 10
+    assert all(length == "64" for length, _, _ in rows)
+    directions = {int(d, 16) for _, d, _ in rows}
+    assert directions == {1, 2}  # inbound (from the host) and outbound
+    comments = [c for _, _, c in rows if c]
+    assert any(c.startswith("CTAP2 makeCredential") and '"wire"' in c for c in comments)
+    assert any(c.startswith("CTAP2 response ok") for c in comments)
+    assert any(c.startswith("CTAP2 getInfo") for c in comments)

@@ -1,0 +1,183 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CTAPCBOR
+import CTAPCore
+import ControlProtocol
+
+/// A whole CTAP message the key received or sent, for traces.
+public struct TraceMessage: Equatable, Sendable {
+    /// True for a request from the host, false for the key's response.
+    public var fromHost: Bool
+    public var channel: UInt32
+    /// `CTAPHID_CBOR` (0x10) or `CTAPHID_MSG` (0x03).
+    public var command: UInt8
+    public var payload: [UInt8]
+
+    /// One line for people: the CTAP2 command or status and the CBOR in diagnostic notation, or the U2F APDU.
+    public var decoded: String {
+        let channelText = "channel " + String(channel, radix: 16)
+        if command == 0x03 {
+            return "\(fromHost ? "U2F request" : "U2F response") \(payload.hexString) (\(channelText))"
+        }
+        guard let first = payload.first else { return "CTAP2 (empty) (\(channelText))" }
+        let head: String
+        if fromHost {
+            head = "CTAP2 " + (CTAPCommand(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16))
+        } else {
+            head = "CTAP2 response " + (CTAPStatus(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16))
+        }
+        guard payload.count > 1 else { return "\(head) (\(channelText))" }
+        let body = (try? CBORDecoder.decode(Array(payload.dropFirst())))?.description ?? "undecodable CBOR \(payload.dropFirst().count) bytes"
+        return "\(head) \(body) (\(channelText))"
+    }
+}
+
+/// Records every HID report with its time and direction, and each decoded CTAP request and response: as JSON
+/// lines, or as pcapng that Wireshark and tshark open (link type USER0 with one 64-byte report per packet,
+/// the direction in epb_flags, the decoded message as the packet comment).
+public final class TraceWriter {
+    public enum Format: String, Sendable, CaseIterable {
+        case jsonl, pcapng
+
+        /// pcapng for `.pcapng`/`.pcap` paths, JSON lines otherwise.
+        public init(path: String) {
+            self = path.hasSuffix(".pcapng") || path.hasSuffix(".pcap") ? .pcapng : .jsonl
+        }
+    }
+
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    public let path: String
+    public let format: Format
+    let fd: Int32
+    /// pcapng: the last report from the host, written once we know whether a request ends with it.
+    var heldInbound: (time: UInt64, report: [UInt8])?
+    /// pcapng: the decoded response, for the next report to the host.
+    var pendingOutboundComment: String?
+
+    /// Creates (or truncates) `path` with mode 0600.
+    public init(path: String, format: Format? = nil) throws(Failure) {
+        self.path = path
+        self.format = format ?? Format(path: path)
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure(description: "cannot create the trace \(path): \(String(cString: strerror(errno)))") }
+        if self.format == .pcapng { writeHeader() }
+    }
+
+    deinit {
+        flush()
+        close(fd)
+    }
+
+    /// Microseconds since the Unix epoch.
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec / 1000)
+    }
+
+    public func report(_ report: [UInt8], fromHost: Bool) {
+        let time = Self.now()
+        switch format {
+        case .jsonl:
+            line([
+                "t": .integer(Int64(time / 1000)), "us": .integer(Int64(time)), "dir": fromHost ? "in" : "out",
+                "report": .string(report.hexString),
+            ])
+        case .pcapng:
+            flush()
+            if fromHost {
+                heldInbound = (time, report)
+            } else {
+                writePacket(time: time, report: report, inbound: false, comment: pendingOutboundComment)
+                pendingOutboundComment = nil
+            }
+        }
+    }
+
+    public func message(_ message: TraceMessage) {
+        switch format {
+        case .jsonl:
+            var fields: [String: JSONValue] = [
+                "t": .integer(Int64(Self.now() / 1000)), "dir": message.fromHost ? "in" : "out",
+                "type": message.fromHost ? "request" : "response", "channel": .integer(Int64(message.channel)),
+                "hidCommand": .integer(Int64(message.command)), "payload": .string(message.payload.hexString),
+                "decoded": .string(message.decoded),
+            ]
+            if message.command == 0x10, let first = message.payload.first {
+                fields[message.fromHost ? "command" : "status"] = .string(
+                    message.fromHost
+                        ? CTAPCommand(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16)
+                        : CTAPStatus(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16))
+            }
+            line(fields)
+        case .pcapng:
+            if message.fromHost, let held = heldInbound {
+                writePacket(time: held.time, report: held.report, inbound: true, comment: message.decoded)
+                heldInbound = nil
+            } else if !message.fromHost {
+                pendingOutboundComment = message.decoded
+            }
+        }
+    }
+
+    /// Writes what is held back (pcapng).
+    public func flush() {
+        if let held = heldInbound {
+            writePacket(time: held.time, report: held.report, inbound: true, comment: nil)
+            heldInbound = nil
+        }
+    }
+
+    func line(_ object: [String: JSONValue]) {
+        write(Array((JSONValue.object(object).encoded + "\n").utf8))
+    }
+
+    func write(_ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    // MARK: pcapng (https://www.ietf.org/archive/id/draft-ietf-opsawg-pcapng-02.html), little endian
+
+    static let linkTypeUser0: UInt16 = 147
+
+    static func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+    static func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
+    static func padded(_ bytes: [UInt8]) -> [UInt8] { bytes + [UInt8](repeating: 0, count: (4 - bytes.count % 4) % 4) }
+
+    static func option(_ code: UInt16, _ value: [UInt8]) -> [UInt8] {
+        le16(code) + le16(UInt16(value.count)) + padded(value)
+    }
+
+    static func block(_ type: UInt32, _ body: [UInt8]) -> [UInt8] {
+        let length = UInt32(12 + body.count)
+        return le32(type) + le32(length) + body + le32(length)
+    }
+
+    func writeHeader() {
+        let shb = Self.le32(0x1A2B_3C4D) + Self.le16(1) + Self.le16(0) + [UInt8](repeating: 0xFF, count: 8)
+            + Self.option(4, Array("fidosim".utf8)) + Self.option(0, [])
+        write(Self.block(0x0A0D_0D0A, shb))
+        let idb = Self.le16(Self.linkTypeUser0) + Self.le16(0) + Self.le32(64)
+            + Self.option(2, Array("fidosim-ctaphid".utf8))
+            + Self.option(3, Array("CTAPHID reports of a fidosim virtual key (64 bytes, no report id)".utf8))
+            + Self.option(0, [])
+        write(Self.block(0x0000_0001, idb))
+    }
+
+    func writePacket(time: UInt64, report: [UInt8], inbound: Bool, comment: String?) {
+        var body = Self.le32(0) + Self.le32(UInt32(time >> 32)) + Self.le32(UInt32(time & 0xFFFF_FFFF))
+            + Self.le32(UInt32(report.count)) + Self.le32(UInt32(report.count)) + Self.padded(report)
+        if let comment { body += Self.option(1, Array(comment.utf8.prefix(65000))) }
+        body += Self.option(2, Self.le32(inbound ? 0x1 : 0x2)) + Self.option(0, [])
+        write(Self.block(0x0000_0006, body))
+    }
+}
