@@ -10,14 +10,65 @@ import Synchronization
 
 /// Set by SIGINT/SIGTERM; the run loop stops when it sees it.
 let stopRequested = Atomic<Bool>(false)
-/// Set by SIGUSR1; the run loop power-cycles the key when it sees it.
-let powerCycleRequested = Atomic<Bool>(false)
+/// Counts SIGUSR1 signals; each key power-cycles when the count moves.
+let powerCycleRequests = Atomic<Int>(0)
 
-/// The I/O loop of a virtual key: moves reports, keeps time, asks the user.
-///
-/// It runs on the calling thread until SIGINT or SIGTERM; the ``VirtualKey`` it owns is touched by
-/// nothing else.
+/// The I/O loop of one or several virtual keys: moves reports, keeps time, asks the user, serves the control
+/// sockets. It runs on the calling thread until SIGINT or SIGTERM; the keys it owns are touched by nothing else.
 public final class DeviceRunner {
+    public let slots: [KeySlot]
+    let logger: Logger
+
+    public init(slots: [KeySlot], logger: Logger) {
+        self.slots = slots
+        self.logger = logger
+    }
+
+    /// One key.
+    public convenience init(key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil) {
+        self.init(slots: [KeySlot(key: key, transport: transport, logger: logger, control: control)], logger: logger)
+    }
+
+    /// Installs the SIGINT/SIGTERM handlers that end ``run()`` and the SIGUSR1 handler that power-cycles the keys.
+    public static func installSignalHandlers() {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig) { _ in stopRequested.store(true, ordering: .relaxed) }
+        }
+        signal(SIGUSR1) { _ in powerCycleRequests.add(1, ordering: .relaxed) }
+    }
+
+    /// Serves until SIGINT or SIGTERM.
+    public func run() {
+        while !stopRequested.load(ordering: .relaxed) {
+            var fds: [pollfd] = []
+            var ranges: [Range<Int>] = []
+            var timeoutMs: Int32 = 100
+            for slot in slots {
+                let own = slot.pollDescriptors()
+                ranges.append(fds.count..<fds.count + own.count)
+                fds += own
+                timeoutMs = min(timeoutMs, slot.timeout(cap: 100))
+            }
+            let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
+            if ready < 0 && errno != EINTR {
+                logger.error("poll failed: \(String(cString: strerror(errno)))")
+                break
+            }
+            let cycles = powerCycleRequests.load(ordering: .relaxed)
+            for (slot, range) in zip(slots, ranges) {
+                if ready <= 0 { for i in range { fds[i].revents = 0 } }
+                slot.service(fds[range], powerCycles: cycles)
+            }
+        }
+        for slot in slots { slot.tracer = nil }
+        logger.info("stopping")
+    }
+}
+
+/// One virtual key in the I/O loop: its state machine, its transport, its control socket and trace.
+///
+/// Only the loop that owns the slot touches it.
+public final class KeySlot {
     var key: VirtualKey
     let transport: any ReportTransport
     let logger: Logger
@@ -29,68 +80,72 @@ public final class DeviceRunner {
     public var tracer: TraceWriter? {
         didSet { key.traceMessages = tracer != nil }
     }
+    /// Whether Enter on the terminal touches this key (prompt mode, first key only).
+    var watchesStdin: Bool
+    /// How many SIGUSR1 power cycles this key has done.
+    var powerCyclesSeen = 0
 
-    public init(key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil) {
+    public init(
+        key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil,
+        watchesStdin: Bool? = nil
+    ) {
         self.key = key
         self.transport = transport
         self.logger = logger
         self.control = control
         self.start = clock.now
+        if let watchesStdin {
+            self.watchesStdin = watchesStdin
+        } else if case .prompt = key.presence {
+            self.watchesStdin = true
+        } else {
+            self.watchesStdin = false
+        }
     }
 
     var now: Duration { clock.now - start }
 
-    /// Installs the SIGINT/SIGTERM handlers that end ``run()`` and the SIGUSR1 handler that power-cycles the key.
-    public static func installSignalHandlers() {
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig) { _ in stopRequested.store(true, ordering: .relaxed) }
-        }
-        signal(SIGUSR1) { _ in powerCycleRequested.store(true, ordering: .relaxed) }
+    /// Milliseconds until this key has work to do, at most `cap`.
+    func timeout(cap: Int32) -> Int32 {
+        guard let deadline = key.nextDeadline else { return cap }
+        let wait = deadline - now
+        let ms = wait <= .zero ? 0 : Int(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000) + 1
+        return Int32(min(ms, Int(cap)))
     }
 
-    /// Serves until SIGINT or SIGTERM.
-    public func run() {
-        let watchStdin: Bool
-        if case .prompt = key.presence { watchStdin = true } else { watchStdin = false }
-        var stdinOpen = watchStdin
-        while !stopRequested.load(ordering: .relaxed) {
-            var timeoutMs: Int32 = 100
-            if let deadline = key.nextDeadline {
-                let wait = deadline - now
-                let ms = wait <= .zero ? 0 : Int(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000) + 1
-                timeoutMs = Int32(min(ms, 100))
-            }
-            var fds = [pollfd(fd: transport.descriptor, events: Int16(POLLIN), revents: 0)]
-            if stdinOpen { fds.append(pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)) }
-            let controlStart = fds.count
-            if let control { fds += control.pollDescriptors() }
-            let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
-            if ready < 0 && errno != EINTR {
-                logger.error("poll failed: \(String(cString: strerror(errno)))")
-                break
-            }
-            if fds[0].revents & Int16(POLLIN) != 0 {
-                // Drain first, then handle: a slow handler must not make the kernel drop queued reports.
-                var events: [TransportEvent] = []
-                while let event = transport.receive() { events.append(event) }
-                for event in events { handle(event) }
-            }
-            if stdinOpen && fds[1].revents != 0 {
-                stdinOpen = readTouchFromStdin()
-            }
-            if let control, ready > 0 {
-                control.service(fds[controlStart...]) { command, subscribed in
-                    handleControl(command, subscribed: &subscribed)
-                }
-            }
-            if powerCycleRequested.exchange(false, ordering: .relaxed) {
-                powerCycle()
-            }
-            emit(key.tick(now: now))
-            tracer?.flush()
+    /// The descriptors this key polls: its transport, the terminal (when it watches it), its control socket.
+    func pollDescriptors() -> [pollfd] {
+        var fds = [pollfd(fd: transport.descriptor, events: Int16(POLLIN), revents: 0)]
+        if watchesStdin { fds.append(pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)) }
+        if let control { fds += control.pollDescriptors() }
+        return fds
+    }
+
+    /// Handles what `poll` reported on this key's descriptors, then lets time pass.
+    func service(_ fds: ArraySlice<pollfd>, powerCycles: Int) {
+        var index = fds.startIndex
+        if fds[index].revents & Int16(POLLIN) != 0 {
+            // Drain first, then handle: a slow handler must not make the kernel drop queued reports.
+            var events: [TransportEvent] = []
+            while let event = transport.receive() { events.append(event) }
+            for event in events { handle(event) }
         }
-        tracer = nil
-        logger.info("stopping")
+        index += 1
+        if watchesStdin {
+            if fds[index].revents != 0 { watchesStdin = readTouchFromStdin() }
+            index += 1
+        }
+        if let control, fds[index...].contains(where: { $0.revents != 0 }) {
+            control.service(fds[index...]) { command, subscribed in
+                handleControl(command, subscribed: &subscribed)
+            }
+        }
+        if powerCycles != powerCyclesSeen {
+            powerCyclesSeen = powerCycles
+            powerCycle()
+        }
+        emit(key.tick(now: now))
+        tracer?.flush()
     }
 
     func handle(_ event: TransportEvent) {

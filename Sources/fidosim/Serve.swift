@@ -121,10 +121,22 @@ struct Serve: ParsableCommand {
             valueName: "path"))
     var trace: String?
 
+    @Option(help: "How many virtual keys to serve (1 to 16): key N is NAME-N with its own image, next UDP port, socket.")
+    var keys: Int = 1
+
+    @Option(
+        help: ArgumentHelp(
+            "A JSON file naming each key: {\"keys\": [{\"name\", \"flash\", \"port\", \"serial\", \"control\", "
+                + "\"trace\", \"presence\", \"uv\", \"enrolledFingers\"}, ...]}; unnamed members come from the command line.",
+            valueName: "path"))
+    var config: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
     func validate() throws {
+        guard (1...16).contains(keys) else { throw ValidationError("--keys must be 1 to 16") }
+        if config != nil && keys != 1 { throw ValidationError("give --keys or --config, not both") }
         guard uv == "none" || uv == "fingerprint" else {
             throw ValidationError("unknown --uv '\(uv)': use none or fingerprint")
         }
@@ -158,6 +170,52 @@ struct Serve: ParsableCommand {
         }
     }
 
+    /// What differs between the keys of one `serve`.
+    struct KeySpec {
+        var name: String
+        var flash: String
+        var port: UInt16
+        var serial: String?
+        var control: String
+        var trace: String?
+        var presence: String
+        var uv: String
+        var enrolledFingers: Int
+    }
+
+    /// The keys to serve: from --config, else --keys copies of the command line's key.
+    func keySpecs() throws -> [KeySpec] {
+        let base = KeySpec(
+            name: name, flash: flash ?? KeyFiles.defaultImagePath(name: name), port: port, serial: serial,
+            control: control ?? KeyFiles.defaultControlPath(name: name), trace: trace, presence: presence, uv: uv,
+            enrolledFingers: enrolledFingers)
+        if let config { return try ServeConfig.load(config, base: base) }
+        guard keys > 1 else { return [base] }
+        if let flash, flash != "memory" {
+            throw ValidationError("with --keys, each key has its own image NAME-N.img; name images in a --config file")
+        }
+        return (1...keys).map { i in
+            guard i > 1 else { return base }
+            var spec = base
+            spec.name = "\(name)-\(i)"
+            spec.flash = flash ?? KeyFiles.defaultImagePath(name: spec.name)
+            spec.port = port == 0 ? 0 : port &+ UInt16(i - 1)
+            spec.serial = serial.map { "\($0)-\(i)" }
+            spec.control = control.map { $0 == "off" ? "off" : Self.numbered($0, i) } ?? KeyFiles.defaultControlPath(name: spec.name)
+            spec.trace = trace.map { Self.numbered($0, i) }
+            return spec
+        }
+    }
+
+    /// `dir/key.sock` → `dir/key-2.sock`.
+    static func numbered(_ path: String, _ i: Int) -> String {
+        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
+        if let dot = path[slash...].lastIndex(of: "."), dot > slash {
+            return String(path[..<dot]) + "-\(i)" + String(path[dot...])
+        }
+        return path + "-\(i)"
+    }
+
     func run() throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
@@ -166,17 +224,7 @@ struct Serve: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "fidosim")
-        let mode = PresenceMode(argument: presence, approveDelay: .milliseconds(presenceDelay)) ?? .prompt
-
-        var entropy = EntropySource.system
-        let persistent: PersistentKey
-        do {
-            persistent = try PersistentKey.open(
-                flash: flash ?? KeyFiles.defaultImagePath(name: name), geometry: flashGeometry, entropy: &entropy)
-        } catch {
-            printError("fidosim: \(error)")
-            throw ExitCode(1)
-        }
+        let specs = try keySpecs()
         var chosen = transport
         if transport == .auto {
             chosen = UHIDTransport.isUsable(path: uhidPath) ? .uhid : .udp
@@ -186,15 +234,44 @@ struct Serve: ParsableCommand {
                     : "fidosim: transport auto: \(uhidPath) \(access(uhidPath, F_OK) == 0 ? "is not writable" : "does not exist (modprobe uhid)"), using UDP on \(host):\(port)")
         }
         DeviceRunner.installSignalHandlers()
+        var slots: [KeySlot] = []
+        for (index, spec) in specs.enumerated() {
+            do {
+                slots.append(try makeSlot(spec, transport: chosen, first: index == 0, several: specs.count > 1, logger: logger))
+            } catch let error as ExitCode {
+                throw error
+            } catch {
+                printError("fidosim: \(spec.name): \(error)")
+                throw ExitCode(1)
+            }
+        }
+        DeviceRunner(slots: slots, logger: logger).run()
+    }
+
+    /// Opens one key's image, device, authenticator, control socket and trace.
+    func makeSlot(_ spec: KeySpec, transport chosen: TransportChoice, first: Bool, several: Bool, logger: Logger) throws
+        -> KeySlot
+    {
+        guard let mode = PresenceMode(argument: spec.presence, approveDelay: .milliseconds(presenceDelay)) else {
+            throw ValidationError("\(spec.name): unknown presence '\(spec.presence)'")
+        }
+        var entropy = EntropySource.system
+        let persistent: PersistentKey
+        do {
+            persistent = try PersistentKey.open(flash: spec.flash, geometry: flashGeometry, entropy: &entropy)
+        } catch {
+            printError("fidosim: \(error)")
+            throw ExitCode(1)
+        }
         let device: any ReportTransport
         do {
             if chosen == .uhid {
                 let info = UHIDDeviceInfo(
                     name: deviceName, vendorID: Self.parseID(vendorId) ?? 0, productID: Self.parseID(productId) ?? 0,
-                    serial: serial ?? persistent.serial)
+                    serial: spec.serial ?? persistent.serial)
                 device = try UHIDTransport(path: uhidPath, info: info)
             } else {
-                device = try UDPTransport(host: host, port: port)
+                device = try UDPTransport(host: host, port: spec.port)
             }
         } catch {
             printError("fidosim: \(error.description)")
@@ -209,7 +286,7 @@ struct Serve: ParsableCommand {
         let messageSize = maxMsgSize ?? (chosen == .uhid ? 1200 : 7609)
         let configuration = AuthenticatorConfiguration(
             resetWindowEnabled: resetWindow == .on, maxMessageSize: messageSize, minPinLengthRPIDs: minPinLengthRPs,
-            fingerprintSensor: uv == "fingerprint", preEnrolledFingerprints: enrolledFingers,
+            fingerprintSensor: spec.uv == "fingerprint", preEnrolledFingerprints: spec.enrolledFingers,
             enterpriseAttestationRPIDs: enterpriseRPs)
         let authenticator: Authenticator
         do {
@@ -221,28 +298,32 @@ struct Serve: ParsableCommand {
         let hid = CTAPHIDMachine(channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
         let key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
         var server: ControlServer?
-        let controlPath = control ?? KeyFiles.defaultControlPath(name: name)
-        if controlPath != "off" {
+        if spec.control != "off" {
             do {
-                server = try ControlServer(path: controlPath)
+                server = try ControlServer(path: spec.control)
             } catch {
                 printError("fidosim: \(error)")
                 throw ExitCode(1)
             }
-            printLine("fidosim: control socket \(controlPath)")
+            printLine("fidosim: control socket \(spec.control)")
         }
-        printLine("fidosim: serving a virtual key on \(device.summary) (flash: \(persistent.summary), presence: \(mode))")
-        let runner = DeviceRunner(key: key, transport: device, logger: logger, control: server)
-        if let trace {
+        let named = several ? "key \(spec.name), " : ""
+        printLine(
+            "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode))")
+        // With several keys, Enter on the terminal touches the first one (the others: `fidosim ctl touch`).
+        let slot = KeySlot(
+            key: key, transport: device, logger: logger, control: server,
+            watchesStdin: first && { if case .prompt = mode { true } else { false } }())
+        if let trace = spec.trace {
             do {
-                runner.tracer = try TraceWriter(path: trace)
+                slot.tracer = try TraceWriter(path: trace)
             } catch {
                 printError("fidosim: \(error)")
                 throw ExitCode(1)
             }
-            printLine("fidosim: tracing to \(trace) (\(runner.tracer?.format.rawValue ?? ""))")
+            printLine("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))")
         }
-        runner.run()
+        return slot
     }
 
     /// A 16-bit USB id from `0x1209` or `4617`.
