@@ -72,6 +72,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            resources: [.copy("Profiles")],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR"], swiftSettings: swiftSettings),

@@ -40,7 +40,7 @@ extension Authenticator {
             throw CTAPError(.missingParameter, "subCommand missing")
         }
         let protocolNumber = try params.int(0x01, "pinUvAuthProtocol")
-        let proto = try protocolNumber.map { (n) throws(CTAPError) in try PinUvAuthProtocol.named(n) }
+        let proto = try protocolNumber.map { (n) throws(CTAPError) in try pinProtocol(n) }
         // Type-check every member the request carries before acting on any.
         let keyAgreement = params.value(0x03)
         let pinUvAuthParam = try params.bytes(0x04, "pinUvAuthParam")

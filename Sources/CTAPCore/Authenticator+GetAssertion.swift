@@ -71,7 +71,8 @@ extension Authenticator {
         let allowList = try params.array(0x03, "allowList").map { (list) throws(CTAPError) in
             try CredentialDescriptor.list(list)
         } ?? []
-        let extensions = try AssertionExtensions(params.subMap(0x04, "extensions"))
+        let extensions = try AssertionExtensions(knownExtensions(params.subMap(0x04, "extensions")))
+        try checkListLength(allowList.count)
         let options = try RequestOptions(params.subMap(0x05, "options"))
         let proto = try pinUvAuthProtocol(params.int(0x07, "pinUvAuthProtocol"), with: pinUvAuthParam)
         var builtInUV = false

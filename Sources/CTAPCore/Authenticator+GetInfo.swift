@@ -58,11 +58,34 @@ extension Authenticator {
         ]
         guard case .map(var map) = info else { return info }
         if let identifier = encryptedIdentifier() { map[0x19] = .byteString(identifier) }
-        guard configuration.fingerprintSensor else { return .map(map) }
-        map[0x11] = CBORValue(Self.preferredPlatformUvAttempts)
-        map[0x12] = 0x02  // uvModality: fingerprint_internal
-        map[0x17] = CBORValue(settings.uvCountSinceLastPinEntry)
+        if configuration.fingerprintSensor {
+            map[0x11] = CBORValue(Self.preferredPlatformUvAttempts)
+            map[0x12] = 0x02  // uvModality: fingerprint_internal
+            map[0x17] = CBORValue(settings.uvCountSinceLastPinEntry)
+        }
+        applyProfile(&map)
         return .map(map)
+    }
+
+    /// Narrows getInfo to the key's profile: its versions, extensions, protocols and algorithms; without
+    /// FIDO_2_1 only the members and options CTAP 2.0 defines (and the preview options with FIDO_2_1_PRE).
+    func applyProfile(_ map: inout [CBORValue: CBORValue]) {
+        let profile = configuration.profile
+        guard profile != .fidosim else { return }
+        map[0x01] = .array(profile.versions.map { .textString($0) })
+        let extensions = ExtensionName.supported.filter { profile.allows(extension: $0) }
+        map[0x02] = extensions.isEmpty ? nil : .array(extensions.map { .textString($0) })
+        map[0x06] = .array(profile.pinUvAuthProtocols.map { CBORValue($0) })
+        map[0x07] = CBORValue(profile.maxCredentialCountInList)
+        map[0x0A] = .array(
+            profile.algorithms.map { ["alg": CBORValue($0.rawValue), "type": "public-key"] })
+        guard !profile.ctap21 else { return }
+        for key in map.keys where (key.intValue ?? 0) >= 0x09 { map[key] = nil }
+        if case .map(let options)? = map[0x04] {
+            var kept: Set<String> = ["rk", "up", "plat", "clientPin", "uv"]
+            if profile.ctap21Preview { kept.formUnion(["credentialMgmtPreview", "userVerificationMgmtPreview", "bioEnroll"]) }
+            map[0x04] = .map(options.filter { key, _ in key.textValue.map(kept.contains) ?? false })
+        }
     }
 
     /// The device identifier: 16 bytes from the device secret, so stable across power cycles and new after reset.

@@ -54,14 +54,17 @@ extension Authenticator {
             guard let alg = map[.textString("alg")] else { throw CTAPError(.missingParameter, "alg missing") }
             guard let number = alg.intValue else { throw CTAPError(.cborUnexpectedType, "alg is not an integer") }
             guard let type = try map.optionalText("type") else { throw CTAPError(.missingParameter, "type missing") }
-            if algorithm == nil, type == "public-key", let known = CredentialAlgorithm(rawValue: number) {
+            if algorithm == nil, type == "public-key", let known = CredentialAlgorithm(rawValue: number),
+                configuration.profile.algorithms.contains(known)
+            {
                 algorithm = known
             }
         }
         let excludeList = try params.array(0x05, "excludeList").map { (list) throws(CTAPError) in
             try CredentialDescriptor.list(list)
         } ?? []
-        let extensions = try MakeCredentialExtensions(params.subMap(0x06, "extensions"))
+        let extensions = try MakeCredentialExtensions(knownExtensions(params.subMap(0x06, "extensions")))
+        try checkListLength(excludeList.count)
         let options = try RequestOptions(params.subMap(0x07, "options"))
         let proto = try pinUvAuthProtocol(params.int(0x09, "pinUvAuthProtocol"), with: pinUvAuthParam)
         let enterpriseAttestation = try params.int(0x0A, "enterpriseAttestation")
@@ -192,7 +195,8 @@ extension Authenticator {
             let serial = (storage.residentCredentials.map(\.creationSerial).max() ?? 0) + 1
             try storage.storeResident(
                 ResidentCredential(
-                    id: credentialId, rpId: plan.rpId, rpIdHash: plan.rpIdHash, user: plan.user, privateKey: rawKey,
+                    id: credentialId, rpId: plan.rpId, rpIdHash: plan.rpIdHash, user: storedUser(plan.user),
+                    privateKey: rawKey,
                     creationSerial: serial, algorithm: plan.algorithm, credProtect: credProtect,
                     hmacSecret: ext.hmacSecret, credBlob: credBlob, largeBlobKey: largeBlobKey,
                     thirdPartyPayment: ext.thirdPartyPayment))
@@ -262,5 +266,26 @@ extension Authenticator {
             hmacSecret: contents.hmacSecret)
         candidate.thirdPartyPayment = contents.thirdPartyPayment
         return candidate
+    }
+
+    /// The extension inputs the key's profile knows; the others are ignored, as by a key without them.
+    func knownExtensions(_ map: [CBORValue: CBORValue]?) -> [CBORValue: CBORValue]? {
+        guard let map, configuration.profile.extensions != nil else { return map }
+        return map.filter { key, _ in key.textValue.map { configuration.profile.allows(extension: $0) } ?? true }
+    }
+
+    /// The rejectsLargeLists quirk: a list longer than maxCredentialCountInList is refused.
+    func checkListLength(_ count: Int) throws(CTAPError) {
+        let profile = configuration.profile
+        if profile.rejectsLargeLists && count > profile.maxCredentialCountInList {
+            throw CTAPError(.limitExceeded, "\(count) credentials in a list; this key takes \(profile.maxCredentialCountInList)")
+        }
+    }
+
+    /// The user entity as stored with a discoverable credential (the dropsDisplayName quirk forgets displayName).
+    func storedUser(_ user: UserEntity) -> UserEntity {
+        var stored = user
+        if configuration.profile.dropsDisplayName { stored.displayName = nil }
+        return stored
     }
 }

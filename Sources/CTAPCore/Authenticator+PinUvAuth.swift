@@ -9,10 +9,10 @@ extension Authenticator {
     /// one, CTAP1_ERR_INVALID_PARAMETER for one this key does not support; nil when no pinUvAuthParam was sent.
     func pinUvAuthProtocol(_ number: Int?, with pinUvAuthParam: [UInt8]?) throws(CTAPError) -> PinUvAuthProtocol? {
         guard pinUvAuthParam != nil else {
-            return try number.map { (n) throws(CTAPError) in try PinUvAuthProtocol.named(n) }
+            return try number.map { (n) throws(CTAPError) in try pinProtocol(n) }
         }
         guard let number else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
-        return try PinUvAuthProtocol.named(number)
+        return try pinProtocol(number)
     }
 
     /// Checks the pinUvAuthParam of makeCredential or getAssertion (CTAP 2.1 §6.1.2 step 11.1, §6.2.2 step 6.1):
@@ -59,7 +59,7 @@ extension Authenticator {
     ) throws(CTAPError) -> (param: [UInt8], proto: PinUvAuthProtocol) {
         guard let pinUvAuthParam else { throw CTAPError(.puatRequired, "pinUvAuthParam missing") }
         guard let protocolNumber else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
-        return (pinUvAuthParam, try PinUvAuthProtocol.named(protocolNumber))
+        return (pinUvAuthParam, try pinProtocol(protocolNumber))
     }
 
     /// The token checks of a command that authenticates its own bytes (large blobs, config, bio enrollment):
@@ -82,5 +82,13 @@ extension Authenticator {
         pinUv.token.clearUserPresentFlag()
         pinUv.token.clearUserVerifiedFlag()
         pinUv.token.clearPermissionsExceptLargeBlobWrite()
+    }
+
+    /// A PIN/UV auth protocol by number, if the key's profile has it.
+    func pinProtocol(_ number: Int) throws(CTAPError) -> PinUvAuthProtocol {
+        guard configuration.profile.pinUvAuthProtocols.contains(number) else {
+            throw CTAPError(.invalidParameter, "pinUvAuthProtocol \(number) is not one of this key's")
+        }
+        return try PinUvAuthProtocol.named(number)
     }
 }

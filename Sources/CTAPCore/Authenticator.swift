@@ -149,6 +149,12 @@ public struct Authenticator: Sendable {
             credentialEnumeration = nil
             return .response([CTAPStatus.invalidCommand.rawValue])
         }
+        guard configuration.profile.allows(command) else {
+            nextAssertion = nil
+            credentialEnumeration = nil
+            return .response([CTAPStatus.invalidCommand.rawValue])
+        }
+        if let forced = configuration.profile.forcedStatus[first] { return .response([forced]) }
         if command != .getNextAssertion { nextAssertion = nil }
         if command != .credentialManagement && command != .credentialManagementPreview {
             credentialEnumeration = nil

@@ -24,6 +24,8 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
     public var preEnrolledFingerprints: Int
     /// RP IDs for vendor-facilitated enterprise attestation (makeCredential enterpriseAttestation 1).
     public var enterpriseAttestationRPIDs: [String]
+    /// The model of key presented (``KeyProfile/fidosim`` by default).
+    public var profile: KeyProfile
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
     public static let fidosimAAGUID: [UInt8] = [
@@ -42,8 +44,10 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
         maxLargeBlobArray: Int = 4096,
         fingerprintSensor: Bool = false,
         preEnrolledFingerprints: Int = 0,
-        enterpriseAttestationRPIDs: [String] = []
+        enterpriseAttestationRPIDs: [String] = [],
+        profile: KeyProfile = .fidosim
     ) {
+        self.profile = profile
         self.enterpriseAttestationRPIDs = enterpriseAttestationRPIDs
         self.fingerprintSensor = fingerprintSensor
         self.preEnrolledFingerprints = preEnrolledFingerprints

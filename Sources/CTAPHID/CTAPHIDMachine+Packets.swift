@@ -35,7 +35,7 @@ extension CTAPHIDMachine {
             actions.append(Self.error(.channelBusy, channel: channel))
             return
         }
-        guard let command, Self.acceptsFromHost(command) else {
+        guard let command, accepts(command) else {
             actions.append(Self.error(.invalidCommand, channel: channel))
             return
         }
@@ -163,9 +163,15 @@ extension CTAPHIDMachine {
         }
     }
 
-    /// Whether the host may send `command` as a message (everything but `KEEPALIVE` and `ERROR`).
-    static func acceptsFromHost(_ command: CTAPHIDCommand) -> Bool {
-        command != .keepalive && command != .error
+    /// Whether the host may send `command` as a message: everything but `KEEPALIVE` and `ERROR`, and not `CBOR`
+    /// or `MSG` when the capabilities say the device lacks it (`CAPABILITY_CBOR` clear, `CAPABILITY_NMSG` set).
+    func accepts(_ command: CTAPHIDCommand) -> Bool {
+        switch command {
+        case .keepalive, .error: false
+        case .cbor: configuration.capabilities & CTAPHIDConfiguration.capabilityCBOR != 0
+        case .msg: configuration.capabilities & CTAPHIDConfiguration.capabilityNMSG == 0
+        default: true
+        }
     }
 
     /// Whether `length` suits `command` (the size limit is checked separately).

@@ -137,6 +137,7 @@ extension VirtualKey {
         let storage = authenticator.storage
         var status: [String: JSONValue] = [
             "protocolVersion": 1,
+            "profile": .string(authenticator.configuration.profile.name),
             "aaguid": .string(Self.uuid(authenticator.configuration.aaguid)),
             "info": infoJSON,
             "attestation": attestationSummary,

@@ -121,6 +121,12 @@ struct Serve: ParsableCommand {
             valueName: "path"))
     var trace: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "The model of key to present: a built-in profile (fidosim profiles lists them) or a profile JSON file.",
+            valueName: "name|path"))
+    var profile: String = "fidosim"
+
     @Option(help: "How many virtual keys to serve (1 to 16): key N is NAME-N with its own image, next UDP port, socket.")
     var keys: Int = 1
 
@@ -181,6 +187,7 @@ struct Serve: ParsableCommand {
         var presence: String
         var uv: String
         var enrolledFingers: Int
+        var profile: String
     }
 
     /// The keys to serve: from --config, else --keys copies of the command line's key.
@@ -188,7 +195,7 @@ struct Serve: ParsableCommand {
         let base = KeySpec(
             name: name, flash: flash ?? KeyFiles.defaultImagePath(name: name), port: port, serial: serial,
             control: control ?? KeyFiles.defaultControlPath(name: name), trace: trace, presence: presence, uv: uv,
-            enrolledFingers: enrolledFingers)
+            enrolledFingers: enrolledFingers, profile: profile)
         if let config { return try ServeConfig.load(config, base: base) }
         guard keys > 1 else { return [base] }
         if let flash, flash != "memory" {
@@ -255,6 +262,7 @@ struct Serve: ParsableCommand {
         guard let mode = PresenceMode(argument: spec.presence, approveDelay: .milliseconds(presenceDelay)) else {
             throw ValidationError("\(spec.name): unknown presence '\(spec.presence)'")
         }
+        let profileFile = try ProfileFile.load(spec.profile)
         var entropy = EntropySource.system
         let persistent: PersistentKey
         do {
@@ -283,19 +291,30 @@ struct Serve: ParsableCommand {
         // The kernel's uhid output queue holds 32 reports and never blocks the writer: a host that writes a longer
         // message faster than this process reads loses reports. 1200 bytes (21 reports) is also what common
         // hardware keys announce.
-        let messageSize = maxMsgSize ?? (chosen == .uhid ? 1200 : 7609)
-        let configuration = AuthenticatorConfiguration(
+        let messageSize = maxMsgSize ?? profileFile.maxMessageSize ?? (chosen == .uhid ? 1200 : 7609)
+        var configuration = AuthenticatorConfiguration(
             resetWindowEnabled: resetWindow == .on, maxMessageSize: messageSize, minPinLengthRPIDs: minPinLengthRPs,
             fingerprintSensor: spec.uv == "fingerprint", preEnrolledFingerprints: spec.enrolledFingers,
-            enterpriseAttestationRPIDs: enterpriseRPs)
-        let authenticator: Authenticator
+            enterpriseAttestationRPIDs: enterpriseRPs, profile: profileFile.profile)
+        if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
+        if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }
+        var authenticator: Authenticator
         do {
             authenticator = try Authenticator(
                 configuration: configuration, storage: storage, entropy: entropy, now: .zero)
+            if profileFile.alwaysUv && !authenticator.storage.settings.alwaysUv {
+                try authenticator.setOptions(alwaysUv: true)
+            }
         } catch {
             throw ValidationError("cannot start the authenticator: \(error)")
         }
-        let hid = CTAPHIDMachine(channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
+        // A key without CTAP2 lacks the CBOR capability; one without U2F says NMSG.
+        var capabilities = CTAPHIDConfiguration.capabilityWink
+        if profileFile.profile.speaksCTAP2 { capabilities |= CTAPHIDConfiguration.capabilityCBOR }
+        if !profileFile.profile.speaksU2F { capabilities |= CTAPHIDConfiguration.capabilityNMSG }
+        let hid = CTAPHIDMachine(
+            configuration: CTAPHIDConfiguration(capabilities: capabilities),
+            channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
         let key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
         var server: ControlServer?
         if spec.control != "off" {
@@ -307,7 +326,8 @@ struct Serve: ParsableCommand {
             }
             printLine("fidosim: control socket \(spec.control)")
         }
-        let named = several ? "key \(spec.name), " : ""
+        var named = several ? "key \(spec.name), " : ""
+        if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
         printLine(
             "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode))")
         // With several keys, Enter on the terminal touches the first one (the others: `fidosim ctl touch`).

@@ -9,7 +9,7 @@ import Glibc
 /// The `--config` file of `serve`: one entry per key.
 enum ServeConfig {
     static let members: Set<String> = [
-        "name", "flash", "port", "serial", "control", "trace", "presence", "uv", "enrolledFingers",
+        "name", "flash", "port", "serial", "control", "trace", "presence", "uv", "enrolledFingers", "profile",
     ]
 
     static func load(_ path: String, base: Serve.KeySpec) throws -> [Serve.KeySpec] {
@@ -44,6 +44,7 @@ enum ServeConfig {
             spec.control = try text("control") ?? KeyFiles.defaultControlPath(name: name)
             spec.serial = try text("serial") ?? (base.serial.map { "\($0)-\(i + 1)" })
             spec.trace = try text("trace")
+            if let profile = try text("profile") { spec.profile = profile }
             if let presence = try text("presence") {
                 guard PresenceMode(argument: presence) != nil else {
                     throw ValidationError("\(at): unknown presence \"\(presence)\"")

@@ -1,0 +1,81 @@
+/// What model of security key the authenticator presents: its versions, features, limits and quirks.
+///
+/// The default is fidosim itself (everything implemented). A narrower profile makes the key behave like an
+/// older or smaller model, so that a relying party can be tested against the keys its users own: what the profile
+/// leaves out is neither advertised in getInfo nor answered (a command of a version the profile lacks is
+/// CTAP1_ERR_INVALID_COMMAND, an extension it lacks is ignored, a PIN protocol it lacks is
+/// CTAP1_ERR_INVALID_PARAMETER, an algorithm it lacks is never chosen).
+public struct KeyProfile: Sendable, Equatable {
+    public var name: String
+    /// getInfo versions: a subset of `U2F_V2`, `FIDO_2_0`, `FIDO_2_1_PRE`, `FIDO_2_1`.
+    public var versions: [String]
+    /// Extensions the key knows (nil: every one fidosim implements).
+    public var extensions: [String]?
+    /// PIN/UV auth protocols, in getInfo order.
+    public var pinUvAuthProtocols: [Int]
+    /// Credential algorithms, in preference order.
+    public var algorithms: [CredentialAlgorithm]
+    /// getInfo maxCredentialCountInList: longer allow and exclude lists are refused with CTAP2_ERR_LIMIT_EXCEEDED.
+    public var maxCredentialCountInList: Int
+    /// A quirk of some keys: the user's displayName is not stored with a discoverable credential.
+    public var dropsDisplayName: Bool
+    /// Quirk: these CTAP2 command bytes always answer the given status byte.
+    public var forcedStatus: [UInt8: UInt8]
+    /// Quirk: allow and exclude lists longer than maxCredentialCountInList are refused (CTAP2_ERR_LIMIT_EXCEEDED)
+    /// instead of searched.
+    public var rejectsLargeLists: Bool
+
+    public init(
+        name: String = "fidosim", versions: [String] = KeyProfile.allVersions, extensions: [String]? = nil,
+        pinUvAuthProtocols: [Int] = [2, 1], algorithms: [CredentialAlgorithm] = [.es256, .edDSA],
+        maxCredentialCountInList: Int = 8, dropsDisplayName: Bool = false, forcedStatus: [UInt8: UInt8] = [:],
+        rejectsLargeLists: Bool = false
+    ) {
+        self.rejectsLargeLists = rejectsLargeLists
+        self.name = name
+        self.versions = versions
+        self.extensions = extensions
+        self.pinUvAuthProtocols = pinUvAuthProtocols
+        self.algorithms = algorithms
+        self.maxCredentialCountInList = maxCredentialCountInList
+        self.dropsDisplayName = dropsDisplayName
+        self.forcedStatus = forcedStatus
+    }
+
+    public static let allVersions = ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
+    /// Every extension fidosim implements.
+    public static var allExtensions: [String] { ExtensionName.supported }
+
+    /// fidosim with everything it implements.
+    public static let fidosim = KeyProfile()
+
+    public var speaksCTAP2: Bool { versions.contains("FIDO_2_0") }
+    public var speaksU2F: Bool { versions.contains("U2F_V2") }
+    public var ctap21: Bool { versions.contains("FIDO_2_1") }
+    public var ctap21Preview: Bool { versions.contains("FIDO_2_1_PRE") }
+
+    /// Whether a command byte exists for this profile.
+    func allows(_ command: CTAPCommand) -> Bool {
+        switch command {
+        case .makeCredential, .getAssertion, .getInfo, .clientPIN, .reset, .getNextAssertion: speaksCTAP2
+        case .credentialManagement, .selection, .bioEnrollment, .largeBlobs, .config: ctap21
+        case .credentialManagementPreview, .bioEnrollmentPreview: ctap21Preview
+        }
+    }
+
+    func allows(extension name: String) -> Bool { extensions?.contains(name) ?? true }
+
+    /// Why a profile is not consistent, or nil.
+    public var problem: String? {
+        if versions.isEmpty { return "no versions" }
+        if let unknown = versions.first(where: { !Self.allVersions.contains($0) }) { return "unknown version \(unknown)" }
+        if !speaksCTAP2 && (ctap21 || ctap21Preview) { return "FIDO_2_1 without FIDO_2_0" }
+        if pinUvAuthProtocols.isEmpty || pinUvAuthProtocols.contains(where: { $0 != 1 && $0 != 2 }) {
+            return "pinUvAuthProtocols must be 1 and/or 2"
+        }
+        if speaksCTAP2 && !ctap21 && pinUvAuthProtocols.contains(2) { return "PIN/UV auth protocol 2 needs FIDO_2_1" }
+        if algorithms.isEmpty { return "no algorithms" }
+        if !(1...64).contains(maxCredentialCountInList) { return "maxCredentialCountInList must be 1 to 64" }
+        return nil
+    }
+}

@@ -1,0 +1,163 @@
+import ArgumentParser
+import CTAPCore
+import ControlProtocol
+import Foundation
+import HIDBridge
+
+/// A key profile as a JSON file: the built-in ones in Sources/fidosim/Profiles, or a user's own.
+///
+/// `{"name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms" ("ES256", "EdDSA"),
+/// "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid",
+/// "quirks": {"dropsDisplayName", "rejectsLargeLists", "forcedStatus": {"makeCredential": 40, …}}}`; every member
+/// but name is optional and defaults to fidosim's.
+struct ProfileFile {
+    var profile: KeyProfile
+    var description: String
+    var maxResidentCredentials: Int?
+    var maxMessageSize: Int?
+    var alwaysUv: Bool
+    var aaguid: [UInt8]?
+
+    static let members: Set<String> = [
+        "name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms",
+        "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid", "quirks",
+    ]
+    static let commandNames: [String: UInt8] = [
+        "makeCredential": 0x01, "getAssertion": 0x02, "getInfo": 0x04, "clientPIN": 0x06, "reset": 0x07,
+        "getNextAssertion": 0x08, "bioEnrollment": 0x09, "credentialManagement": 0x0A, "selection": 0x0B,
+        "largeBlobs": 0x0C, "config": 0x0D,
+    ]
+
+    /// The names of the built-in profiles.
+    static var builtInNames: [String] {
+        guard let directory = Bundle.module.url(forResource: "Profiles", withExtension: nil),
+            let files = try? FileManager.default.contentsOfDirectory(atPath: directory.path)
+        else { return [] }
+        return files.filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted()
+    }
+
+    /// A built-in profile by name, or a file by path (anything with a '/' or ending in .json).
+    static func load(_ nameOrPath: String) throws -> ProfileFile {
+        let path: String
+        if nameOrPath.contains("/") || nameOrPath.hasSuffix(".json") {
+            path = nameOrPath
+        } else {
+            guard
+                let url = Bundle.module.url(forResource: "Profiles", withExtension: nil)?
+                    .appendingPathComponent(nameOrPath + ".json"),
+                FileManager.default.fileExists(atPath: url.path)
+            else {
+                throw ValidationError(
+                    "no profile named \(nameOrPath); built in: \(builtInNames.joined(separator: ", ")), or give a path")
+            }
+            path = url.path
+        }
+        let document: JSONValue
+        do {
+            document = try JSONParser.parse(try CredentialsCommand.Import.read(path))
+        } catch let error as JSONParseError {
+            throw ValidationError("profile \(path) is not JSON: \(error)")
+        }
+        do {
+            return try parse(document)
+        } catch let error as ValidationError {
+            throw ValidationError("profile \(path): \(error.message)")
+        }
+    }
+
+    static func parse(_ document: JSONValue) throws -> ProfileFile {
+        guard case .object(let fields) = document else { throw ValidationError("a profile is a JSON object") }
+        for key in fields.keys.sorted() where !members.contains(key) {
+            throw ValidationError("unknown member \"\(key)\"")
+        }
+        func strings(_ key: String) throws -> [String]? {
+            guard let value = fields[key] else { return nil }
+            guard let list = value.arrayValue?.compactMap(\.stringValue), list.count == value.arrayValue?.count else {
+                throw ValidationError("\"\(key)\" must be an array of strings")
+            }
+            return list
+        }
+        func integer(_ key: String, _ range: ClosedRange<Int64>, in object: [String: JSONValue]? = nil) throws -> Int? {
+            guard let value = (object ?? fields)[key] else { return nil }
+            guard let n = value.integerValue, range.contains(n) else {
+                throw ValidationError("\"\(key)\" must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return Int(n)
+        }
+        func flag(_ key: String, in object: [String: JSONValue]? = nil) throws -> Bool {
+            guard let value = (object ?? fields)[key] else { return false }
+            guard let b = value.boolValue else { throw ValidationError("\"\(key)\" must be true or false") }
+            return b
+        }
+        guard let name = fields["name"]?.stringValue, !name.isEmpty else { throw ValidationError("\"name\" is missing") }
+        var profile = KeyProfile(name: name)
+        if let versions = try strings("versions") { profile.versions = versions }
+        if let extensions = try strings("extensions") {
+            for e in extensions where !KeyProfile.allExtensions.contains(e) {
+                throw ValidationError("unknown extension \"\(e)\"; fidosim has \(KeyProfile.allExtensions.joined(separator: ", "))")
+            }
+            profile.extensions = extensions
+        }
+        if let value = fields["pinUvAuthProtocols"] {
+            guard let list = value.arrayValue?.compactMap(\.integerValue), list.count == value.arrayValue?.count else {
+                throw ValidationError("\"pinUvAuthProtocols\" must be an array of integers")
+            }
+            profile.pinUvAuthProtocols = list.map { Int($0) }
+        }
+        if let algorithms = try strings("algorithms") {
+            profile.algorithms = try algorithms.map { name in
+                switch name {
+                case "ES256": .es256
+                case "EdDSA": .edDSA
+                default: throw ValidationError("unknown algorithm \"\(name)\": use ES256 or EdDSA")
+                }
+            }
+        }
+        if let n = try integer("maxCredentialCountInList", 1...64) { profile.maxCredentialCountInList = n }
+        if let value = fields["quirks"] {
+            guard case .object(let quirks) = value else { throw ValidationError("\"quirks\" must be an object") }
+            for key in quirks.keys.sorted() where !["dropsDisplayName", "rejectsLargeLists", "forcedStatus"].contains(key) {
+                throw ValidationError("unknown quirk \"\(key)\"")
+            }
+            profile.dropsDisplayName = try flag("dropsDisplayName", in: quirks)
+            profile.rejectsLargeLists = try flag("rejectsLargeLists", in: quirks)
+            if let forced = quirks["forcedStatus"] {
+                guard case .object(let map) = forced else { throw ValidationError("\"forcedStatus\" must be an object") }
+                for (command, status) in map {
+                    guard let byte = commandNames[command] else { throw ValidationError("unknown command \"\(command)\"") }
+                    guard let code = status.integerValue, (0...255).contains(code) else {
+                        throw ValidationError("the status of \(command) must be 0 to 255")
+                    }
+                    profile.forcedStatus[byte] = UInt8(code)
+                }
+            }
+        }
+        if let problem = profile.problem { throw ValidationError(problem) }
+        var aaguid: [UInt8]?
+        if let text = fields["aaguid"]?.stringValue {
+            let hex = text.replacingOccurrences(of: "-", with: "")
+            guard hex.count == 32, let bytes = AttestationCommand.Provision.bytes(hex: hex) else {
+                throw ValidationError("\"aaguid\" must be 32 hex digits (dashes allowed)")
+            }
+            aaguid = bytes
+        } else if fields["aaguid"] != nil {
+            throw ValidationError("\"aaguid\" must be a string")
+        }
+        return ProfileFile(
+            profile: profile, description: fields["description"]?.stringValue ?? "",
+            maxResidentCredentials: try integer("maxResidentCredentials", 1...100_000),
+            maxMessageSize: try integer("maxMsgSize", 1024...7609), alwaysUv: try flag("alwaysUv"), aaguid: aaguid)
+    }
+}
+
+struct ProfilesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "profiles", abstract: "List the built-in key profiles (serve --profile NAME).")
+
+    func run() throws {
+        for name in ProfileFile.builtInNames {
+            let file = try ProfileFile.load(name)
+            printLine("\(name): \(file.description)")
+        }
+    }
+}

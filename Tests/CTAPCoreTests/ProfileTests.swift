@@ -1,0 +1,74 @@
+import CTAPCBOR
+import CTAPCore
+import Testing
+
+@Suite struct ProfileTests {
+    static let ctap20 = KeyProfile(
+        name: "ctap20", versions: ["U2F_V2", "FIDO_2_0"], extensions: ["hmac-secret"], pinUvAuthProtocols: [1],
+        algorithms: [.es256])
+
+    func harness(_ profile: KeyProfile) throws -> Harness {
+        var configuration = Harness.configuration
+        configuration.profile = profile
+        return try Harness(configuration: configuration)
+    }
+
+    @Test func aCTAP20ProfileNarrowsGetInfo() throws {
+        var h = try harness(Self.ctap20)
+        let info = try responseMap(h.cbor(.getInfo))
+        #expect(info[1] == ["U2F_V2", "FIDO_2_0"])
+        #expect(info[2] == ["hmac-secret"])
+        #expect(info[6] == [1])
+        #expect(Set((info.mapValue ?? [:]).keys.compactMap { $0.intValue }).isSubset(of: Set(1...8)))
+        let options = try #require(info[4]?.mapValue)
+        #expect(Set(options.keys.compactMap(\.textValue)) == ["rk", "up", "plat", "clientPin"])
+    }
+
+    @Test(arguments: [CTAPCommand.credentialManagement, .selection, .largeBlobs, .config, .credentialManagementPreview])
+    func ctap21CommandsDoNotExistOnACTAP20Key(command: CTAPCommand) throws {
+        var h = try harness(Self.ctap20)
+        #expect(status(of: h.cbor(command, [:])) == .invalidCommand)
+    }
+
+    @Test func aMissingAlgorithmIsNeverChosenAndAMissingProtocolIsRefused() throws {
+        var h = try harness(Self.ctap20)
+        var request = Request.makeCredential()
+        request[4] = [["alg": -8, "type": "public-key"]]
+        #expect(status(of: h.cbor(.makeCredential, request)) == .unsupportedAlgorithm)
+        #expect(status(of: h.cbor(.clientPIN, [1: 2, 2: 2])) == .invalidParameter)  // getKeyAgreement, protocol 2
+        #expect(status(of: h.cbor(.clientPIN, [1: 1, 2: 2])) == .ok)
+    }
+
+    @Test func anExtensionTheProfileLacksIsIgnored() throws {
+        var h = try harness(Self.ctap20)
+        var request = Request.makeCredential()
+        request[6] = ["credProtect": 3, "hmac-secret": true]
+        let made = try h.register(request)
+        #expect(made.authData.extensions?["hmac-secret"] == true)
+        #expect(made.authData.extensions?["credProtect"] == nil)
+    }
+
+    @Test func quirks() throws {
+        var h = try harness(
+            KeyProfile(
+                name: "quirky", maxCredentialCountInList: 1, dropsDisplayName: true, forcedStatus: [0x0B: 0x2E],
+                rejectsLargeLists: true))
+        #expect(status(of: h.cbor(.selection)) == .noCredentials)  // 0x2E forced
+        _ = try h.register(Request.makeCredential(rk: true))
+        #expect(h.residentCredentials.first?.user.displayName == nil)
+        #expect(h.residentCredentials.first?.user.name == "alice")
+        var request = Request.makeCredential()
+        request[5] = [Request.descriptor([1]), Request.descriptor([2])]
+        #expect(status(of: h.cbor(.makeCredential, request)) == .limitExceeded)
+        let info = try responseMap(h.cbor(.getInfo))
+        #expect(info[7] == 1)
+    }
+
+    @Test func theDefaultProfileChangesNothing() throws {
+        var h = try Harness()
+        let info = try responseMap(h.cbor(.getInfo))
+        #expect(info[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"])
+        #expect(KeyProfile.fidosim.problem == nil)
+        #expect(KeyProfile(versions: ["FIDO_2_1"]).problem != nil)
+    }
+}

@@ -1,0 +1,175 @@
+"""Key profiles (serve --profile): the key presents another model's getInfo, limits and quirks, and python-fido2
+treats it as that model (a U2F-only key makes Fido2Client fall back to U2F, for example)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
+from fido2.ctap import CtapError
+from fido2.ctap1 import ApduError, Ctap1
+from fido2.ctap2 import Ctap2
+from fido2.ctap2.pin import ClientPin, PinProtocolV2
+from fido2.hid import CAPABILITY, CTAPHID
+
+from conftest import fidosim_binary
+from ctap_helpers import descriptor, expect_ctap_error, new_cdh, self_attested_server, sha256, user
+
+RP = {"id": "example.com", "name": "Example"}
+ES256 = [{"type": "public-key", "alg": -7}]
+EDDSA = [{"type": "public-key", "alg": -8}]
+
+
+@pytest.mark.sim_args("--profile", "ctap20", "--presence-delay", "0")
+def test_ctap20_profile(sim):
+    ctap2 = Ctap2(sim.device())
+    info = ctap2.get_info()
+    assert info.versions == ["U2F_V2", "FIDO_2_0"]
+    assert info.extensions == ["credProtect", "hmac-secret"] or set(info.extensions) == {"credProtect", "hmac-secret"}
+    assert info.pin_uv_protocols == [1]
+    assert info.max_msg_size == 1200
+    assert set(info.options) == {"rk", "up", "plat", "clientPin"}
+    raw = ctap2.send_cbor(Ctap2.CMD.GET_INFO)
+    assert set(raw) <= set(range(1, 9))  # only the members CTAP 2.0 defines
+    # CTAP 2.1 commands do not exist on this key.
+    for command in (0x0A, 0x0B, 0x0C, 0x0D, 0x41):
+        with pytest.raises(CtapError) as refused:
+            ctap2.send_cbor(command, {})
+        assert refused.value.code == CtapError.ERR.INVALID_COMMAND
+    expect_ctap_error(CtapError.ERR.UNSUPPORTED_ALGORITHM, ctap2.make_credential, new_cdh(), RP, user("a"), EDDSA)
+    # A PIN through protocol 1 (python-fido2 picks it from getInfo), then Fido2Client with the PIN.
+    pin = ClientPin(ctap2)
+    assert pin.protocol.VERSION == 1
+    pin.set_pin("12345678")
+    with pytest.raises(CtapError) as refused:
+        ClientPin(ctap2, protocol=PinProtocolV2()).get_pin_token("12345678")
+    assert refused.value.code == CtapError.ERR.INVALID_PARAMETER
+
+    class Pin(UserInteraction):
+        def request_pin(self, permissions, rp_id):
+            return "12345678"
+
+    server = self_attested_server()
+    client = Fido2Client(sim.device(), DefaultClientDataCollector("https://example.com"), user_interaction=Pin())
+    options, state = server.register_begin(user("bob"), resident_key_requirement="required")
+    server.register_complete(state, client.make_credential(options.public_key))
+
+
+@pytest.mark.sim_args("--profile", "u2f-only", "--presence-delay", "0")
+def test_u2f_only_profile_makes_fido2_client_fall_back_to_u2f(sim):
+    dev = sim.device()
+    assert not dev.capabilities & CAPABILITY.CBOR
+    with pytest.raises(Exception):
+        dev.call(CTAPHID.CBOR, b"\x04")  # ERR_INVALID_CMD at the transport
+    assert Ctap1(sim.device()).get_version() == "U2F_V2"
+    from fido2.attestation import FidoU2FAttestation
+
+    from fido2.server import Fido2Server
+    from fido2.webauthn import AttestationConveyancePreference, PublicKeyCredentialRpEntity
+
+    checked = []
+
+    def verify_u2f(attestation_object, client_data_hash):
+        assert attestation_object.fmt == "fido-u2f"
+        FidoU2FAttestation().verify(attestation_object.att_stmt, attestation_object.auth_data, client_data_hash)
+        checked.append(True)
+
+    server = Fido2Server(PublicKeyCredentialRpEntity(id="example.com", name="Example"),
+                         attestation=AttestationConveyancePreference.DIRECT, verify_attestation=verify_u2f)
+    client = Fido2Client(sim.device(), DefaultClientDataCollector("https://example.com"),
+                         user_interaction=UserInteraction())
+    options, state = server.register_begin(user("carol"), user_verification="discouraged")
+    auth_data = server.register_complete(state, client.make_credential(options.public_key))
+    assert checked == [True]
+    request, state = server.authenticate_begin([auth_data.credential_data], user_verification="discouraged")
+    response = client.get_assertion(request.public_key).get_response(0)
+    server.authenticate_complete(state, [auth_data.credential_data], response)
+
+
+@pytest.mark.sim_args("--profile", "tiny-storage", "--presence-delay", "0")
+def test_tiny_storage_profile(sim):
+    ctap2 = Ctap2(sim.device())
+    assert ctap2.get_info().remaining_disc_creds == 3
+    for i in range(3):
+        ctap2.make_credential(new_cdh(), RP, user(f"u{i}"), ES256, options={"rk": True})
+    assert ctap2.get_info().remaining_disc_creds == 0
+    expect_ctap_error(CtapError.ERR.KEY_STORE_FULL, ctap2.make_credential, new_cdh(), RP, user("u3"), ES256,
+                      options={"rk": True})
+
+
+@pytest.mark.sim_args("--profile", "always-uv", "--presence-delay", "0")
+def test_always_uv_profile(sim):
+    ctap2 = Ctap2(sim.device())
+    assert ctap2.get_info().options["alwaysUv"] is True
+    with pytest.raises(ApduError) as refused:
+        Ctap1(sim.device()).register(new_cdh(), sha256(b"https://example.com"))
+    assert refused.value.code == 0x6986
+    with sim.control() as ctl:
+        assert ctl.status()["profile"] == "always-uv"
+
+
+@pytest.mark.sim_args("--profile", "legacy-quirks", "--presence-delay", "0")
+def test_legacy_quirks_profile(sim):
+    ctap2 = Ctap2(sim.device())
+    assert ctap2.get_info().max_creds_in_list == 1
+    made = [ctap2.make_credential(new_cdh(), RP, user(f"u{i}"), ES256).auth_data.credential_data for i in range(2)]
+    expect_ctap_error(CtapError.ERR.LIMIT_EXCEEDED, ctap2.get_assertion, "example.com", new_cdh(),
+                      [descriptor(c.credential_id) for c in made])
+    expect_ctap_error(CtapError.ERR.UNSUPPORTED_ALGORITHM, ctap2.make_credential, new_cdh(), RP, user("e"), EDDSA)
+    # Fido2Client sends one credential at a time, as a platform must for this key.
+    server = self_attested_server()
+    client = Fido2Client(sim.device(), DefaultClientDataCollector("https://example.com"),
+                         user_interaction=UserInteraction())
+    request, state = server.authenticate_begin(made, user_verification="discouraged")
+    server.authenticate_complete(state, made, client.get_assertion(request.public_key).get_response(0))
+    # displayName is not kept with a discoverable credential.
+    ctap2.make_credential(new_cdh(), RP, {"id": b"dn", "name": "dana", "displayName": "Dana D."}, ES256,
+                          options={"rk": True})
+    with sim.control() as ctl:
+        stored = [c for c in ctl.get_credentials() if c.get("userName") == "dana"]
+    assert stored and "userDisplayName" not in stored[0]
+
+
+def test_a_profile_file_of_ones_own(sim, tmp_path):
+    profile = tmp_path / "broken-key.json"
+    profile.write_text(json.dumps({
+        "name": "broken-key", "aaguid": "00112233-4455-6677-8899-aabbccddeeff",
+        "quirks": {"forcedStatus": {"getAssertion": 0x31}},
+    }))
+    from conftest import _run_simulator
+
+    runner = _run_simulator(["--profile", str(profile), "--presence-delay", "0"])
+    key = next(runner)
+    try:
+        ctap2 = Ctap2(key.device())
+        assert ctap2.get_info().aaguid == bytes.fromhex("00112233445566778899aabbccddeeff")
+        made = ctap2.make_credential(new_cdh(), RP, user("a"), ES256)
+        expect_ctap_error(CtapError.ERR.PIN_INVALID, ctap2.get_assertion, "example.com", new_cdh(),
+                          [descriptor(made.auth_data.credential_data.credential_id)])
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"description": "x"}', "\"name\" is missing"),
+    ('{"name": "x", "versions": ["FIDO_3"]}', "unknown version FIDO_3"),
+    ('{"name": "x", "versions": ["U2F_V2", "FIDO_2_0"]}', "PIN/UV auth protocol 2 needs FIDO_2_1"),
+    ('{"name": "x", "extensions": ["teleport"]}', "unknown extension"),
+    ('{"name": "x", "algorithms": ["RS256"]}', "unknown algorithm"),
+    ('{"name": "x", "quirks": {"forcedStatus": {"reboot": 1}}}', "unknown command"),
+    ('{"name": "x", "colour": "blue"}', "unknown member"),
+    ('not json', "is not JSON"),
+])
+def test_bad_profiles_are_clear_errors(tmp_path, content, message):
+    profile = tmp_path / "p.json"
+    profile.write_text(content)
+    out = subprocess.run([str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+                          "--profile", str(profile)], capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert message in out.stderr
+    unknown = subprocess.run([str(fidosim_binary()), "serve", "--transport", "udp", "--profile", "no-such-key"],
+                             capture_output=True, text=True, timeout=30)
+    assert unknown.returncode != 0 and "no profile named no-such-key" in unknown.stderr
