@@ -16,11 +16,15 @@ public struct ManagedCredential: Sendable, Equatable {
     public var userDisplayName: String?
     /// The key's signature counter (one counter for every credential).
     public var signCount: UInt32
+    /// The credential's blob in the large-blob array, if it has a largeBlobKey and an entry opens with it.
+    public var largeBlob: [UInt8]?
 
     public init(
         id: [UInt8], rpId: String, discoverable: Bool, privateKey: [UInt8], algorithm: CredentialAlgorithm = .es256,
-        userHandle: [UInt8]? = nil, userName: String? = nil, userDisplayName: String? = nil, signCount: UInt32 = 0
+        userHandle: [UInt8]? = nil, userName: String? = nil, userDisplayName: String? = nil, signCount: UInt32 = 0,
+        largeBlob: [UInt8]? = nil
     ) {
+        self.largeBlob = largeBlob
         self.id = id
         self.rpId = rpId
         self.discoverable = discoverable
@@ -82,13 +86,15 @@ extension Authenticator {
     /// ones) and the non-discoverable ones made since the key started (their ids hold their keys).
     public func managedCredentials() throws(CTAPError) -> [ManagedCredential] {
         var out: [ManagedCredential] = []
+        let entries = largeBlobEntries()
         for c in storage.residentCredentials.sorted(by: { $0.creationSerial < $1.creationSerial }) {
             out.append(
                 ManagedCredential(
                     id: c.id, rpId: c.rpId, discoverable: c.discoverable,
                     privateKey: try PrivateKeyEncoding.encode(key: c.privateKey, algorithm: c.algorithm),
                     algorithm: c.algorithm, userHandle: c.user.id.isEmpty && !c.discoverable ? nil : c.user.id,
-                    userName: c.user.name, userDisplayName: c.user.displayName, signCount: storage.signCounter))
+                    userName: c.user.name, userDisplayName: c.user.displayName, signCount: storage.signCounter,
+                    largeBlob: c.largeBlobKey.flatMap { key in entries.lazy.compactMap { Self.openBlob($0, key: key) }.first }))
         }
         for made in createdCredentials {
             let hash = Array(SHA256.hash(data: Array(made.rpId.utf8)))
@@ -107,16 +113,23 @@ extension Authenticator {
     public mutating func importCredential(_ credential: ManagedCredential) throws(CTAPError) {
         let (rawKey, algorithm) = try PrivateKeyEncoding.decode(pkcs8: credential.privateKey)
         let rpIdHash = Array(SHA256.hash(data: Array(credential.rpId.utf8)))
+        if credential.largeBlob != nil && !credential.discoverable {
+            throw CTAPError(.invalidParameter, "a large blob needs a discoverable credential")
+        }
+        let largeBlobKey = credential.largeBlob.map { _ in entropy.bytes(32) }
         let record = ResidentCredential(
             id: credential.id, rpId: credential.rpId, rpIdHash: rpIdHash,
             user: UserEntity(
                 id: credential.userHandle ?? [], name: credential.userName, displayName: credential.userDisplayName),
             privateKey: rawKey, creationSerial: (storage.residentCredentials.map(\.creationSerial).max() ?? 0) + 1,
-            algorithm: algorithm, discoverable: credential.discoverable)
+            algorithm: algorithm, largeBlobKey: largeBlobKey, discoverable: credential.discoverable)
         let replaced = storage.residentCredentials.filter { $0.id == record.id || $0.replaces(record) }
         if replaced.isEmpty && remainingDiscoverableCredentials <= 0 {
             throw CTAPError(.keyStoreFull, "no room for another credential")
         }
+        // The blob goes in before the credential: if the array is full, nothing is stored. (A credential that then
+        // fails to store leaves an entry no key opens, which platforms garbage-collect.)
+        if let blob = credential.largeBlob, let largeBlobKey { try addLargeBlob(blob, key: largeBlobKey) }
         for old in replaced where old.id != record.id { try storage.deleteResident(id: old.id) }
         try storage.storeResident(record)
         createdCredentials.removeAll { $0.id == record.id }
@@ -163,6 +176,54 @@ extension Authenticator {
         else { throw CTAPError(.invalidParameter, "certificates are 1 to 2048 bytes of DER") }
         try storage.setBatchAttestation(
             BatchAttestationKey(privateKey: key, certificate: certificate, rootCertificate: rootCertificate))
+    }
+
+    /// The entries of the stored large-blob array (none when it does not decode).
+    func largeBlobEntries() -> [CBORValue] {
+        let array = storage.largeBlobArray
+        guard LargeBlobArray.isIntact(array), let value = try? CBORDecoder.decode(Array(array.dropLast(16))),
+            let entries = value.arrayValue
+        else { return [] }
+        return entries
+    }
+
+    /// The blob of an entry that opens with `key` (AES-256-GCM, then DEFLATE), or nil.
+    static func openBlob(_ entry: CBORValue, key: [UInt8]) -> [UInt8]? {
+        guard let ciphertext = entry[1]?.bytesValue, ciphertext.count >= 16, let nonce = entry[2]?.bytesValue,
+            nonce.count == 12, let size = entry[3]?.intValue, size >= 0, size <= 1 << 20,
+            let box = try? AES.GCM.SealedBox(
+                nonce: AES.GCM.Nonce(data: nonce), ciphertext: ciphertext.dropLast(16), tag: ciphertext.suffix(16)),
+            let compressed = try? AES.GCM.open(
+                box, using: SymmetricKey(data: key), authenticating: Array("blob".utf8) + littleEndian64(UInt64(size)))
+        else { return nil }
+        guard let blob = try? Deflate.inflate(Array(compressed), maxOutput: size), blob.count == size else { return nil }
+        return blob
+    }
+
+    static func littleEndian64(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+
+    /// Writes `blob` into the large-blob array under `key`, replacing an entry that opens with the same key.
+    mutating func addLargeBlob(_ blob: [UInt8], key: [UInt8]) throws(CTAPError) {
+        var entries = largeBlobEntries().filter { Self.openBlob($0, key: key) == nil }
+        let nonce = entropy.bytes(12)
+        let sealed: AES.GCM.SealedBox
+        do {
+            sealed = try AES.GCM.seal(
+                Deflate.store(blob), using: SymmetricKey(data: key), nonce: AES.GCM.Nonce(data: nonce),
+                authenticating: Array("blob".utf8) + Self.littleEndian64(UInt64(blob.count)))
+        } catch {
+            throw CTAPError(.other, "sealing a large blob failed: \(error)")
+        }
+        entries.append([
+            1: .byteString(Array(sealed.ciphertext) + Array(sealed.tag)), 2: .byteString(nonce),
+            3: CBORValue(blob.count),
+        ])
+        let body = CBORValue.array(entries).encoded()
+        let array = body + LargeBlobArray.checksum(body)
+        guard array.count <= configuration.maxLargeBlobArray else {
+            throw CTAPError(.largeBlobStorageFull, "the large-blob array would be \(array.count) bytes")
+        }
+        try storage.setLargeBlobArray(array)
     }
 
     mutating func rememberCreated(id: [UInt8], rpId: String) {

@@ -42,11 +42,15 @@ public struct CredentialParameters: Equatable, Sendable {
     public var signCount: UInt32
     public var userName: String?
     public var userDisplayName: String?
+    /// The credential's large blob (WebDriver `largeBlob`), resident credentials only.
+    public var largeBlob: [UInt8]?
 
     public init(
         credentialId: [UInt8], isResidentCredential: Bool, rpId: String, privateKey: [UInt8],
-        userHandle: [UInt8]? = nil, signCount: UInt32 = 0, userName: String? = nil, userDisplayName: String? = nil
+        userHandle: [UInt8]? = nil, signCount: UInt32 = 0, userName: String? = nil, userDisplayName: String? = nil,
+        largeBlob: [UInt8]? = nil
     ) {
+        self.largeBlob = largeBlob
         self.credentialId = credentialId
         self.isResidentCredential = isResidentCredential
         self.rpId = rpId
@@ -216,15 +220,16 @@ public struct ControlRequest: Equatable, Sendable {
             guard !rpId.isEmpty, rpId.utf8.count <= 255 else {
                 throw ControlError(.invalidParams, "\"rpId\" must be 1 to 255 bytes")
             }
-            if p.values["largeBlob"] != nil {
-                throw ControlError(.invalidParams, "\"largeBlob\" is not supported by this version")
+            let largeBlob = try p.optionalBytes("largeBlob")
+            if largeBlob != nil && !resident {
+                throw ControlError(.invalidParams, "\"largeBlob\" needs a resident credential")
             }
             let signCount = try p.optionalInteger("signCount", in: 0...Int64(UInt32.max)) ?? 0
             command = .addCredential(
                 CredentialParameters(
                     credentialId: id, isResidentCredential: resident, rpId: rpId, privateKey: try p.bytes("privateKey"),
                     userHandle: userHandle, signCount: UInt32(signCount), userName: try p.optionalString("userName"),
-                    userDisplayName: try p.optionalString("userDisplayName")))
+                    userDisplayName: try p.optionalString("userDisplayName"), largeBlob: largeBlob))
             try p.only(
                 "credentialId", "isResidentCredential", "rpId", "privateKey", "userHandle", "signCount", "userName",
                 "userDisplayName", "largeBlob")

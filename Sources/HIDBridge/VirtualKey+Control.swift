@@ -177,7 +177,7 @@ extension VirtualKey {
         let credential = ManagedCredential(
             id: p.credentialId, rpId: p.rpId, discoverable: p.isResidentCredential, privateKey: p.privateKey,
             userHandle: p.userHandle, userName: p.userName, userDisplayName: p.userDisplayName,
-            signCount: p.signCount)
+            signCount: p.signCount, largeBlob: p.largeBlob)
         do {
             try authenticator.importCredential(credential)
         } catch {
@@ -208,6 +208,7 @@ extension VirtualKey {
         if let handle = c.userHandle { members["userHandle"] = .string(Base64URL.encode(handle)) }
         if let name = c.userName { members["userName"] = .string(name) }
         if let displayName = c.userDisplayName { members["userDisplayName"] = .string(displayName) }
+        if let blob = c.largeBlob { members["largeBlob"] = .string(Base64URL.encode(blob)) }
         return .object(members)
     }
 

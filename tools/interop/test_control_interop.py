@@ -596,3 +596,52 @@ def test_a_pcapng_trace_opens_in_tshark(sim, tmp_path):
     assert any(c.startswith("CTAP2 makeCredential") and '"wire"' in c for c in comments)
     assert any(c.startswith("CTAP2 response ok") for c in comments)
     assert any(c.startswith("CTAP2 getInfo") for c in comments)
+
+
+# --------------------------------------------------------------------------
+# WebDriver largeBlob: through the large-blob array, read and written by python-fido2's LargeBlobs (zlib)
+# --------------------------------------------------------------------------
+
+
+def test_an_added_large_blob_is_read_by_python_fido2(sim):
+    from fido2.ctap2.blob import LargeBlobs
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    blob = b"certificate bundle " * 40
+    with sim.control() as ctl:
+        ctl.request("addCredential", credentialId=b64url(b"blob-cred"), isResidentCredential=True,
+                    rpId="example.com", privateKey=b64url(pkcs8(key)), userHandle=b64url(b"u1"),
+                    largeBlob=b64url(blob))
+        listed = ctl.get_credentials()
+    assert listed[0]["largeBlob"] == b64url(blob)
+    ctap2 = Ctap2(sim.device())
+    assertion = ctap2.get_assertion("example.com", new_cdh(), extensions={"largeBlobKey": True})
+    assert assertion.large_blob_key and len(assertion.large_blob_key) == 32
+    assert LargeBlobs(ctap2).get_blob(assertion.large_blob_key) == blob
+
+
+def test_a_blob_written_by_python_fido2_shows_in_get_credentials(sim):
+    from fido2.ctap2.blob import LargeBlobs
+
+    ctap2 = Ctap2(sim.device())
+    made = ctap2.make_credential(new_cdh(), RP, user("blobby"), ES256, options={"rk": True},
+                                 extensions={"largeBlobKey": True})
+    data = bytes(range(256)) * 8 + b"compressible " * 100  # zlib makes dynamic-Huffman blocks of this
+    LargeBlobs(ctap2).put_blob(made.large_blob_key, data)
+    with sim.control() as ctl:
+        listed = {c["userName"]: c for c in ctl.request("getCredentials")["credentials"]}
+    assert listed["blobby"]["largeBlob"] == b64url(data)
+
+
+def test_a_large_blob_needs_a_resident_credential(sim):
+    key = ec.generate_private_key(ec.SECP256R1())
+    with sim.control() as ctl:
+        with pytest.raises(ControlError) as refused:
+            ctl.request("addCredential", credentialId=b64url(b"x"), isResidentCredential=False, rpId="example.com",
+                        privateKey=b64url(pkcs8(key)), largeBlob=b64url(b"blob"))
+        assert refused.value.code == "invalid-params"
+        with pytest.raises(ControlError) as full:
+            ctl.request("addCredential", credentialId=b64url(b"y"), isResidentCredential=True, rpId="example.com",
+                        privateKey=b64url(pkcs8(key)), userHandle=b64url(b"u"), largeBlob=b64url(os.urandom(5000)))
+        assert full.value.code == "failed" and "largeBlobStorageFull" in full.value.message
+        assert ctl.get_credentials() == []
