@@ -194,8 +194,8 @@ extension Authenticator {
         if plan.userVerified { flags.insert(.userVerified) }
         let authData = AuthenticatorData.make(
             rpIdHash: plan.rpIdHash, flags: flags, signCount: counter, extensions: outputs)
-        let signature = try Self.sign(
-            authData + plan.clientDataHash, with: candidate.privateKey, algorithm: candidate.algorithm)
+        let signature = try signingKeys.key(id: candidate.id, raw: candidate.privateKey, algorithm: candidate.algorithm)
+            .sign(authData + plan.clientDataHash)
         var response: [CBORValue: CBORValue] = [
             .unsigned(1): ["id": .byteString(candidate.id), "type": "public-key"],
             .unsigned(2): .byteString(authData),

@@ -161,7 +161,8 @@ extension Authenticator {
 
     /// Creates the credential after the touch: key, id, storage, counter, extensions, attestation.
     mutating func finishMakeCredential(_ plan: MakeCredentialPlan) throws(CTAPError) -> CBORValue {
-        var rawKey = newPrivateKey(plan.algorithm)
+        let signingKey = try newSigningKey(plan.algorithm)
+        var rawKey = signingKey.raw
         defer { wipe(&rawKey) }
         let ext = plan.extensions
         let credProtect = ext.credProtect ?? .optional
@@ -170,6 +171,7 @@ extension Authenticator {
                 isResident: plan.resident, privateKey: rawKey, algorithm: plan.algorithm, credProtect: credProtect,
                 hmacSecret: ext.hmacSecret, thirdPartyPayment: ext.thirdPartyPayment),
             rpIdHash: plan.rpIdHash, key: sealingKey, nonce: entropy.bytes(12))
+        signingKeys.insert(id: credentialId, raw: rawKey, key: signingKey)
         var outputs: [CBORValue: CBORValue] = [:]
         if let level = ext.credProtect { outputs[.textString(ExtensionName.credProtect)] = CBORValue(Int(level.rawValue)) }
         if ext.hmacSecret { outputs[.textString(ExtensionName.hmacSecret)] = true }
@@ -210,7 +212,7 @@ extension Authenticator {
         let authData = AuthenticatorData.make(
             rpIdHash: plan.rpIdHash, flags: flags, signCount: counter,
             attestedCredential: (
-                configuration.aaguid, credentialId, try Self.publicKey(of: rawKey, algorithm: plan.algorithm).encoded()
+                configuration.aaguid, credentialId, signingKey.coseKey.encoded()
             ),
             extensions: outputs)
         let format: String
@@ -221,16 +223,20 @@ extension Authenticator {
         } else if plan.enterpriseAttestation, let ea = storage.enterpriseAttestationKey {
             // Enterprise attestation: packed, signed by the device's attestation key, its certificate in x5c.
             format = "packed"
-            let signature = try Self.sign(authData + plan.clientDataHash, with: ea.privateKey)
+            let signature = try signingKeys.key(
+                id: SigningKeyCache.enterpriseAttestationId, raw: ea.privateKey, algorithm: .es256
+            ).sign(authData + plan.clientDataHash)
             statement = ["alg": -7, "sig": .byteString(signature), "x5c": [.byteString(ea.certificate)]]
         } else if let batch = storage.batchAttestation {
             // Batch attestation, once provisioned: packed, signed by the batch key, the leaf certificate in x5c.
             format = "packed"
-            let signature = try Self.sign(authData + plan.clientDataHash, with: batch.privateKey)
+            let signature = try signingKeys.key(
+                id: SigningKeyCache.batchAttestationId, raw: batch.privateKey, algorithm: .es256
+            ).sign(authData + plan.clientDataHash)
             statement = ["alg": -7, "sig": .byteString(signature), "x5c": [.byteString(batch.certificate)]]
         } else {
             format = "packed"
-            let signature = try Self.sign(authData + plan.clientDataHash, with: rawKey, algorithm: plan.algorithm)
+            let signature = try signingKey.sign(authData + plan.clientDataHash)
             statement = ["alg": CBORValue(plan.algorithm.rawValue), "sig": .byteString(signature)]
         }
         var response: [CBORValue: CBORValue] = [

@@ -18,6 +18,7 @@ extension Authenticator {
         largeBlobWrite = nil
         enrollment = nil
         createdCredentials.removeAll()
+        signingKeys.removeAll()
         pinUv = PinUvState(entropy: &entropy)
         return [CTAPStatus.ok.rawValue]
     }

@@ -143,7 +143,9 @@ extension Authenticator {
         let publicKey = Array(key.publicKey.x963Representation)
         lastActivity = CredentialActivity(rpId: nil, credentialId: keyHandle)
         let signed = [0x00] + request.application + request.challenge + keyHandle + publicKey
-        let signature = try Self.sign(signed, with: attestation.privateKey)
+        let signature = try signingKeys.key(
+            id: SigningKeyCache.u2fAttestationId, raw: attestation.privateKey, algorithm: .es256
+        ).sign(signed)
         return [0x05] + publicKey + [UInt8(keyHandle.count)] + keyHandle + attestation.certificate + signature
             + U2FStatus.noError.bytes
     }
@@ -155,8 +157,8 @@ extension Authenticator {
         lastActivity = CredentialActivity(rpId: nil, credentialId: request.keyHandle)
         let flags: UInt8 = userPresent ? 0x01 : 0x00
         let counterBytes = AuthenticatorData.bigEndian(counter)
-        let signature = try Self.sign(
-            request.application + [flags] + counterBytes + request.challenge, with: request.privateKey)
+        let signature = try signingKeys.key(id: request.keyHandle, raw: request.privateKey, algorithm: .es256)
+            .sign(request.application + [flags] + counterBytes + request.challenge)
         return [flags] + counterBytes + signature + U2FStatus.noError.bytes
     }
 }

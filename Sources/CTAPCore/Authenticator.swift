@@ -83,6 +83,8 @@ public struct Authenticator: Sendable {
     var createdCredentials: [CreatedCredential] = []
     /// The credential the last request made or used, if any (for the control plane's events).
     public internal(set) var lastActivity: CredentialActivity?
+    /// The signing keys of the credentials used last (RAM only).
+    var signingKeys = SigningKeyCache()
     /// A fault injected by the control plane: KEY_STORE_FULL once this many credentials are stored.
     public var storedCredentialLimit: Int?
 
@@ -131,6 +133,7 @@ public struct Authenticator: Sendable {
         credentialEnumeration = nil
         largeBlobWrite = nil
         enrollment = nil
+        signingKeys.removeAll()
         powerUpTime = now
         pinUv = PinUvState(entropy: &entropy)
     }
@@ -272,11 +275,14 @@ public struct Authenticator: Sendable {
         try storage.setU2FAttestation(privateKey: Array(key.rawRepresentation), certificate: certificate)
     }
 
-    /// A fresh private key of `algorithm` (a P-256 scalar or an Ed25519 seed) from the injected entropy.
-    mutating func newPrivateKey(_ algorithm: CredentialAlgorithm) -> [UInt8] {
+    /// A fresh key of `algorithm` from the injected entropy.
+    mutating func newSigningKey(_ algorithm: CredentialAlgorithm) throws(CTAPError) -> SigningKey {
         switch algorithm {
-        case .es256: Array(newPrivateKey().rawRepresentation)
-        case .edDSA: entropy.bytes(32)
+        case .es256: return .p256(newPrivateKey())
+        case .edDSA:
+            var seed = entropy.bytes(32)
+            defer { wipe(&seed) }
+            return try SigningKey(raw: seed, algorithm: .edDSA)
         }
     }
 

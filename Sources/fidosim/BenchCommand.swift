@@ -260,7 +260,7 @@ struct UDPBench {
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
         process.arguments = [
             "serve", "--transport", "udp", "--port", String(port), "--flash", flash, "--presence-delay", "0",
-            "--log-level", "error",
+            "--log-level", "error", "--control", "off",
         ]
         process.standardOutput = FileHandle.nullDevice
         let clock = ContinuousClock()

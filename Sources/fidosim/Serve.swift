@@ -271,6 +271,17 @@ struct Serve: ParsableCommand {
             printError("fidosim: \(error)")
             throw ExitCode(1)
         }
+        // The control socket exists before the device appears, so a client that sees the device can connect.
+        var server: ControlServer?
+        if spec.control != "off" {
+            do {
+                server = try ControlServer(path: spec.control)
+            } catch {
+                printError("fidosim: \(error)")
+                throw ExitCode(1)
+            }
+            printLine("fidosim: control socket \(spec.control)")
+        }
         let device: any ReportTransport
         do {
             if chosen == .uhid {
@@ -316,16 +327,6 @@ struct Serve: ParsableCommand {
             configuration: CTAPHIDConfiguration(capabilities: capabilities),
             channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
         let key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
-        var server: ControlServer?
-        if spec.control != "off" {
-            do {
-                server = try ControlServer(path: spec.control)
-            } catch {
-                printError("fidosim: \(error)")
-                throw ExitCode(1)
-            }
-            printLine("fidosim: control socket \(spec.control)")
-        }
         var named = several ? "key \(spec.name), " : ""
         if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
         printLine(

@@ -163,6 +163,20 @@ class Simulator:
 
     # -- helpers for tests -------------------------------------------------
 
+    def replugged(self) -> None:
+        """After a power cycle made some other way (the control socket): forget the devices and, over uhid, wait
+        for the hidraw node to go and come back."""
+        for dev in self._devices:
+            try:
+                dev.close()
+            except Exception:
+                pass
+        self._devices.clear()
+        self._hidraw_connection = None
+        if TRANSPORT == "uhid":
+            self._wait_for_hidraw(present=False, total=2.0)
+            assert self._wait_for_hidraw(present=True, total=10.0), "key did not come back after power cycle"
+
     def control(self):
         """A new connection to this key's control socket."""
         from fidosim_control import FidosimControl

@@ -204,6 +204,7 @@ def test_power_cycle_lifts_the_three_wrong_pins_block(sim):
         ctl.subscribe()
         ctl.power_cycle()
         assert ctl.wait_for_event(lambda e: e["event"] == "powerCycle")
+    sim.replugged()
     assert ClientPin(Ctap2(sim.device())).get_pin_token("12345678")
 
 

@@ -1,0 +1,92 @@
+import CTAPCBOR
+import Crypto
+
+/// A credential's private key as swift-crypto holds it, ready to sign.
+///
+/// Making one from raw bytes derives the public key (a scalar multiplication, as costly as a signature), so the
+/// authenticator keeps the keys it used last in a ``SigningKeyCache`` instead of rebuilding them per request.
+enum SigningKey: Sendable {
+    case p256(P256.Signing.PrivateKey)
+    case ed25519(Curve25519.Signing.PrivateKey)
+
+    init(raw: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) {
+        do {
+            switch algorithm {
+            case .es256: self = .p256(try P256.Signing.PrivateKey(rawRepresentation: raw))
+            case .edDSA: self = .ed25519(try Curve25519.Signing.PrivateKey(rawRepresentation: raw))
+            }
+        } catch {
+            throw CTAPError(.other, "a stored private key is invalid: \(error)")
+        }
+    }
+
+    /// The raw private key: a P-256 scalar or an Ed25519 seed.
+    var raw: [UInt8] {
+        switch self {
+        case .p256(let key): Array(key.rawRepresentation)
+        case .ed25519(let key): Array(key.rawRepresentation)
+        }
+    }
+
+    /// The COSE_Key of the public key.
+    var coseKey: CBORValue {
+        switch self {
+        case .p256(let key): COSEKey.es256(key.publicKey)
+        case .ed25519(let key): COSEKey.edDSA(key.publicKey)
+        }
+    }
+
+    /// A DER ECDSA signature for ES256, a 64-byte Ed25519 signature for EdDSA.
+    func sign(_ data: [UInt8]) throws(CTAPError) -> [UInt8] {
+        do {
+            switch self {
+            case .p256(let key): return Array(try key.signature(for: data).derRepresentation)
+            case .ed25519(let key): return Array(try key.signature(for: data))
+            }
+        } catch {
+            throw CTAPError(.other, "signing failed: \(error)")
+        }
+    }
+}
+
+/// The signing keys of the credentials used last, by credential id (RAM only; cleared by power cycle and reset).
+struct SigningKeyCache: Sendable {
+    static let capacity = 64
+
+    struct Entry: Sendable {
+        var raw: [UInt8]
+        var key: SigningKey
+    }
+
+    var entries: [[UInt8]: Entry] = [:]
+    var order: [[UInt8]] = []
+
+    /// The key for credential `id` whose raw key is `raw`; built and remembered when missing or different.
+    mutating func key(id: [UInt8], raw: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> SigningKey {
+        if let entry = entries[id], constantTimeEqual(entry.raw, raw) { return entry.key }
+        let key = try SigningKey(raw: raw, algorithm: algorithm)
+        if entries.updateValue(Entry(raw: raw, key: key), forKey: id) == nil {
+            order.append(id)
+            if order.count > Self.capacity { entries[order.removeFirst()] = nil }
+        }
+        return key
+    }
+
+    /// Remembers a key just made (its raw form is `raw`).
+    mutating func insert(id: [UInt8], raw: [UInt8], key: SigningKey) {
+        if entries.updateValue(Entry(raw: raw, key: key), forKey: id) == nil {
+            order.append(id)
+            if order.count > Self.capacity { entries[order.removeFirst()] = nil }
+        }
+    }
+
+    /// Cache ids of the attestation keys (they never collide with a credential's: the raw key is compared too).
+    static let batchAttestationId = Array("fidosim batch attestation key".utf8)
+    static let enterpriseAttestationId = Array("fidosim enterprise attestation key".utf8)
+    static let u2fAttestationId = Array("fidosim U2F attestation key".utf8)
+
+    mutating func removeAll() {
+        entries.removeAll()
+        order.removeAll()
+    }
+}
