@@ -257,8 +257,8 @@ extension Authenticator {
     /// A credential of this key for `rpIdHash` with the given id, or nil.
     ///
     /// A discoverable credential's id only counts while the credential is still stored.
-    func lookUp(_ id: [UInt8], rpIdHash: [UInt8]) -> AssertionCandidate? {
-        guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else {
+    mutating func lookUp(_ id: [UInt8], rpIdHash: [UInt8]) -> AssertionCandidate? {
+        guard let contents = openedIds.contents(id: id, rpIdHash: rpIdHash, sealingKey: sealingKey) else {
             // A credential imported through the control plane keeps the id it came with.
             guard let imported = storage.residentCredential(id: id), imported.rpIdHash == rpIdHash else { return nil }
             return AssertionCandidate(imported)

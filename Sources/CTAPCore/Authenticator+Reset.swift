@@ -19,6 +19,7 @@ extension Authenticator {
         enrollment = nil
         createdCredentials.removeAll()
         signingKeys.removeAll()
+        openedIds.removeAll()
         pinUv = PinUvState(entropy: &entropy)
         return [CTAPStatus.ok.rawValue]
     }

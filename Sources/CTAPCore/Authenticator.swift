@@ -85,6 +85,8 @@ public struct Authenticator: Sendable {
     public internal(set) var lastActivity: CredentialActivity?
     /// The signing keys of the credentials used last (RAM only).
     var signingKeys = SigningKeyCache()
+    /// Credential ids opened last (RAM only).
+    var openedIds = OpenedIdCache()
     /// A fault injected by the control plane: KEY_STORE_FULL once this many credentials are stored.
     public var storedCredentialLimit: Int?
 
@@ -134,6 +136,7 @@ public struct Authenticator: Sendable {
         largeBlobWrite = nil
         enrollment = nil
         signingKeys.removeAll()
+        openedIds.removeAll()
         powerUpTime = now
         pinUv = PinUvState(entropy: &entropy)
     }

@@ -49,6 +49,38 @@ enum SigningKey: Sendable {
     }
 }
 
+/// The contents of the credential ids opened last, with the rpIdHash they opened for (RAM only; cleared by power
+/// cycle and reset, when the sealing key changes). Opening an id is an AES-GCM key schedule and decryption.
+struct OpenedIdCache: Sendable {
+    static let capacity = 64
+
+    struct Entry: Sendable {
+        var rpIdHash: [UInt8]
+        var contents: CredentialID.Contents
+    }
+
+    var entries: [[UInt8]: Entry] = [:]
+    var order: [[UInt8]] = []
+
+    /// What `id` holds when it opens for `rpIdHash`, or nil (ids that do not open are not remembered).
+    mutating func contents(id: [UInt8], rpIdHash: [UInt8], sealingKey: SymmetricKey) -> CredentialID.Contents? {
+        if let entry = entries[id] {
+            // An id opens for one rpIdHash only (it is the associated data).
+            return entry.rpIdHash == rpIdHash ? entry.contents : nil
+        }
+        guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else { return nil }
+        entries[id] = Entry(rpIdHash: rpIdHash, contents: contents)
+        order.append(id)
+        if order.count > Self.capacity { entries[order.removeFirst()] = nil }
+        return contents
+    }
+
+    mutating func removeAll() {
+        entries.removeAll()
+        order.removeAll()
+    }
+}
+
 /// The signing keys of the credentials used last, by credential id (RAM only; cleared by power cycle and reset).
 struct SigningKeyCache: Sendable {
     static let capacity = 64

@@ -15,6 +15,19 @@ struct BenchCommand: ParsableCommand {
 
     @Option(help: "Seconds per measurement.") var seconds: Double = 2
 
+    @Option(
+        help: ArgumentHelp(
+            "Only the raw row and one other, to profile it: get-assertion (in process) or udp "
+                + "(perf record -g fidosim bench --only get-assertion; perf record -p on the serve child for udp).",
+            valueName: "row"))
+    var only: String?
+
+    func validate() throws {
+        if let only, only != "get-assertion" && only != "udp" {
+            throw ValidationError("--only takes get-assertion or udp")
+        }
+    }
+
     struct Row {
         var name: String
         var perSecond: Double
@@ -27,11 +40,26 @@ struct BenchCommand: ParsableCommand {
             _ = try Self.rawKey.signature(for: Self.message)
         }
         var rows = [raw]
+        if only == "udp" {
+            var udp = try UDPBench()
+            let udpCredential = try udp.stopping { try $0.makeCredential() }
+            printLine("udp server pid \(udp.process.processIdentifier)")
+            rows.append(measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
+                try udp.getAssertion(credential: udpCredential)
+            })
+            udp.stop()
+            for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
+            return
+        }
         var key = try BenchKey()
         let credential = try key.makeCredential(resident: false)
         rows.append(measure(name: "getAssertion in process (allowList, up=false)") {
             try key.getAssertion(credential: credential)
         })
+        if only == "get-assertion" {
+            for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
+            return
+        }
         rows.append(measure(name: "makeCredential in process (non-discoverable)") {
             _ = try key.makeCredential(resident: false)
         })
@@ -41,7 +69,7 @@ struct BenchCommand: ParsableCommand {
             try hid.getAssertion(credential: hidCredential)
         })
         var udp = try UDPBench()
-        let udpCredential = try udp.makeCredential()
+        let udpCredential = try udp.stopping { try $0.makeCredential() }
         rows.append(measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
             try udp.getAssertion(credential: udpCredential)
         })
@@ -109,6 +137,20 @@ struct BenchError: Error, CustomStringConvertible {
     var description: String
 }
 
+/// The last getAssertion request built, so that the measured loops send bytes made once (as a client would).
+final class GetAssertionMemo {
+    var credential: [UInt8] = []
+    var bytes: [UInt8] = []
+
+    func request(_ credential: [UInt8]) -> [UInt8] {
+        if credential != self.credential {
+            self.credential = credential
+            bytes = BenchRequests.getAssertion(credential: credential)
+        }
+        return bytes
+    }
+}
+
 /// Requests shared by the benchmarks.
 enum BenchRequests {
     static func makeCredential(resident: Bool, user: Int) -> [UInt8] {
@@ -143,6 +185,7 @@ enum BenchRequests {
 /// The authenticator alone, in memory.
 struct BenchKey {
     var authenticator: Authenticator
+    let memo = GetAssertionMemo()
     var users = 0
 
     init(authenticator: Authenticator) {
@@ -164,7 +207,7 @@ struct BenchKey {
     }
 
     mutating func getAssertion(credential: [UInt8]) throws {
-        guard case .response(let bytes) = authenticator.handleCBOR(BenchRequests.getAssertion(credential: credential), now: .zero),
+        guard case .response(let bytes) = authenticator.handleCBOR(memo.request(credential), now: .zero),
             bytes.first == 0
         else { throw BenchError(description: "getAssertion failed") }
     }
@@ -209,6 +252,7 @@ struct HIDAssembler {
 /// The whole key (CTAPHID + authenticator) in process.
 struct BenchVirtualKey {
     var key: VirtualKey
+    let memo = GetAssertionMemo()
     let channel: UInt32 = 0x1234_5678
 
     init() throws {
@@ -237,7 +281,7 @@ struct BenchVirtualKey {
     }
 
     mutating func getAssertion(credential: [UInt8]) throws {
-        guard try call(BenchRequests.getAssertion(credential: credential)).first == 0 else {
+        guard try call(memo.request(credential)).first == 0 else {
             throw BenchError(description: "getAssertion failed")
         }
     }
@@ -245,6 +289,7 @@ struct BenchVirtualKey {
 
 /// `fidosim serve` in a child process, driven over UDP from this process.
 struct UDPBench {
+    let memo = GetAssertionMemo()
     let process: Process
     let socket: UDPTransport
     let port: UInt16
@@ -290,6 +335,7 @@ struct UDPBench {
     }
 
     func exchange(command: CTAPHIDCommand, payload: [UInt8], on cid: UInt32, timeoutMs: Int = 2000) throws -> [UInt8] {
+        // A whole request in one sendmmsg, as fidosim answers: one wake-up each way.
         for report in CTAPHIDMachine.reports(channel: cid, command: command, payload: payload) {
             try socket.sendTo(port: port, report)
         }
@@ -314,9 +360,19 @@ struct UDPBench {
     }
 
     func getAssertion(credential: [UInt8]) throws {
-        guard try exchange(command: .cbor, payload: BenchRequests.getAssertion(credential: credential), on: channel)
+        guard try exchange(command: .cbor, payload: memo.request(credential), on: channel)
             .first == 0
         else { throw BenchError(description: "getAssertion failed") }
+    }
+
+    /// Runs `body`; when it throws, the server process is stopped before the error goes on.
+    mutating func stopping<T>(_ body: (inout UDPBench) throws -> T) throws -> T {
+        do {
+            return try body(&self)
+        } catch {
+            stop()
+            throw error
+        }
     }
 
     func stop() {
