@@ -281,7 +281,7 @@ public struct Authenticator: Sendable {
     /// A fresh key of `algorithm` from the injected entropy.
     mutating func newSigningKey(_ algorithm: CredentialAlgorithm) throws(CTAPError) -> SigningKey {
         switch algorithm {
-        case .es256: return .p256(newPrivateKey())
+        case .es256: return SigningKey(newPrivateKey())
         case .edDSA:
             var seed = entropy.bytes(32)
             defer { wipe(&seed) }

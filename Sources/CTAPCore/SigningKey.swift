@@ -5,15 +5,19 @@ import Crypto
 ///
 /// Making one from raw bytes derives the public key (a scalar multiplication, as costly as a signature), so the
 /// authenticator keeps the keys it used last in a ``SigningKeyCache`` instead of rebuilding them per request.
-enum SigningKey: Sendable {
-    case p256(P256.Signing.PrivateKey)
-    case ed25519(Curve25519.Signing.PrivateKey)
+/// (A struct of two optionals rather than an enum: a multi-payload enum keeps its case in the references' spare
+/// bits, which LeakSanitizer then cannot follow.)
+struct SigningKey: Sendable {
+    private var p256: P256.Signing.PrivateKey?
+    private var ed25519: Curve25519.Signing.PrivateKey?
+
+    init(_ key: P256.Signing.PrivateKey) { p256 = key }
 
     init(raw: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) {
         do {
             switch algorithm {
-            case .es256: self = .p256(try P256.Signing.PrivateKey(rawRepresentation: raw))
-            case .edDSA: self = .ed25519(try Curve25519.Signing.PrivateKey(rawRepresentation: raw))
+            case .es256: p256 = try P256.Signing.PrivateKey(rawRepresentation: raw)
+            case .edDSA: ed25519 = try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
             }
         } catch {
             throw CTAPError(.other, "a stored private key is invalid: \(error)")
@@ -22,30 +26,25 @@ enum SigningKey: Sendable {
 
     /// The raw private key: a P-256 scalar or an Ed25519 seed.
     var raw: [UInt8] {
-        switch self {
-        case .p256(let key): Array(key.rawRepresentation)
-        case .ed25519(let key): Array(key.rawRepresentation)
-        }
+        if let p256 { return Array(p256.rawRepresentation) }
+        return ed25519.map { Array($0.rawRepresentation) } ?? []
     }
 
     /// The COSE_Key of the public key.
     var coseKey: CBORValue {
-        switch self {
-        case .p256(let key): COSEKey.es256(key.publicKey)
-        case .ed25519(let key): COSEKey.edDSA(key.publicKey)
-        }
+        if let p256 { return COSEKey.es256(p256.publicKey) }
+        return ed25519.map { COSEKey.edDSA($0.publicKey) } ?? .null
     }
 
     /// A DER ECDSA signature for ES256, a 64-byte Ed25519 signature for EdDSA.
     func sign(_ data: [UInt8]) throws(CTAPError) -> [UInt8] {
         do {
-            switch self {
-            case .p256(let key): return Array(try key.signature(for: data).derRepresentation)
-            case .ed25519(let key): return Array(try key.signature(for: data))
-            }
+            if let p256 { return Array(try p256.signature(for: data).derRepresentation) }
+            if let ed25519 { return Array(try ed25519.signature(for: data)) }
         } catch {
             throw CTAPError(.other, "signing failed: \(error)")
         }
+        throw CTAPError(.other, "no key to sign with")
     }
 }
 

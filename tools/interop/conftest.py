@@ -138,13 +138,7 @@ class Simulator:
 
     def stop(self) -> int | None:
         """SIGTERM, wait; returns the exit code (None if it had to be killed)."""
-        for dev in self._devices:
-            try:
-                dev.close()
-            except Exception:
-                pass
-        self._devices.clear()
-        self._hidraw_connection = None
+        self._forget_devices()
         if self.process is None:
             return None
         if self.process.poll() is not None:
@@ -163,9 +157,7 @@ class Simulator:
 
     # -- helpers for tests -------------------------------------------------
 
-    def replugged(self) -> None:
-        """After a power cycle made some other way (the control socket): forget the devices and, over uhid, wait
-        for the hidraw node to go and come back."""
+    def _forget_devices(self) -> None:
         for dev in self._devices:
             try:
                 dev.close()
@@ -173,6 +165,11 @@ class Simulator:
                 pass
         self._devices.clear()
         self._hidraw_connection = None
+
+    def replugged(self) -> None:
+        """After a power cycle made some other way (the control socket): forget the devices and, over uhid, wait
+        for the hidraw node to go and come back."""
+        self._forget_devices()
         if TRANSPORT == "uhid":
             self._wait_for_hidraw(present=False, total=2.0)
             assert self._wait_for_hidraw(present=True, total=10.0), "key did not come back after power cycle"
@@ -222,19 +219,12 @@ class Simulator:
         return dev
 
     def power_cycle(self) -> None:
-        for dev in self._devices:
-            try:
-                dev.close()
-            except Exception:
-                pass
-        self._devices.clear()
-        self._hidraw_connection = None
         if TRANSPORT == "uhid":
-            self.process.send_signal(signal.SIGUSR1)
             # The hidraw node goes away and comes back; wait for the new one.
-            self._wait_for_hidraw(present=False, total=2.0)
-            assert self._wait_for_hidraw(present=True, total=10.0), "key did not come back after power cycle"
+            self.process.send_signal(signal.SIGUSR1)
+            self.replugged()
         else:
+            self._forget_devices()
             power_cycle(self.host, self.port)
         assert self.process.poll() is None, (
             f"fidosim exited after power cycle:\n{self.stderr()}"
