@@ -40,7 +40,8 @@ enum ServeConfig {
                 throw ValidationError("\(at): \"name\" must be a word without '/'")
             }
             spec.name = name
-            spec.flash = try text("flash") ?? KeyFiles.defaultImagePath(name: name)
+            // `--flash memory` on the command line holds for every key without its own; an image is per key.
+            spec.flash = try text("flash") ?? (base.flash == "memory" ? "memory" : KeyFiles.defaultImagePath(name: name))
             spec.control = try text("control") ?? KeyFiles.defaultControlPath(name: name)
             spec.serial = try text("serial") ?? (base.serial.map { "\($0)-\(i + 1)" })
             spec.trace = try text("trace")

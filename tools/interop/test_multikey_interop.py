@@ -126,11 +126,12 @@ def test_a_config_file_names_each_key(tmp_path):
          "--config", str(config), "--presence-delay", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    ports = []
+    ports, flashes = [], {}
     for line in process.stdout:
-        match = re.search(r"serving a virtual key on udp 127\.0\.0\.1:(\d+) \(key (\w+),", line)
+        match = re.search(r"serving a virtual key on udp 127\.0\.0\.1:(\d+) \(key (\w+), flash: ([^,]+),", line)
         if match:
             ports.append((match.group(2), int(match.group(1))))
+            flashes[match.group(2)] = match.group(3)
         if len(ports) == 2:
             break
     try:
@@ -142,6 +143,8 @@ def test_a_config_file_names_each_key(tmp_path):
                           Ctap2(open_udp_device("127.0.0.1", ports[1][1])).make_credential,
                           new_cdh(), RP, user("a"), ES256)
         assert (tmp_path / "backup.img").exists()
+        # The key without an image of its own took the command line's --flash memory.
+        assert flashes == {"primary": "memory", "backup": str(tmp_path / "backup.img")}
         with FidosimControl(path=str(tmp_path / "backup.sock")) as backup:
             assert backup.status()["presence"].startswith("deny")
     finally:
