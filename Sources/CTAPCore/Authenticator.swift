@@ -291,32 +291,7 @@ public struct Authenticator: Sendable {
 
     /// The COSE_Key of the public key that belongs to a raw private key.
     static func publicKey(of rawKey: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> CBORValue {
-        do {
-            switch algorithm {
-            case .es256: return COSEKey.es256(try P256.Signing.PrivateKey(rawRepresentation: rawKey).publicKey)
-            case .edDSA: return COSEKey.edDSA(try Curve25519.Signing.PrivateKey(rawRepresentation: rawKey).publicKey)
-            }
-        } catch {
-            throw CTAPError(.other, "a stored private key is invalid: \(error)")
-        }
-    }
-
-    /// Signs `data`: a DER ECDSA signature for ES256, a 64-byte Ed25519 signature for EdDSA.
-    static func sign(
-        _ data: [UInt8], with rawKey: [UInt8], algorithm: CredentialAlgorithm = .es256
-    ) throws(CTAPError) -> [UInt8] {
-        do {
-            switch algorithm {
-            case .es256:
-                let key = try P256.Signing.PrivateKey(rawRepresentation: rawKey)
-                return Array(try key.signature(for: data).derRepresentation)
-            case .edDSA:
-                let key = try Curve25519.Signing.PrivateKey(rawRepresentation: rawKey)
-                return Array(try key.signature(for: data))
-            }
-        } catch {
-            throw CTAPError(.other, "signing failed: \(error)")
-        }
+        try SigningKey(raw: rawKey, algorithm: algorithm).coseKey
     }
 }
 

@@ -48,30 +48,20 @@ struct SigningKey: Sendable {
     }
 }
 
-/// The contents of the credential ids opened last, with the rpIdHash they opened for (RAM only; cleared by power
-/// cycle and reset, when the sealing key changes). Opening an id is an AES-GCM key schedule and decryption.
-struct OpenedIdCache: Sendable {
-    static let capacity = 64
+/// The last `capacity` values stored by credential id, oldest dropped first (RAM only).
+struct CredentialLRU<Value: Sendable>: Sendable {
+    static var capacity: Int { 64 }
 
-    struct Entry: Sendable {
-        var rpIdHash: [UInt8]
-        var contents: CredentialID.Contents
-    }
-
-    var entries: [[UInt8]: Entry] = [:]
+    var entries: [[UInt8]: Value] = [:]
     var order: [[UInt8]] = []
 
-    /// What `id` holds when it opens for `rpIdHash`, or nil (ids that do not open are not remembered).
-    mutating func contents(id: [UInt8], rpIdHash: [UInt8], sealingKey: SymmetricKey) -> CredentialID.Contents? {
-        if let entry = entries[id] {
-            // An id opens for one rpIdHash only (it is the associated data).
-            return entry.rpIdHash == rpIdHash ? entry.contents : nil
+    subscript(id: [UInt8]) -> Value? { entries[id] }
+
+    mutating func insert(_ value: Value, for id: [UInt8]) {
+        if entries.updateValue(value, forKey: id) == nil {
+            order.append(id)
+            if order.count > Self.capacity { entries[order.removeFirst()] = nil }
         }
-        guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else { return nil }
-        entries[id] = Entry(rpIdHash: rpIdHash, contents: contents)
-        order.append(id)
-        if order.count > Self.capacity { entries[order.removeFirst()] = nil }
-        return contents
     }
 
     mutating func removeAll() {
@@ -80,35 +70,40 @@ struct OpenedIdCache: Sendable {
     }
 }
 
-/// The signing keys of the credentials used last, by credential id (RAM only; cleared by power cycle and reset).
-struct SigningKeyCache: Sendable {
-    static let capacity = 64
+/// The contents of the credential ids opened last, with the rpIdHash they opened for (cleared by power cycle and
+/// reset, when the sealing key changes). Opening an id is an AES-GCM key schedule and decryption.
+struct OpenedIdCache: Sendable {
+    var opened = CredentialLRU<(rpIdHash: [UInt8], contents: CredentialID.Contents)>()
 
-    struct Entry: Sendable {
-        var raw: [UInt8]
-        var key: SigningKey
+    /// What `id` holds when it opens for `rpIdHash`, or nil (ids that do not open are not remembered).
+    mutating func contents(id: [UInt8], rpIdHash: [UInt8], sealingKey: SymmetricKey) -> CredentialID.Contents? {
+        if let entry = opened[id] {
+            // An id opens for one rpIdHash only (it is the associated data).
+            return entry.rpIdHash == rpIdHash ? entry.contents : nil
+        }
+        guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else { return nil }
+        opened.insert((rpIdHash, contents), for: id)
+        return contents
     }
 
-    var entries: [[UInt8]: Entry] = [:]
-    var order: [[UInt8]] = []
+    mutating func removeAll() { opened.removeAll() }
+}
+
+/// The signing keys of the credentials used last, by credential id (cleared by power cycle and reset).
+struct SigningKeyCache: Sendable {
+    var keys = CredentialLRU<(raw: [UInt8], key: SigningKey)>()
 
     /// The key for credential `id` whose raw key is `raw`; built and remembered when missing or different.
     mutating func key(id: [UInt8], raw: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> SigningKey {
-        if let entry = entries[id], constantTimeEqual(entry.raw, raw) { return entry.key }
+        if let entry = keys[id], constantTimeEqual(entry.raw, raw) { return entry.key }
         let key = try SigningKey(raw: raw, algorithm: algorithm)
-        if entries.updateValue(Entry(raw: raw, key: key), forKey: id) == nil {
-            order.append(id)
-            if order.count > Self.capacity { entries[order.removeFirst()] = nil }
-        }
+        keys.insert((raw, key), for: id)
         return key
     }
 
     /// Remembers a key just made (its raw form is `raw`).
     mutating func insert(id: [UInt8], raw: [UInt8], key: SigningKey) {
-        if entries.updateValue(Entry(raw: raw, key: key), forKey: id) == nil {
-            order.append(id)
-            if order.count > Self.capacity { entries[order.removeFirst()] = nil }
-        }
+        keys.insert((raw, key), for: id)
     }
 
     /// Cache ids of the attestation keys (they never collide with a credential's: the raw key is compared too).
@@ -116,8 +111,5 @@ struct SigningKeyCache: Sendable {
     static let enterpriseAttestationId = Array("fidosim enterprise attestation key".utf8)
     static let u2fAttestationId = Array("fidosim U2F attestation key".utf8)
 
-    mutating func removeAll() {
-        entries.removeAll()
-        order.removeAll()
-    }
+    mutating func removeAll() { keys.removeAll() }
 }

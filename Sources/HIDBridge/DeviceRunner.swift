@@ -109,7 +109,7 @@ public final class KeySlot {
     func timeout(cap: Int32) -> Int32 {
         guard let deadline = key.nextDeadline else { return cap }
         let wait = deadline - now
-        let ms = wait <= .zero ? 0 : Int(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000) + 1
+        let ms = wait <= .zero ? 0 : Int(wait.wholeMilliseconds) + 1
         return Int32(min(ms, Int(cap)))
     }
 
@@ -170,7 +170,7 @@ public final class KeySlot {
             logger.error("power cycle: \(error)")
         }
         logger.notice("power cycle: volatile state cleared")
-        publish("powerCycle", [:])
+        publish("powerCycle")
     }
 
     /// Carries out one control command; the ones about the loop itself are handled here.
@@ -198,7 +198,7 @@ public final class KeySlot {
             guard case .success(var status) = key.execute(.status, now: now).result, case .object(var members) = status
             else { return .failure(ControlError(.failed, "status unavailable")) }
             members["transport"] = .string(transport.summary)
-            members["uptimeMs"] = JSONValue(Int64(now.components.seconds) * 1000 + now.components.attoseconds / 1_000_000_000_000_000)
+            members["uptimeMs"] = JSONValue(now.wholeMilliseconds)
             status = .object(members)
             return .success(status)
         default:
@@ -208,11 +208,11 @@ public final class KeySlot {
         }
     }
 
-    /// Sends an event to the control plane's subscribers.
-    func publish(_ name: String, _ fields: [String: JSONValue]) {
+    /// Sends an event to the control plane's subscribers; its fields are built only when someone listens.
+    func publish(_ name: String, _ fields: () -> [String: JSONValue] = { [:] }) {
         guard let control, control.hasSubscribers else { return }
-        var members = fields
-        members["timeMs"] = JSONValue(Int64(now.components.seconds) * 1000 + now.components.attoseconds / 1_000_000_000_000_000)
+        var members = fields()
+        members["timeMs"] = JSONValue(now.wholeMilliseconds)
         control.broadcast(ControlMessage.event(name, members))
     }
 
@@ -239,27 +239,23 @@ public final class KeySlot {
                 tracer?.message(message)
             case .wink:
                 logger.notice("wink")
-                publish("wink", [:])
+                publish("wink")
             case .processed(let record):
                 logger.info("\(record)")
-                var fields: [String: JSONValue] = [
-                    "command": .string(record.command), "status": .string(record.status),
-                    "injected": .boolean(record.injected),
-                ]
-                if let activity = record.activity {
-                    fields["credentialId"] = .string(Base64URL.encode(activity.credentialId))
-                    if let rpId = activity.rpId { fields["rpId"] = .string(rpId) }
-                    if let user = activity.userHandle { fields["userHandle"] = .string(Base64URL.encode(user)) }
+                publish("request") {
+                    var fields: [String: JSONValue] = [
+                        "command": .string(record.command), "status": .string(record.status),
+                        "injected": .boolean(record.injected),
+                    ]
+                    if let activity = record.activity {
+                        fields["credentialId"] = .string(Base64URL.encode(activity.credentialId))
+                        if let rpId = activity.rpId { fields["rpId"] = .string(rpId) }
+                        if let user = activity.userHandle { fields["userHandle"] = .string(Base64URL.encode(user)) }
+                    }
+                    return fields
                 }
-                publish("request", fields)
             case .prompt(let prompt):
-                var fields: [String: JSONValue] = [
-                    "command": .string(prompt.command),
-                    "gesture": .string(prompt.gesture == .fingerprint ? "fingerprint" : "touch"),
-                ]
-                if let rp = prompt.rpId { fields["rpId"] = .string(rp) }
-                if let user = prompt.userName { fields["userName"] = .string(user) }
-                publish("prompt", fields)
+                publish("prompt") { prompt.controlFields }
                 guard case .prompt = key.presence else { continue }
                 let finger = prompt.gesture == .fingerprint
                 var line = "fidosim: \(finger ? "fingerprint" : "touch") requested: \(prompt.command)"
@@ -325,4 +321,9 @@ public func printError(_ line: String) {
     var bytes = Array(line.utf8)
     bytes.append(UInt8(ascii: "\n"))
     _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+}
+
+extension Duration {
+    /// The whole milliseconds in this duration.
+    var wholeMilliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }

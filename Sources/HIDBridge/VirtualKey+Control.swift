@@ -88,8 +88,7 @@ extension VirtualKey {
                 try authenticator.installBatchAttestation(
                     privateKeyPKCS8: key, certificate: certificate, rootCertificate: root)
             } catch {
-                throw error.status == .invalidParameter
-                    ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
+                throw Self.controlError(error)
             }
             return ["attestation": attestationSummary]
         case .powerCycle, .subscribe, .unsubscribe, .trace:
@@ -159,12 +158,8 @@ extension VirtualKey {
         ]
         status["userVerified"] = controls.userVerified.map(JSONValue.boolean) ?? JSONValue.null
         if let prompt = pendingPrompt {
-            var pending: [String: JSONValue] = [
-                "command": .string(prompt.command),
-                "gesture": .string(prompt.gesture == .fingerprint ? "fingerprint" : "touch"),
-            ]
-            pending["rpId"] = prompt.rpId.map(JSONValue.string) ?? JSONValue.null
-            pending["userName"] = prompt.userName.map(JSONValue.string) ?? JSONValue.null
+            var pending = prompt.controlFields
+            for name in ["rpId", "userName"] where pending[name] == nil { pending[name] = JSONValue.null }
             status["pending"] = .object(pending)
         } else {
             status["pending"] = JSONValue.null
@@ -181,9 +176,14 @@ extension VirtualKey {
         do {
             try authenticator.importCredential(credential)
         } catch {
-            throw error.status == .invalidParameter
-                ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
+            throw controlError(error)
         }
+    }
+
+    /// A CTAP error of a control command: INVALID_PARAMETER is the caller's `invalid-params`, anything else `failed`.
+    static func controlError(_ error: CTAPError) -> ControlError {
+        error.status == .invalidParameter
+            ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
     }
 
     /// Which attestation makeCredential gives, with the batch certificates once provisioned.
@@ -218,5 +218,17 @@ extension VirtualKey {
         guard hex.count == 32 else { return hex }
         let c = Array(hex)
         return [c[0..<8], c[8..<12], c[12..<16], c[16..<20], c[20..<32]].map { String($0) }.joined(separator: "-")
+    }
+}
+
+extension PresencePrompt {
+    /// The request waiting for the user, as the control plane shows it (in `status` and `prompt` events).
+    var controlFields: [String: JSONValue] {
+        var fields: [String: JSONValue] = [
+            "command": .string(command), "gesture": .string(gesture == .fingerprint ? "fingerprint" : "touch"),
+        ]
+        if let rpId { fields["rpId"] = .string(rpId) }
+        if let userName { fields["userName"] = .string(userName) }
+        return fields
     }
 }

@@ -208,14 +208,17 @@ struct KeyAccessError: Error, CustomStringConvertible {
 
 struct SocketKeyAccess: KeyAccess {
     let connection: ControlConnection
+    /// Seconds to wait for the response.
+    var timeout: Double = 30
 
     func request(_ command: String, _ params: JSONValue) throws -> JSONValue {
         try connection.send(JSONValue.object(["id": 1, "command": .string(command), "params": params]).encoded)
-        let response = try connection.readMessage(timeout: 30)
+        let response = try connection.readMessage(timeout: timeout)
         guard response["ok"] == true, let result = response["result"] else {
+            let error = response["error"]
             throw KeyAccessError(
                 description:
-                    "\(response["error"]?["code"]?.stringValue ?? "error"): \(response["error"]?["message"]?.stringValue ?? "")")
+                    "\(error?["code"]?.stringValue ?? "error"): \(error?["message"]?.stringValue ?? response.encoded)")
         }
         return result
     }

@@ -109,16 +109,12 @@ struct Ctl: ParsableCommand {
             printError("fidosim ctl: \(error) (is `fidosim serve --name \(name)` running?)")
             throw ExitCode(2)
         }
-        let params = try buildParams()
-        let request = JSONValue.object([
-            "id": 1, "command": .string(commandName), "params": .object(params),
-        ])
-        try connection.send(request.encoded)
-        let response = try connection.readMessage(timeout: 10)
-        guard response["ok"] == true, let result = response["result"] else {
-            let error = response["error"]
-            printError(
-                "fidosim ctl: \(error?["code"]?.stringValue ?? "error"): \(error?["message"]?.stringValue ?? response.encoded)")
+        let result: JSONValue
+        do {
+            result = try SocketKeyAccess(connection: connection, timeout: 10)
+                .request(commandName, .object(try buildParams()))
+        } catch let error as KeyAccessError {
+            printError("fidosim ctl: \(error)")
             throw ExitCode(1)
         }
         if commandName == "subscribe" {
