@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "HIDBridge", targets: ["HIDBridge"]),
         .library(name: "FlashStore", targets: ["FlashStore"]),
         .library(name: "FlashStoreTesting", targets: ["FlashStoreTesting"]),
+        .library(name: "FIDOClient", targets: ["FIDOClient"]),
+        .library(name: "Conformance", targets: ["Conformance"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
@@ -51,6 +53,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .systemLibrary(name: "CUHID", path: "Sources/CUHID"),
+        .systemLibrary(
+            name: "CHIDAPI", path: "Sources/CHIDAPI", pkgConfig: "hidapi-hidraw", providers: [.apt(["libhidapi-dev"])]),
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(
+            name: "FIDOClient",
+            dependencies: [
+                "CTAPCBOR", "CHIDAPI", "COpenSSL",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(name: "Conformance", dependencies: ["FIDOClient", "CTAPCBOR", "ControlProtocol"], swiftSettings: swiftSettings),
         .target(
             name: "CTAPCoreTesting",
             dependencies: ["CTAPCore", "CTAPCBOR", "FlashStore"],
@@ -68,6 +83,7 @@ let package = Package(
             name: "fidosim",
             dependencies: [
                 "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation", "FlashStoreTesting", "CTAPCoreTesting",
+                "FIDOClient", "Conformance",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -13,7 +13,7 @@ struct Fidosim: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Serve.self, Ctl.self, CredentialsCommand.self, AttestationCommand.self, MetadataCommand.self, ProfilesCommand.self, FlashCommand.self,
-            BenchCommand.self,
+            BenchCommand.self, ConformCommand.self,
         ],
         defaultSubcommand: nil
     )

@@ -1,0 +1,115 @@
+import FIDOClient
+
+/// The groups checks belong to, in the order a run takes them.
+public enum CheckGroup: String, CaseIterable, Sendable, Codable {
+    case hid
+    case info
+    case u2f
+    case makeCredential = "make-credential"
+    case getAssertion = "get-assertion"
+    case selection
+    case clientPIN = "client-pin"
+    case credentialManagement = "credential-management"
+    case largeBlobs = "large-blobs"
+    case config
+    case extensions
+    case reset
+
+    public var title: String {
+        switch self {
+        case .hid: "CTAPHID transport"
+        case .info: "authenticatorGetInfo"
+        case .u2f: "U2F (CTAP1)"
+        case .makeCredential: "authenticatorMakeCredential"
+        case .getAssertion: "authenticatorGetAssertion and GetNextAssertion"
+        case .selection: "authenticatorSelection"
+        case .clientPIN: "authenticatorClientPIN"
+        case .credentialManagement: "authenticatorCredentialManagement"
+        case .largeBlobs: "authenticatorLargeBlobs"
+        case .config: "authenticatorConfig"
+        case .extensions: "Extensions"
+        case .reset: "authenticatorReset"
+        }
+    }
+}
+
+/// What a check needs before it can run; a check whose needs are not met is skipped, saying which.
+public enum Requirement: Sendable, Equatable {
+    /// It erases or changes what the key holds (reset, a PIN, lockout, stored credentials): `--allow-destructive`.
+    case destructive
+    /// It needs the key to refuse a touch or to be held waiting, which only a control socket can do in reasonable time.
+    case automaticOperator
+    /// getInfo lists this version.
+    case version(String)
+    /// getInfo's options has this option (true or false).
+    case option(String)
+    /// getInfo's options has this option set to true.
+    case optionTrue(String)
+    /// getInfo lists this extension.
+    case `extension`(String)
+    /// A PIN is set and the runner knows it.
+    case knownPIN
+    /// CTAPHID_INIT's capabilities allow CTAPHID_MSG.
+    case u2fTransport
+}
+
+/// A check fails with what was expected and what came back.
+public struct CheckFailure: Error, Sendable {
+    public var message: String
+    public var expected: String?
+    public var actual: String?
+
+    public init(_ message: String, expected: String? = nil, actual: String? = nil) {
+        self.message = message
+        self.expected = expected
+        self.actual = actual
+    }
+}
+
+/// A check decides at run time that it cannot apply to this key.
+public struct CheckSkip: Error, Sendable {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+}
+
+/// One conformance check: what it tests, where the spec says so, and how.
+public struct ConformanceCheck: Sendable {
+    public var id: String
+    public var group: CheckGroup
+    /// The section of the specification that states the behaviour, e.g. "CTAP 2.1 §11.2.9.1.3".
+    public var section: String
+    public var title: String
+    public var requirements: [Requirement]
+    public var run: @Sendable (ConformanceContext) throws -> Void
+
+    public init(
+        _ id: String, _ group: CheckGroup, _ section: String, _ title: String, requires requirements: [Requirement] = [],
+        run: @escaping @Sendable (ConformanceContext) throws -> Void
+    ) {
+        self.id = id
+        self.group = group
+        self.section = section
+        self.title = title
+        self.requirements = requirements
+        self.run = run
+    }
+}
+
+public enum CheckStatus: String, Sendable, Codable {
+    case passed
+    case failed
+    case skipped
+}
+
+/// The outcome of one check.
+public struct CheckResult: Sendable {
+    public var id: String
+    public var group: CheckGroup
+    public var section: String
+    public var title: String
+    public var status: CheckStatus
+    public var message: String?
+    public var expected: String?
+    public var actual: String?
+    public var milliseconds: Double
+}

@@ -1,0 +1,127 @@
+import CTAPCBOR
+import FIDOClient
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a check works with: the key, the operator, what earlier checks learned.
+public final class ConformanceContext {
+    public private(set) var client: CTAP2Client
+    public var hid: CTAPHIDClient { client.hid }
+    public let deviceOperator: any DeviceOperator
+    let open: () throws -> CTAPHIDClient
+    public private(set) var info: AuthenticatorInfo
+    public let allowDestructive: Bool
+    /// The PIN the key has, when the runner knows it.
+    public var pin: String?
+    /// Milliseconds (monotonic) of the last power-up the runner caused or saw.
+    public private(set) var poweredUpAtMs: Double
+    /// Credentials made by earlier checks, by a name the checks agree on.
+    public var credentials: [String: MadeCredential] = [:]
+    /// Notes a check leaves for the report (the figures it measured).
+    public var notes: [String] = []
+
+    public static let firstPIN = "31415926"
+    public static let secondPIN = "27182818"
+
+    init(open: @escaping () throws -> CTAPHIDClient, deviceOperator: any DeviceOperator, allowDestructive: Bool, pin: String?)
+        throws
+    {
+        self.open = open
+        self.deviceOperator = deviceOperator
+        self.allowDestructive = allowDestructive
+        self.pin = pin
+        let hid = try open()
+        try hid.initialize()
+        client = CTAP2Client(hid: hid)
+        info = try Self.info(client)
+        poweredUpAtMs = CTAPHIDClient.nowMs()
+    }
+
+    /// getInfo, or for a key without the CBOR capability a U2F-only description.
+    static func info(_ client: CTAP2Client) throws -> AuthenticatorInfo {
+        client.hid.info?.cbor == false ? .u2fOnly : try client.getInfo()
+    }
+
+    /// Whether the key speaks CTAP2 (CTAPHID_INIT's CBOR capability).
+    public var speaksCTAP2: Bool { hid.info?.cbor != false }
+
+    /// getInfo again (after a change of PIN, options or a reset).
+    public func refreshInfo() throws {
+        info = try Self.info(client)
+    }
+
+    /// A new channel on the same transport, for checks about several channels.
+    public func newChannel() throws -> CTAPHIDClient {
+        let other = CTAPHIDClient(channel: hid.channel)
+        try other.initialize()
+        return other
+    }
+
+    /// Unplug and plug back in (through the operator), then reopen the key and allocate a channel.
+    public func powerCycle() throws {
+        try deviceOperator.powerCycle()
+        var lastError: (any Error)?
+        for _ in 0..<50 {
+            do {
+                let hid = try open()
+                try hid.initialize(timeoutMs: 1000)
+                client = CTAP2Client(hid: hid)
+                poweredUpAtMs = CTAPHIDClient.nowMs()
+                info = try Self.info(client)
+                return
+            } catch {
+                lastError = error
+                sleepMs(100)
+            }
+        }
+        throw CheckFailure("the key did not come back after a power cycle: \(lastError.map { "\($0)" } ?? "")")
+    }
+
+    /// Drops what the last check left on the channel and makes sure the channel still answers.
+    func recover() {
+        hid.drain(ms: 20)
+        if (try? hid.transact(command: HIDCommand.ping, payload: [1, 2, 3], timeoutMs: 1000))?.payload != [1, 2, 3] {
+            _ = try? hid.initialize(timeoutMs: 1000)
+        }
+    }
+
+    // MARK: Requests checks share
+
+    /// A CTAP2 request; the operator hears about touches when `touch` says one is needed.
+    public func send(_ command: UInt8, _ parameters: CBORValue?, touch: String? = nil) throws -> CTAPResponse {
+        if let touch { try deviceOperator.touchNeeded(touch) }
+        return try client.send(command, parameters)
+    }
+
+    /// pinUvAuthParam (8) and pinUvAuthProtocol (9) of makeCredential for a request, when the key has a PIN the runner knows.
+    public func userVerification(permission: Int, rpId: String?, clientDataHash: [UInt8]) throws -> [CBORValue: CBORValue] {
+        guard info.hasPIN, let pin else { return [:] }
+        let version = info.pinUvAuthProtocols.contains(2) ? 2 : 1
+        let pinClient = ClientPIN(client: client, version: version)
+        let result = try pinClient.token(
+            pin: pin, permissions: info.options["pinUvAuthToken"] == true ? permission : nil, rpId: rpId)
+        guard let token = result.token else {
+            throw CheckFailure(
+                "a pinUvAuthToken for the request", expected: "CTAP2_OK",
+                actual: CTAPStatusCode.describe(result.response.status))
+        }
+        return [8: .byteString(PlatformPinProtocol.authenticate(version: version, key: token, clientDataHash)), 9: CBORValue(version)]
+    }
+}
+
+/// A credential a check made, with what is needed to use it again.
+public struct MadeCredential: Sendable {
+    public var rpId: String
+    public var id: [UInt8]
+    public var publicKey: COSEPublicKey
+    public var userId: [UInt8]
+    public var signCount: UInt32
+    public var discoverable: Bool
+}
+
+func sleepMs(_ ms: Int) {
+    var request = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
+    _ = nanosleep(&request, nil)
+}

@@ -1,0 +1,127 @@
+import FIDOClient
+
+/// Runs checks against one key and collects a report.
+public final class ConformanceRunner {
+    public struct Options: Sendable {
+        public var allowDestructive = false
+        /// Only these groups (all when nil).
+        public var groups: Set<CheckGroup>?
+        /// The PIN the key already has.
+        public var pin: String?
+
+        public init(allowDestructive: Bool = false, groups: Set<CheckGroup>? = nil, pin: String? = nil) {
+            self.allowDestructive = allowDestructive
+            self.groups = groups
+            self.pin = pin
+        }
+    }
+
+    let checks: [ConformanceCheck]
+    let options: Options
+    let open: () throws -> CTAPHIDClient
+    let deviceOperator: any DeviceOperator
+    let progress: (CheckResult) -> Void
+
+    public init(
+        checks: [ConformanceCheck] = ConformanceSuite.all, options: Options, deviceOperator: any DeviceOperator,
+        open: @escaping () throws -> CTAPHIDClient, progress: @escaping (CheckResult) -> Void = { _ in }
+    ) {
+        self.checks = checks
+        self.options = options
+        self.deviceOperator = deviceOperator
+        self.open = open
+        self.progress = progress
+    }
+
+    /// The checks a run with these options takes, in order.
+    public var selected: [ConformanceCheck] {
+        let order = CheckGroup.allCases
+        let chosen = checks.filter { options.groups?.contains($0.group) ?? true }
+        let changesState = chosen.contains { $0.group != .hid && $0.group != .info }
+        let start = options.allowDestructive && changesState ? [ConformanceSuite.blankStart] : []
+        return start + chosen
+            .enumerated()
+            .sorted {
+                let l = $0.offset == 0 && !start.isEmpty ? -1 : order.firstIndex(of: $0.element.group)!
+                let r = $1.offset == 0 && !start.isEmpty ? -1 : order.firstIndex(of: $1.element.group)!
+                return l != r ? l < r : $0.offset < $1.offset
+            }
+            .map(\.element)
+    }
+
+    public func run(device: String) throws -> ConformanceReport {
+        let started = CTAPHIDClient.nowMs()
+        let context = try ConformanceContext(
+            open: open, deviceOperator: deviceOperator, allowDestructive: options.allowDestructive, pin: options.pin)
+        let identity = DeviceIdentity(address: device, info: context.info, hid: context.hid.info)
+        var results: [CheckResult] = []
+        for check in selected {
+            let result = run(check, in: context)
+            results.append(result)
+            progress(result)
+        }
+        return ConformanceReport(
+            device: identity, results: results, notes: context.notes, allowDestructive: options.allowDestructive,
+            seconds: (CTAPHIDClient.nowMs() - started) / 1000)
+    }
+
+    func unmet(_ requirement: Requirement, _ context: ConformanceContext) -> String? {
+        let info = context.info
+        switch requirement {
+        case .destructive:
+            return options.allowDestructive ? nil : "changes what the key holds: needs --allow-destructive"
+        case .automaticOperator:
+            return deviceOperator.isAutomatic ? nil : "needs a key whose touches the runner controls (a fidosim control socket)"
+        case .version(let version):
+            return info.versions.contains(version) ? nil : "getInfo does not list \(version)"
+        case .option(let name):
+            return info.options[name] != nil ? nil : "getInfo has no option \(name)"
+        case .optionTrue(let name):
+            return info.options[name] == true ? nil : "getInfo's option \(name) is not true"
+        case .extension(let name):
+            return info.extensions.contains(name) ? nil : "getInfo does not list the extension \(name)"
+        case .knownPIN:
+            if !info.hasPIN { return "the key has no PIN (client-pin.set sets one with --allow-destructive)" }
+            return context.pin == nil ? "the key has a PIN the runner does not know: give it with --pin" : nil
+        case .u2fTransport:
+            return context.hid.info?.noMessage == false ? nil : "CTAPHID_INIT's capabilities say NMSG (no CTAPHID_MSG)"
+        }
+    }
+
+    func run(_ check: ConformanceCheck, in context: ConformanceContext) -> CheckResult {
+        var result = CheckResult(
+            id: check.id, group: check.group, section: check.section, title: check.title, status: .passed, message: nil,
+            expected: nil, actual: nil, milliseconds: 0)
+        let ctap2 = check.group != .hid && check.group != .u2f
+        if ctap2 && !context.speaksCTAP2 {
+            result.status = .skipped
+            result.message = "the key does not speak CTAP2 (no CBOR capability at CTAPHID_INIT)"
+            return result
+        }
+        if let reason = check.requirements.lazy.compactMap({ self.unmet($0, context) }).first {
+            result.status = .skipped
+            result.message = reason
+            return result
+        }
+        let start = CTAPHIDClient.nowMs()
+        do {
+            try check.run(context)
+        } catch let failure as CheckFailure {
+            result.status = .failed
+            result.message = failure.message
+            result.expected = failure.expected
+            result.actual = failure.actual
+        } catch let skip as CheckSkip {
+            result.status = .skipped
+            result.message = skip.reason
+        } catch {
+            result.status = .failed
+            result.message = "\(error)"
+        }
+        result.milliseconds = CTAPHIDClient.nowMs() - start
+        try? context.deviceOperator.restore()
+        context.recover()
+        try? context.refreshInfo()
+        return result
+    }
+}

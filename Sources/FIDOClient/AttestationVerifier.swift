@@ -1,0 +1,149 @@
+import COpenSSL
+import CTAPCBOR
+
+/// What a verified attestation statement says about the credential's key.
+public enum AttestationType: String, Sendable {
+    /// `none`: no statement.
+    case none
+    /// Packed without x5c: signed by the credential's own key.
+    case selfAttestation = "self"
+    /// Packed with x5c, or fido-u2f: signed by an attestation certificate.
+    case basic
+}
+
+/// Checks an attestation object's statement (WebAuthn §8.2 packed, §8.6 fido-u2f, §8.7 none) with OpenSSL.
+public enum AttestationVerifier {
+    /// The attestation type when the statement is valid; throws a description of the first rule it breaks.
+    public static func verify(
+        format: String, authData: ParsedAuthenticatorData, statement: [CBORValue: CBORValue], clientDataHash: [UInt8]
+    ) throws(ClientError) -> AttestationType {
+        guard let credentialKey = authData.credentialPublicKey else {
+            throw .malformed("the authenticator data has no attested credential data")
+        }
+        let key = try COSEPublicKey(credentialKey)
+        let signed = authData.bytes + clientDataHash
+        switch format {
+        case "none":
+            guard statement.isEmpty else { throw .malformed("a `none` statement that is not empty") }
+            return .none
+        case "packed":
+            guard let alg = statement["alg"]?.intValue, let sig = statement["sig"]?.bytesValue else {
+                throw .malformed("a packed statement without alg and sig")
+            }
+            if let chain = statement["x5c"]?.arrayValue {
+                let certificates = try chain.map { (item: CBORValue) throws(ClientError) -> X509Certificate in
+                    guard let der = item.bytesValue else { throw .malformed("an x5c entry that is not a byte string") }
+                    return try X509Certificate(der: der)
+                }
+                guard let leaf = certificates.first else { throw .malformed("an empty x5c") }
+                try checkPackedCertificate(leaf, aaguid: authData.aaguid ?? [])
+                for (child, parent) in zip(certificates, certificates.dropFirst()) where !child.isSigned(by: parent) {
+                    throw .malformed("an x5c certificate not signed by the next one")
+                }
+                guard try OpenSSLVerifier.verify(spki: leaf.publicKeySPKI(), message: signed, signature: sig) else {
+                    throw .malformed("the packed signature does not verify with the x5c leaf's key")
+                }
+                return .basic
+            }
+            guard alg == key.algorithm else {
+                throw .malformed("self attestation with alg \(alg) for a credential key of alg \(key.algorithm)")
+            }
+            guard try OpenSSLVerifier.verify(spki: key.spki, message: signed, signature: sig) else {
+                throw .malformed("the self-attestation signature does not verify with the credential key")
+            }
+            return .selfAttestation
+        case "fido-u2f":
+            guard let sig = statement["sig"]?.bytesValue, let chain = statement["x5c"]?.arrayValue, chain.count == 1,
+                let der = chain[0].bytesValue
+            else { throw .malformed("a fido-u2f statement without sig and one x5c certificate") }
+            guard let y = key.y else { throw .malformed("a fido-u2f credential that is not P-256") }
+            let leaf = try X509Certificate(der: der)
+            let message = [0x00] + authData.rpIdHash + clientDataHash + (authData.credentialId ?? []) + [0x04] + key.x + y
+            guard try OpenSSLVerifier.verify(spki: leaf.publicKeySPKI(), message: message, signature: sig) else {
+                throw .malformed("the fido-u2f signature does not verify with the certificate's key")
+            }
+            return .basic
+        default:
+            throw .malformed("attestation format '\(format)' is not one this client verifies")
+        }
+    }
+
+    /// The rules of WebAuthn §8.2.1 for a packed attestation certificate.
+    public static func checkPackedCertificate(_ leaf: X509Certificate, aaguid: [UInt8]) throws(ClientError) {
+        guard leaf.version == 3 else { throw .malformed("the attestation certificate is version \(leaf.version), not 3") }
+        guard let country = leaf.country, country.count == 2 else { throw .malformed("subject C is not a two-letter country") }
+        guard leaf.organization?.isEmpty == false else { throw .malformed("subject O is missing") }
+        guard leaf.organizationalUnit == "Authenticator Attestation" else {
+            throw .malformed("subject OU is '\(leaf.organizationalUnit ?? "")', not 'Authenticator Attestation'")
+        }
+        guard leaf.commonName?.isEmpty == false else { throw .malformed("subject CN is missing") }
+        guard !leaf.isCA else { throw .malformed("the attestation certificate is a CA (basic constraints)") }
+        if let ext = leaf.aaguidExtension {
+            guard !ext.critical else { throw .malformed("the AAGUID extension is critical") }
+            guard ext.aaguid == aaguid else {
+                throw .malformed("the AAGUID extension holds \(hex(ext.aaguid)), the authenticator data \(hex(aaguid))")
+            }
+        }
+    }
+}
+
+/// U2F raw messages (FIDO U2F Raw Message Formats): requests and the parts of their answers.
+public enum U2FMessage {
+    public static let register: UInt8 = 0x01
+    public static let authenticate: UInt8 = 0x02
+    public static let version: UInt8 = 0x03
+    public static let enforcePresence: UInt8 = 0x03
+    public static let checkOnly: UInt8 = 0x07
+    public static let dontEnforce: UInt8 = 0x08
+
+    public static let noError: UInt16 = 0x9000
+    public static let conditionsNotSatisfied: UInt16 = 0x6985
+    public static let wrongData: UInt16 = 0x6A80
+    public static let wrongLength: UInt16 = 0x6700
+    public static let claNotSupported: UInt16 = 0x6E00
+    public static let insNotSupported: UInt16 = 0x6D00
+
+    /// An extended-length APDU (the encoding CTAP 2.1 §11.2.9.1.1's U2F messages use).
+    public static func apdu(cla: UInt8 = 0, ins: UInt8, p1: UInt8 = 0, p2: UInt8 = 0, data: [UInt8]) -> [UInt8] {
+        var out = [cla, ins, p1, p2]
+        if !data.isEmpty {
+            out += [0, UInt8(data.count >> 8), UInt8(data.count & 0xFF)] + data
+        } else {
+            out += [0]
+        }
+        return out + [0, 0]
+    }
+
+    /// A registration answer: 0x05, the user key, the key handle, the certificate, the signature.
+    public struct Registration {
+        public var publicKey: [UInt8]
+        public var keyHandle: [UInt8]
+        public var certificate: [UInt8]
+        public var signature: [UInt8]
+
+        public init(_ data: [UInt8]) throws(ClientError) {
+            guard data.count > 67, data[0] == 0x05 else { throw .malformed("a registration answer not starting 0x05") }
+            publicKey = Array(data[1..<66])
+            let handleLength = Int(data[66])
+            let certStart = 67 + handleLength
+            guard data.count > certStart + 4 else { throw .malformed("a registration answer cut short") }
+            keyHandle = Array(data[67..<certStart])
+            // The certificate is one DER SEQUENCE: its length says where the signature starts.
+            guard data[certStart] == 0x30 else { throw .malformed("the attestation certificate is not a DER SEQUENCE") }
+            var length = Int(data[certStart + 1])
+            var header = 2
+            if length & 0x80 != 0 {
+                let count = length & 0x7F
+                guard (1...2).contains(count), data.count > certStart + 2 + count else {
+                    throw .malformed("the certificate's DER length")
+                }
+                length = data[(certStart + 2)..<(certStart + 2 + count)].reduce(0) { $0 << 8 | Int($1) }
+                header = 2 + count
+            }
+            let certEnd = certStart + header + length
+            guard certEnd < data.count else { throw .malformed("a registration answer without a signature") }
+            certificate = Array(data[certStart..<certEnd])
+            signature = Array(data[certEnd...])
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import CTAPCBOR
+
+/// Authenticator data (WebAuthn §6.1), read field by field from the bytes a key signed.
+public struct ParsedAuthenticatorData: Sendable {
+    public var bytes: [UInt8]
+    public var rpIdHash: [UInt8]
+    public var flags: UInt8
+    public var signCount: UInt32
+    public var aaguid: [UInt8]?
+    public var credentialId: [UInt8]?
+    public var credentialPublicKey: CBORValue?
+    public var extensions: [String: CBORValue]?
+
+    public var userPresent: Bool { flags & 0x01 != 0 }
+    public var userVerified: Bool { flags & 0x04 != 0 }
+    public var attested: Bool { flags & 0x40 != 0 }
+    public var hasExtensions: Bool { flags & 0x80 != 0 }
+
+    public init(_ bytes: [UInt8]) throws(ClientError) {
+        self.bytes = bytes
+        guard bytes.count >= 37 else { throw .malformed("authenticator data of \(bytes.count) bytes (at least 37)") }
+        rpIdHash = Array(bytes[0..<32])
+        flags = bytes[32]
+        signCount = UInt32(bytes[33]) << 24 | UInt32(bytes[34]) << 16 | UInt32(bytes[35]) << 8 | UInt32(bytes[36])
+        var offset = 37
+        if flags & 0x40 != 0 {
+            guard bytes.count >= offset + 18 else { throw .malformed("attested credential data cut short") }
+            aaguid = Array(bytes[offset..<offset + 16])
+            let idLength = Int(bytes[offset + 16]) << 8 | Int(bytes[offset + 17])
+            offset += 18
+            guard bytes.count >= offset + idLength else { throw .malformed("a credential ID cut short") }
+            credentialId = Array(bytes[offset..<offset + idLength])
+            offset += idLength
+            let keyLength = try CBORItem.length(bytes, at: offset)
+            credentialPublicKey = try CBORItem.decode(Array(bytes[offset..<offset + keyLength]))
+            offset += keyLength
+        }
+        if flags & 0x80 != 0 {
+            let length = try CBORItem.length(bytes, at: offset)
+            let value = try CBORItem.decode(Array(bytes[offset..<offset + length]))
+            guard let map = value.mapValue else { throw .malformed("the extensions of authenticator data are not a map") }
+            var out: [String: CBORValue] = [:]
+            for (key, item) in map {
+                guard let name = key.textValue else { throw .malformed("an extension identifier is not text") }
+                out[name] = item
+            }
+            extensions = out
+            offset += length
+        }
+        guard offset == bytes.count else {
+            throw .malformed("\(bytes.count - offset) bytes after the authenticator data's last field")
+        }
+    }
+}
+
+/// The length of one CBOR data item in a byte string, found without decoding it (authenticator data puts CBOR
+/// items back to back with no length of their own).
+public enum CBORItem {
+    public static func decode(_ bytes: [UInt8]) throws(ClientError) -> CBORValue {
+        do {
+            return try CBORDecoder.decode(bytes, maxDepth: 8)
+        } catch {
+            throw .malformed("CBOR: \(error)")
+        }
+    }
+
+    public static func length(_ bytes: [UInt8], at start: Int, depth: Int = 0) throws(ClientError) -> Int {
+        guard depth < 16 else { throw .malformed("CBOR nested too deeply") }
+        guard start < bytes.count else { throw .malformed("CBOR item cut short") }
+        let major = bytes[start] >> 5
+        let info = bytes[start] & 0x1F
+        var offset = start + 1
+        var argument: UInt64 = UInt64(info)
+        switch info {
+        case 0..<24: break
+        case 24, 25, 26, 27:
+            let size = 1 << Int(info - 24)
+            guard offset + size <= bytes.count else { throw .malformed("CBOR item cut short") }
+            argument = bytes[offset..<offset + size].reduce(0) { $0 << 8 | UInt64($1) }
+            offset += size
+        default:
+            throw .malformed("CBOR with an indefinite or reserved length")
+        }
+        switch major {
+        case 0, 1, 7:
+            return offset - start
+        case 2, 3:
+            guard argument <= UInt64(bytes.count - offset) else { throw .malformed("CBOR string cut short") }
+            return offset - start + Int(argument)
+        case 4, 5:
+            guard argument <= UInt64(bytes.count) else { throw .malformed("CBOR container cut short") }
+            let items = Int(argument) * (major == 5 ? 2 : 1)
+            for _ in 0..<items {
+                offset += try length(bytes, at: offset, depth: depth + 1)
+            }
+            return offset - start
+        default:
+            throw .malformed("CBOR tag (major type 6)")
+        }
+    }
+}
+
+/// A COSE_Key (RFC 9053) as CTAP carries credential and key-agreement public keys.
+public struct COSEPublicKey: Sendable, Equatable {
+    public var algorithm: Int
+    /// The DER SubjectPublicKeyInfo of the key, for OpenSSL.
+    public var spki: [UInt8]
+    /// P-256: x and y; Ed25519: the 32-byte key in x.
+    public var x: [UInt8]
+    public var y: [UInt8]?
+
+    public static let es256 = -7
+    public static let edDSA = -8
+    public static let ecdhEsHkdf256 = -25
+
+    static let p256Prefix: [UInt8] = [
+        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE,
+        0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00, 0x04,
+    ]
+    static let ed25519Prefix: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
+
+    public init(_ value: CBORValue) throws(ClientError) {
+        guard let map = value.mapValue else { throw .malformed("a COSE key that is not a map") }
+        func field(_ label: Int) -> CBORValue? { map[CBORValue(label)] }
+        guard let kty = field(1)?.intValue, let alg = field(3)?.intValue else {
+            throw .malformed("a COSE key without kty (1) or alg (3)")
+        }
+        algorithm = alg
+        switch kty {
+        case 2:
+            guard field(-1)?.intValue == 1, let x = field(-2)?.bytesValue, let y = field(-3)?.bytesValue, x.count == 32,
+                y.count == 32
+            else { throw .malformed("an EC2 COSE key that is not P-256 with 32-byte x and y") }
+            self.x = x
+            self.y = y
+            spki = Self.p256Prefix + x + y
+        case 1:
+            guard field(-1)?.intValue == 6, let x = field(-2)?.bytesValue, x.count == 32 else {
+                throw .malformed("an OKP COSE key that is not Ed25519 with a 32-byte x")
+            }
+            self.x = x
+            y = nil
+            spki = Self.ed25519Prefix + x
+        default:
+            throw .malformed("a COSE key of type \(kty)")
+        }
+    }
+
+    /// The P-256 public key of an uncompressed point (65 bytes starting 0x04), as U2F gives it.
+    public init(uncompressedP256 point: [UInt8]) throws(ClientError) {
+        guard point.count == 65, point[0] == 0x04 else { throw .malformed("a U2F public key that is not 65 bytes from 0x04") }
+        algorithm = Self.es256
+        x = Array(point[1..<33])
+        y = Array(point[33..<65])
+        spki = Self.p256Prefix + x + y!
+    }
+
+    /// This key as a COSE_Key map with the given algorithm (for the platform's key-agreement key).
+    public static func p256(x: [UInt8], y: [UInt8], algorithm: Int) -> CBORValue {
+        .map([1: 2, 3: CBORValue(algorithm), -1: 1, -2: .byteString(x), -3: .byteString(y)])
+    }
+}

@@ -1,0 +1,162 @@
+import CHIDAPI
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Which hidapi backend opens HID devices: hidraw (linked) or libusb (loaded when asked for, because both
+/// libraries define the same symbols).
+public enum HIDBackend: String, Sendable, CaseIterable {
+    case hidraw
+    case libusb
+}
+
+/// A HID device hidapi lists.
+public struct HIDDeviceInfo: Sendable, Equatable {
+    public var path: String
+    public var vendorID: UInt16
+    public var productID: UInt16
+    public var usagePage: UInt16
+    public var usage: UInt16
+    public var product: String
+    public var manufacturer: String
+    public var serial: String
+
+    /// The FIDO usage page (CTAP 2.1 §11.2.8.1).
+    public static let fidoUsagePage: UInt16 = 0xF1D0
+}
+
+/// The hidapi calls FIDOClient makes, from the linked hidraw library or from a dlopened libusb one.
+struct HIDAPI: @unchecked Sendable {
+    // @unchecked: C function pointers, immutable after loading.
+    typealias Enumerate = @convention(c) (UInt16, UInt16) -> UnsafeMutablePointer<hid_device_info>?
+    typealias FreeEnumeration = @convention(c) (UnsafeMutablePointer<hid_device_info>?) -> Void
+    typealias OpenPath = @convention(c) (UnsafePointer<CChar>?) -> OpaquePointer?
+    typealias Write = @convention(c) (OpaquePointer?, UnsafePointer<UInt8>?, Int) -> Int32
+    typealias ReadTimeout = @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt8>?, Int, Int32) -> Int32
+    typealias Close = @convention(c) (OpaquePointer?) -> Void
+    typealias Init = @convention(c) () -> Int32
+
+    let initialize: Init
+    let enumerate: Enumerate
+    let freeEnumeration: FreeEnumeration
+    let openPath: OpenPath
+    let write: Write
+    let readTimeout: ReadTimeout
+    let close: Close
+
+    static let hidraw = HIDAPI(
+        initialize: { hid_init() }, enumerate: { hid_enumerate($0, $1) }, freeEnumeration: { hid_free_enumeration($0) },
+        openPath: { hid_open_path($0) }, write: { hid_write($0, $1, $2) },
+        readTimeout: { hid_read_timeout($0, $1, $2, $3) }, close: { hid_close($0) })
+
+    static func load(_ backend: HIDBackend) throws(ClientError) -> HIDAPI {
+        switch backend {
+        case .hidraw:
+            return .hidraw
+        case .libusb:
+            guard let handle = dlopen("libhidapi-libusb.so.0", RTLD_NOW | RTLD_LOCAL) else {
+                throw .transport("hidapi's libusb backend: \(String(cString: dlerror())) (install libhidapi-libusb0)")
+            }
+            func symbol<T>(_ name: String, as type: T.Type) throws(ClientError) -> T {
+                guard let pointer = dlsym(handle, name) else { throw .transport("libhidapi-libusb has no \(name)") }
+                return unsafeBitCast(pointer, to: type)
+            }
+            return HIDAPI(
+                initialize: try symbol("hid_init", as: Init.self), enumerate: try symbol("hid_enumerate", as: Enumerate.self),
+                freeEnumeration: try symbol("hid_free_enumeration", as: FreeEnumeration.self),
+                openPath: try symbol("hid_open_path", as: OpenPath.self), write: try symbol("hid_write", as: Write.self),
+                readTimeout: try symbol("hid_read_timeout", as: ReadTimeout.self), close: try symbol("hid_close", as: Close.self))
+        }
+    }
+
+    func devices() -> [HIDDeviceInfo] {
+        _ = initialize()
+        var list: [HIDDeviceInfo] = []
+        let head = enumerate(0, 0)
+        var node = head
+        while let info = node?.pointee {
+            func text(_ wide: UnsafeMutablePointer<wchar_t>?) -> String {
+                guard let wide else { return "" }
+                var scalars = String.UnicodeScalarView()
+                var i = 0
+                while wide[i] != 0, i < 256 {
+                    if let scalar = Unicode.Scalar(UInt32(bitPattern: wide[i])) { scalars.append(scalar) }
+                    i += 1
+                }
+                return String(scalars)
+            }
+            list.append(
+                HIDDeviceInfo(
+                    path: info.path.map { String(cString: $0) } ?? "", vendorID: info.vendor_id, productID: info.product_id,
+                    usagePage: info.usage_page, usage: info.usage, product: text(info.product_string),
+                    manufacturer: text(info.manufacturer_string), serial: text(info.serial_number)))
+            node = info.next
+        }
+        freeEnumeration(head)
+        return list
+    }
+}
+
+/// CTAPHID reports through a HID device opened with hidapi.
+public final class HIDAPIReportChannel: ReportChannel {
+    let api: HIDAPI
+    let device: OpaquePointer
+    public let name: String
+    public let path: String
+
+    /// Every HID device the backend lists; `fidoOnly` keeps those on the FIDO usage page.
+    public static func devices(backend: HIDBackend = .hidraw, fidoOnly: Bool = true) throws(ClientError) -> [HIDDeviceInfo] {
+        let all = try HIDAPI.load(backend).devices()
+        return fidoOnly ? all.filter { $0.usagePage == HIDDeviceInfo.fidoUsagePage } : all
+    }
+
+    public init(path: String, backend: HIDBackend = .hidraw) throws(ClientError) {
+        api = try HIDAPI.load(backend)
+        _ = api.initialize()
+        guard let device = api.openPath(path) else {
+            throw .transport("hid:\(path): cannot open it (\(String(cString: strerror(errno))); is it there, and may you read it?)")
+        }
+        self.device = device
+        self.path = path
+        name = "hid:\(path)"
+    }
+
+    /// Opens the first FIDO device hidapi lists.
+    public convenience init(auto backend: HIDBackend = .hidraw) throws(ClientError) {
+        guard let first = try Self.devices(backend: backend).first else {
+            throw .transport("hid:auto: no HID device on the FIDO usage page 0xF1D0")
+        }
+        try self.init(path: first.path, backend: backend)
+    }
+
+    /// The first device with this vendor and product ID, whatever its usage page (a bridge board is not on FIDO's).
+    public convenience init(vendorID: UInt16, productID: UInt16, backend: HIDBackend = .hidraw) throws(ClientError) {
+        let matches = try Self.devices(backend: backend, fidoOnly: false).filter {
+            $0.vendorID == vendorID && $0.productID == productID
+        }
+        guard let first = matches.first else {
+            throw .transport(
+                "no HID device \(String(vendorID, radix: 16)):\(String(productID, radix: 16)) (hidapi lists none with that ID)")
+        }
+        try self.init(path: first.path, backend: backend)
+    }
+
+    deinit { api.close(device) }
+
+    public func send(_ report: [UInt8]) throws(ClientError) {
+        // hidapi takes the report ID first: 0 for a device without numbered reports.
+        let framed = [0] + report
+        let written = framed.withUnsafeBufferPointer { api.write(device, $0.baseAddress, $0.count) }
+        guard written >= 0 else { throw .transport("\(name): write failed (unplugged?)") }
+    }
+
+    public func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBufferPointer {
+            api.readTimeout(device, $0.baseAddress, $0.count, Int32(clamping: max(0, timeoutMs)))
+        }
+        guard count >= 0 else { throw .transport("\(name): read failed (unplugged?)") }
+        return count == 0 ? nil : Array(buffer[0..<Int(count)])
+    }
+}

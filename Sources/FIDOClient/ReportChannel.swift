@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A way to move 64-byte CTAPHID reports to a key and back: a UDP socket or a HID device.
+public protocol ReportChannel: AnyObject {
+    /// Sends one output report (64 bytes, without a report ID).
+    func send(_ report: [UInt8]) throws(ClientError)
+    /// The next input report, or `nil` when none arrives within `timeoutMs` milliseconds.
+    func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]?
+    /// Where the reports go, for messages.
+    var name: String { get }
+}
+
+/// Where a key is: `udp:HOST:PORT`, `hid:/dev/hidrawN` (or any hidapi path) or `hid:auto`.
+public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
+    case udp(host: String, port: UInt16)
+    case hidPath(String)
+    case hidAuto
+
+    public init(parsing text: String) throws(ClientError) {
+        if text == "hid:auto" {
+            self = .hidAuto
+        } else if text.hasPrefix("hid:"), text.count > 4 {
+            self = .hidPath(String(text.dropFirst(4)))
+        } else if text.hasPrefix("udp:"), let colon = text.lastIndex(of: ":"), colon > text.index(text.startIndex, offsetBy: 3) {
+            let host = String(text[text.index(text.startIndex, offsetBy: 4)..<colon])
+            guard !host.isEmpty, let port = UInt16(text[text.index(after: colon)...]), port > 0 else {
+                throw .transport("'\(text)': expected udp:HOST:PORT with a port from 1 to 65535")
+            }
+            self = .udp(host: host, port: port)
+        } else {
+            throw .transport("'\(text)': expected hid:/dev/hidrawN, hid:auto or udp:HOST:PORT")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .udp(let host, let port): "udp:\(host):\(port)"
+        case .hidPath(let path): "hid:\(path)"
+        case .hidAuto: "hid:auto"
+        }
+    }
+}
+
+/// CTAPHID reports over UDP, one report per datagram (the convention of solo1's and Trezor's simulators).
+public final class UDPReportChannel: ReportChannel {
+    let fd: Int32
+    public let name: String
+
+    public init(host: String, port: UInt16) throws(ClientError) {
+        name = "udp:\(host):\(port)"
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &result) == 0, let info = result else {
+            throw .transport("\(name): cannot resolve \(host)")
+        }
+        defer { freeaddrinfo(result) }
+        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .transport("socket: \(String(cString: strerror(errno)))") }
+        guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw .transport("\(name): connect: \(reason)")
+        }
+    }
+
+    deinit { Glibc.close(fd) }
+
+    public func send(_ report: [UInt8]) throws(ClientError) {
+        let sent = report.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
+        guard sent == report.count else { throw .transport("\(name): send: \(String(cString: strerror(errno)))") }
+    }
+
+    public func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, Int32(clamping: max(0, timeoutMs)))
+        if ready == 0 { return nil }
+        guard ready > 0 else {
+            if errno == EINTR { return nil }
+            throw .transport("\(name): poll: \(String(cString: strerror(errno)))")
+        }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+        guard count >= 0 else {
+            // ECONNREFUSED: nothing listens on the port (yet); the caller sees a silent key.
+            if errno == ECONNREFUSED { return nil }
+            throw .transport("\(name): recv: \(String(cString: strerror(errno)))")
+        }
+        return Array(buffer[0..<count])
+    }
+}

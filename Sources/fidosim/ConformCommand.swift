@@ -1,0 +1,273 @@
+import ArgumentParser
+import Conformance
+import ControlProtocol
+import FIDOClient
+import HIDBridge
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct ConformCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conform",
+        abstract: "Run the CTAP conformance checks against a key: a real one over hidapi, or fidosim over UDP or hidraw.",
+        discussion: """
+            DEVICE is hid:/dev/hidrawN, hid:auto (the first HID device on the FIDO usage page) or udp:HOST:PORT.
+            Groups: \(CheckGroup.allCases.map(\.rawValue).joined(separator: ", ")).
+            Without --allow-destructive nothing on the key changes beyond non-discoverable credentials (which use no \
+            storage) and signature counters. With it, the run starts with a reset and sets, blocks and erases a PIN.
+            A touch or a replug is asked of you on the terminal; for a fidosim key with a control socket (--control, \
+            --name, or the default socket when it belongs to this key) the runner does them itself.
+            Exit status: 0 when no check failed, 1 when one did, 2 when the key could not be reached.
+            """)
+
+    @Option(help: "The key: hid:/dev/hidrawN, hid:auto or udp:HOST:PORT.")
+    var device: String
+
+    @Option(help: "hidapi backend for hid: devices: hidraw or libusb.")
+    var hidBackend: String = "hidraw"
+
+    @Option(help: "Run only these groups (comma-separated, repeatable).")
+    var only: [String] = []
+
+    @Flag(help: "Run the checks that erase the key (reset, PIN lockout) or store on it.")
+    var allowDestructive = false
+
+    @Option(help: "The PIN the key already has (for the PIN, credential management, large-blob and config checks).")
+    var pin: String?
+
+    @Option(help: "Write report.json and report.md into this directory.")
+    var report: String?
+
+    @Option(help: "A fidosim key's control socket: the runner touches, refuses and power-cycles through it.")
+    var control: String?
+
+    @Option(help: "A fidosim key's name: its default control socket.")
+    var name: String?
+
+    @Flag(help: "Never use a control socket, even the default one: ask a person.")
+    var noControl = false
+
+    @Flag(help: "List the checks with their spec sections and exit.")
+    var list = false
+
+    func groups() throws -> Set<CheckGroup>? {
+        guard !only.isEmpty else { return nil }
+        var out: Set<CheckGroup> = []
+        for name in only.flatMap({ $0.split(separator: ",") }).map({ String($0).trimmingSpaces }) {
+            guard let group = CheckGroup(rawValue: name) else {
+                throw ValidationError("unknown group '\(name)': \(CheckGroup.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            out.insert(group)
+        }
+        return out
+    }
+
+    func validate() throws {
+        _ = try groups()
+        if !list {
+            do { _ = try DeviceAddress(parsing: device) } catch { throw ValidationError("\(error)") }
+        }
+        guard HIDBackend(rawValue: hidBackend) != nil else { throw ValidationError("--hid-backend: hidraw or libusb") }
+        if control != nil && name != nil { throw ValidationError("give --control or --name, not both") }
+    }
+
+    func opener(_ address: DeviceAddress, backend: HIDBackend) -> () throws -> CTAPHIDClient {
+        // After a replug the kernel may give the key another hidraw node: it is found again by its serial number.
+        let serial = HIDSerialMemo()
+        return {
+            switch address {
+            case .udp(let host, let port):
+                return CTAPHIDClient(channel: try UDPReportChannel(host: host, port: port))
+            case .hidPath, .hidAuto:
+                let devices = try HIDAPIReportChannel.devices(backend: backend)
+                var path: String?
+                if let known = serial.value, let again = devices.first(where: { $0.serial == known }) {
+                    path = again.path
+                } else if case .hidPath(let given) = address {
+                    path = given
+                } else {
+                    path = devices.first?.path
+                }
+                guard let path else { throw ClientError.transport("hid:auto: no HID device on the FIDO usage page 0xF1D0") }
+                if serial.value == nil, let info = devices.first(where: { $0.path == path }), !info.serial.isEmpty {
+                    serial.value = info.serial
+                }
+                return CTAPHIDClient(channel: try HIDAPIReportChannel(path: path, backend: backend))
+            }
+        }
+    }
+
+    func run() throws {
+        if list {
+            let checks = ConformanceSuite.all.filter { (try? groups())??.contains($0.group) ?? true }
+            for check in [ConformanceSuite.blankStart] + checks {
+                print("\(check.id)\t\(check.section)\t\(check.title)")
+            }
+            return
+        }
+        let address = try DeviceAddress(parsing: device)
+        let open = opener(address, backend: HIDBackend(rawValue: hidBackend)!)
+        let deviceOperator: any DeviceOperator
+        do {
+            deviceOperator = try chooseOperator(address: address, open: open)
+        } catch {
+            printError("fidosim conform: \(error)")
+            throw ExitCode(2)
+        }
+        if allowDestructive {
+            printError(
+                "fidosim conform: --allow-destructive: the key at \(address) will be RESET. Every credential on it, its PIN "
+                    + "and its large blobs are erased, and its PIN is set, blocked and erased again.")
+            if !deviceOperator.isAutomatic {
+                printError("Press Enter to go on, or Ctrl-C to stop.")
+                guard readLine() != nil else { throw ExitCode(2) }
+            }
+        }
+        let runner = ConformanceRunner(
+            options: .init(allowDestructive: allowDestructive, groups: try groups(), pin: pin), deviceOperator: deviceOperator,
+            open: open
+        ) { result in
+            let mark = switch result.status {
+            case .passed: "pass"
+            case .failed: "FAIL"
+            case .skipped: "skip"
+            }
+            var line = "\(mark)  \(result.id)  (\(result.section))"
+            if let message = result.message { line += ": \(message)" }
+            if let expected = result.expected { line += " [expected \(expected)" + (result.actual.map { ", got \($0)" } ?? "") + "]" }
+            print(line)
+            fflush(nil)
+        }
+        let report: ConformanceReport
+        do {
+            report = try runner.run(device: address.description)
+        } catch {
+            printError("fidosim conform: cannot reach the key at \(address): \(error)")
+            throw ExitCode(2)
+        }
+        (deviceOperator as? ControlSocketOperator)?.finish()
+        print(
+            "\(report.count(.passed)) passed, \(report.failed) failed, \(report.count(.skipped)) skipped "
+                + "in \(Int(report.seconds.rounded())) s")
+        if let directory = self.report {
+            try writeReport(report, to: directory)
+            print("report: \(directory)/report.json, \(directory)/report.md")
+        }
+        if report.failed > 0 { throw ExitCode(1) }
+    }
+
+    func writeReport(_ report: ConformanceReport, to directory: String) throws {
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+            throw ValidationError("--report \(directory): \(String(cString: strerror(errno)))")
+        }
+        for (name, text) in [("report.json", report.json.prettyEncoded + "\n"), ("report.md", report.markdown)] {
+            let path = "\(directory)/\(name)"
+            guard let file = fopen(path, "w") else {
+                throw ValidationError("cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+            fputs(text, file)
+            fclose(file)
+        }
+    }
+
+    func chooseOperator(address: DeviceAddress, open: () throws -> CTAPHIDClient) throws -> any DeviceOperator {
+        if noControl { return TerminalOperator() }
+        if let path = control ?? name.map({ KeyFiles.defaultControlPath(name: $0) }) {
+            return try ControlSocketOperator(path: path)
+        }
+        // The default socket, when the key behind it is this one (same AAGUID and, over UDP, the same port).
+        let path = KeyFiles.defaultControlPath(name: "default")
+        guard let candidate = try? ControlSocketOperator(path: path), let status = candidate.status,
+            let aaguid = status["aaguid"]?.stringValue, let transport = status["transport"]?.stringValue
+        else { return TerminalOperator() }
+        let hid = try open()
+        try hid.initialize()
+        let info = try CTAP2Client(hid: hid).getInfo()
+        let sameKey = aaguid.filter { $0 != "-" }.lowercased() == hex(info.aaguid)
+        var samePort = true
+        if case .udp(_, let port) = address { samePort = transport.hasSuffix(":\(port)") }
+        guard sameKey && samePort else { return TerminalOperator() }
+        printError("fidosim conform: using the control socket \(path) for touches and power cycles")
+        return candidate
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+    }
+}
+
+/// A fidosim key: touches approved, refused or held through its control socket, power cycles by command.
+final class ControlSocketOperator: DeviceOperator {
+    let access: SocketKeyAccess
+    let status: JSONValue?
+    let originalPresence: String?
+    var isAutomatic: Bool { true }
+
+    init(path: String) throws {
+        access = SocketKeyAccess(connection: try ControlConnection(path: path), timeout: 10)
+        status = try? access.request("status", .object([:]))
+        originalPresence = status?["presence"]?.stringValue
+        try approve()
+    }
+
+    func approve() throws {
+        _ = try access.request("presence", .object(["mode": "approve", "delayMs": 20]))
+    }
+
+    func touchNeeded(_ what: String) throws {}
+
+    func refuseNextTouch() throws {
+        _ = try access.request("presence", .object(["mode": "deny", "delayMs": 20]))
+    }
+
+    func holdTouch() throws {
+        _ = try access.request("presence", .object(["mode": "prompt"]))
+    }
+
+    func restore() throws { try approve() }
+
+    func powerCycle() throws {
+        _ = try access.request("powerCycle", .object([:]))
+    }
+
+    /// Back to the presence mode the key had before the run (the `presence` words of `status` start with it).
+    func finish() {
+        guard let original = originalPresence?.split(separator: " ").first.map(String.init),
+            ["approve", "deny", "prompt"].contains(original)
+        else { return }
+        _ = try? access.request("presence", .object(["mode": .string(original)]))
+    }
+}
+
+/// A real key: a person touches it and replugs it when the terminal asks.
+final class TerminalOperator: DeviceOperator {
+    var isAutomatic: Bool { false }
+
+    func touchNeeded(_ what: String) throws {
+        printError(">>> touch the key (\(what))")
+    }
+
+    func refuseNextTouch() throws {
+        throw CheckSkip("refusing a touch needs a fidosim control socket")
+    }
+
+    func holdTouch() throws {
+        printError(">>> do NOT touch the key for the next few seconds")
+    }
+
+    func restore() throws {}
+
+    func powerCycle() throws {
+        printError(">>> unplug the key, plug it back in, then press Enter")
+        guard readLine() != nil else { throw CheckFailure("no one answered the replug request (standard input closed)") }
+    }
+}
+
+/// The serial number of the HID key first opened.
+final class HIDSerialMemo {
+    var value: String?
+}
