@@ -10,6 +10,9 @@ SERVE_ARGS ?=
 
 # Debian packages the tests need, as command:package pairs (installed only when the command is missing).
 DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux
+# Libraries the build links (hidapi for FIDOClient's HID transport, OpenSSL's libcrypto for its verification), as
+# pkg-config-name:package pairs.
+DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
@@ -30,6 +33,8 @@ help:
 deps:
 	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install Swift 6.3 (swift.org) and put it on PATH"; exit 1; }
 	@missing=""; for pair in $(DEB_COMMANDS); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	for pair in $(DEB_LIBS); do pkg-config --exists $${pair%%:*} 2>/dev/null || missing="$$missing $${pair#*:}"; done; \
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 	@for spec in $(PY_MODULES); do mod=$${spec%%=*}; req=$${spec#*=}; \
@@ -80,7 +85,7 @@ E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* 
 	fido2-tools:fido2-token openssh-client:ssh-keygen chromium:chromium chromium-driver:chromedriver \
 	firefox-esr:firefox-esr
 E2E_PY := 'virtme_ng=virtme-ng' 'selenium=selenium' 'websockets=websockets'
-E2E_GROUPS ?= libfido2,ssh,python,browser
+E2E_GROUPS ?= libfido2,ssh,python,conform,browser
 
 e2e-deps: deps
 	@missing=""; for pair in $(E2E_DEB); do pkg=$${pair%%:*}; probe=$${pair#*:}; \

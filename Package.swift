@@ -74,7 +74,7 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "ControlProtocol",
+                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "ControlProtocol", "FIDOClient",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -103,6 +103,10 @@ let package = Package(
         .testTarget(
             name: "FlashStoreTests", dependencies: ["FlashStore", "FlashStoreTesting"], swiftSettings: swiftSettings),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "FIDOClientTests",
+            dependencies: ["FIDOClient", "CTAPCBOR", "Attestation", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "CTAPCoreTests",
             dependencies: [

@@ -16,6 +16,10 @@ enum CredentialChecks {
     static let makeCredential: [ConformanceCheck] = [
         ConformanceCheck("make-credential.es256", .makeCredential, "CTAP 2.1 §6.1; WebAuthn §6.1, §8.2", "an ES256 credential: authenticator data, credential key and attestation verify") { ctx in
             let made = try ctx.makeVerifiedCredential("basic")
+            let format = made.map[1]?.textValue ?? "?"
+            let statement = made.map[3]?.mapValue ?? [:]
+            let kind = format == "none" ? "none" : (statement["x5c"] != nil ? "basic (x5c verified)" : "self")
+            ctx.notes.append("make-credential.es256: attestation format \(format), type \(kind)")
             try ctx.require(made.credential.publicKey.algorithm == -7, "the credential key is ES256", actual: "\(made.credential.publicKey.algorithm)")
             if let limit = ctx.info.maxCredentialIdLength {
                 try ctx.require(made.credential.id.count <= limit, "the credential ID fits maxCredentialIdLength", actual: "\(made.credential.id.count)")

@@ -80,13 +80,16 @@ enum PINChecks {
             try ctx.powerCycle()
             _ = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
         },
-        ConformanceCheck("client-pin.change", .clientPIN, "CTAP 2.1 §6.5.5.6", "changePIN replaces the PIN: the old one fails, the new one works", requires: [.knownPIN]) { ctx in
+        ConformanceCheck("client-pin.change", .clientPIN, "CTAP 2.1 §6.5.5.6", "changePIN replaces the PIN: the old one fails, the new one works (then the old PIN comes back)", requires: [.knownPIN]) { ctx in
             guard let old = ctx.pin else { return }
             let new = old == ConformanceContext.firstPIN ? ConformanceContext.secondPIN : ConformanceContext.firstPIN
             try ctx.expectOK(try pinClient(ctx).changePIN(from: old, to: new), "changePIN")
             ctx.pin = new
             try ctx.require(try pinClient(ctx).token(pin: old).response.status == CTAPStatusCode.pinInvalid, "the old PIN is PIN_INVALID")
             _ = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
+            // Back to the PIN the key had.
+            try ctx.expectOK(try pinClient(ctx).changePIN(from: new, to: old), "changePIN back")
+            ctx.pin = old
         },
         ConformanceCheck("client-pin.change-wrong", .clientPIN, "CTAP 2.1 §6.5.5.6", "changePIN with a wrong current PIN gets CTAP2_ERR_PIN_INVALID", requires: [.knownPIN]) { ctx in
             try ctx.expect(try pinClient(ctx).changePIN(from: "99999999", to: "88888888"), CTAPStatusCode.pinInvalid, "a wrong current PIN")

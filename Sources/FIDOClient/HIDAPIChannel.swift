@@ -22,7 +22,7 @@ public struct HIDDeviceInfo: Sendable, Equatable {
     public var manufacturer: String
     public var serial: String
 
-    /// The FIDO usage page (CTAP 2.1 §11.2.8.1).
+    /// The FIDO usage page (CTAP 2.1, "HID report descriptor and device discovery").
     public static let fidoUsagePage: UInt16 = 0xF1D0
 }
 
@@ -144,7 +144,19 @@ public final class HIDAPIReportChannel: ReportChannel {
 
     deinit { api.close(device) }
 
+    /// When the last report went out (monotonic milliseconds).
+    var lastSendMs: Double = 0
+
     public func send(_ report: [UInt8]) throws(ClientError) {
+        // One report per millisecond at most: the pace of a full-speed USB interrupt endpoint (bInterval 1), where
+        // the write blocks until the key takes the report. A uhid key has no such flow control: the kernel queues 32
+        // reports for it and drops what a faster writer sends.
+        let wait = lastSendMs + 1 - CTAPHIDClient.nowMs()
+        if wait > 0 {
+            var pause = timespec(tv_sec: 0, tv_nsec: Int(wait * 1_000_000))
+            _ = nanosleep(&pause, nil)
+        }
+        lastSendMs = CTAPHIDClient.nowMs()
         // hidapi takes the report ID first: 0 for a device without numbered reports.
         let framed = [0] + report
         let written = framed.withUnsafeBufferPointer { api.write(device, $0.baseAddress, $0.count) }

@@ -168,11 +168,15 @@ final class UHIDEventQueue: Sendable {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { return }
-            let event = Array(buffer.prefix(n))
-            events.withLock { $0.append(event) }
-            var one: UInt8 = 1
-            _ = write(wakeWrite, &one, 1)
+            push(Array(buffer.prefix(n)))
         }
+    }
+
+    /// Queues an event and wakes the run loop.
+    func push(_ event: [UInt8]) {
+        events.withLock { $0.append(event) }
+        var one: UInt8 = 1
+        _ = write(wakeWrite, &one, 1)
     }
 
     /// The oldest queued event, after clearing the wake-up pipe.
@@ -279,12 +283,54 @@ public final class UHIDTransport: ReportTransport {
     }
 
     public func send(_ report: [UInt8]) {
+        pacer.wait()
         _ = try? write(UHIDEvent.input2(report))
     }
+
+    /// Paces input reports like a full-speed USB interrupt endpoint: bursts of up to 32 reports, then one per
+    /// millisecond. hidraw keeps 64 reports per reader and drops the newest when a reader falls behind; a USB host
+    /// polls the endpoint, so a real key never outruns it. Only a long message (a 7609-byte PING is 130 reports)
+    /// ever waits.
+    var pacer = ReportPacer(burst: 32, intervalNs: 1_000_000)
 
     /// Destroys and re-creates the device: the hidraw node goes away and comes back, as on a real replug.
     public func replug() throws(TransportError) {
         try write(UHIDEvent.destroy())
         try create()
+    }
+}
+
+/// A token bucket of reports: `burst` at once, then one per `intervalNs`.
+struct ReportPacer {
+    let burst: Double
+    let intervalNs: Double
+    var tokens: Double
+    var lastNs: Double = 0
+
+    init(burst: Int, intervalNs: Int) {
+        self.burst = Double(burst)
+        self.intervalNs = Double(intervalNs)
+        tokens = Double(burst)
+    }
+
+    static func nowNs() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) * 1e9 + Double(now.tv_nsec)
+    }
+
+    /// Takes one token, sleeping until one is there.
+    mutating func wait() {
+        let now = Self.nowNs()
+        tokens = min(burst, tokens + (now - lastNs) / intervalNs)
+        lastNs = now
+        if tokens < 1 {
+            let ns = (1 - tokens) * intervalNs
+            var pause = timespec(tv_sec: 0, tv_nsec: Int(ns))
+            _ = nanosleep(&pause, nil)
+            lastNs = Self.nowNs()
+            tokens = 1
+        }
+        tokens -= 1
     }
 }

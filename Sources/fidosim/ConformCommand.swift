@@ -23,7 +23,7 @@ struct ConformCommand: ParsableCommand {
             """)
 
     @Option(help: "The key: hid:/dev/hidrawN, hid:auto or udp:HOST:PORT.")
-    var device: String
+    var device: String?
 
     @Option(help: "hidapi backend for hid: devices: hidraw or libusb.")
     var hidBackend: String = "hidraw"
@@ -67,6 +67,7 @@ struct ConformCommand: ParsableCommand {
     func validate() throws {
         _ = try groups()
         if !list {
+            guard let device else { throw ValidationError("--device is required: hid:/dev/hidrawN, hid:auto or udp:HOST:PORT") }
             do { _ = try DeviceAddress(parsing: device) } catch { throw ValidationError("\(error)") }
         }
         guard HIDBackend(rawValue: hidBackend) != nil else { throw ValidationError("--hid-backend: hidraw or libusb") }
@@ -107,7 +108,7 @@ struct ConformCommand: ParsableCommand {
             }
             return
         }
-        let address = try DeviceAddress(parsing: device)
+        let address = try DeviceAddress(parsing: device ?? "")
         let open = opener(address, backend: HIDBackend(rawValue: hidBackend)!)
         let deviceOperator: any DeviceOperator
         do {
@@ -136,7 +137,11 @@ struct ConformCommand: ParsableCommand {
             }
             var line = "\(mark)  \(result.id)  (\(result.section))"
             if let message = result.message { line += ": \(message)" }
-            if let expected = result.expected { line += " [expected \(expected)" + (result.actual.map { ", got \($0)" } ?? "") + "]" }
+            if let expected = result.expected {
+                line += " [expected \(expected)" + (result.actual.map { ", got \($0)" } ?? "") + "]"
+            } else if let actual = result.actual {
+                line += " [got \(actual)]"
+            }
             print(line)
             fflush(nil)
         }

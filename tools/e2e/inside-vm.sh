@@ -9,7 +9,7 @@ out=$2
 repo=$3
 python=${PYTHON:-python3}
 pin() { "$python" "$repo/tools/e2e/answer_pin.py" 1234 "$@"; } # runs a command, typing PIN 1234 at its prompts
-groups=${E2E_GROUPS:-libfido2,ssh,python,browser}
+groups=${E2E_GROUPS:-libfido2,ssh,python,conform,browser}
 want() { [[ ",$groups," == *",$1,"* ]]; }
 work=$(mktemp -d)
 export HOME=$work
@@ -188,8 +188,17 @@ step stop-key stop_key
 want python && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest -p no:benchmark \
     -p no:cacheprovider -q "$repo/tools/interop" --ignore="$repo/tools/interop/test_flash_persistence.py" \
     --ignore="$repo/tools/interop/test_profiles_interop.py" --ignore="$repo/tools/interop/test_attestation_interop.py" \
-    --ignore="$repo/tools/interop/test_multikey_interop.py" \
+    --ignore="$repo/tools/interop/test_multikey_interop.py" --ignore="$repo/tools/interop/test_conform_interop.py" \
     -k "not test_control_interop or prompt_mode or power_cycle or deny_and_approve"
+
+# --- fidosim conform over /dev/hidraw through hidapi ---------------------------------------------------
+# Every check, destructive ones included; touches, refusals and power cycles (a uhid unplug and replug, after
+# which the runner finds the key again by its serial number) go through the key's control socket.
+if want conform; then
+    step start-key-conform start_key --flash memory --name conform
+    step conform-hidraw "$bin" conform --device "hid:$DEV" --name conform --allow-destructive --report "$out/conform"
+    step stop-key-conform stop_key
+fi
 
 # --- browsers ----------------------------------------------------------------------------------
 # The key must exist before a browser starts (Chromium enumerates hidraw devices at start-up). Each browser

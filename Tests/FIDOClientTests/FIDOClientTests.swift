@@ -1,0 +1,201 @@
+import Attestation
+import CTAPCBOR
+import Crypto
+import FIDOClient
+import Foundation
+import Testing
+
+/// A report channel that answers from a script: whatever the client sends is recorded, and `replies` come back in
+/// order.
+final class ScriptedChannel: ReportChannel {
+    var sent: [[UInt8]] = []
+    var replies: [[UInt8]]
+    let name = "scripted"
+
+    init(replies: [[UInt8]] = []) { self.replies = replies }
+
+    func send(_ report: [UInt8]) throws(ClientError) { sent.append(report) }
+
+    func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
+        replies.isEmpty ? nil : replies.removeFirst()
+    }
+}
+
+@Suite struct CTAPHIDFramingTests {
+    @Test(arguments: [0, 1, 57, 58, 116, 117, 1024, CTAPHIDClient.maxPayload])
+    func reportsCarryThePayloadInSequence(size: Int) throws {
+        let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let reports = CTAPHIDClient.reports(channel: 0x0102_0304, command: HIDCommand.ping, payload: payload)
+        let continuations = size <= 57 ? 0 : (size - 57 + 58) / 59
+        #expect(reports.count == 1 + continuations)
+        #expect(reports.allSatisfy { $0.count == 64 && Array($0[0..<4]) == [1, 2, 3, 4] })
+        #expect(reports[0][4] == 0x81 && Int(reports[0][5]) << 8 | Int(reports[0][6]) == size)
+        for (index, report) in reports.dropFirst().enumerated() { #expect(report[4] == UInt8(index)) }
+        // Reassembled by the client's own receive path, the payload is the same.
+        let channel = ScriptedChannel(replies: reports)
+        let client = CTAPHIDClient(channel: channel)
+        let message = try client.receive(on: 0x0102_0304, timeoutMs: 100)
+        #expect(message.command == HIDCommand.ping && message.payload == payload)
+    }
+
+    @Test func keepalivesAndOtherChannelsAreSkipped() throws {
+        let cid: UInt32 = 0x0A0B_0C0D
+        let other = CTAPHIDClient.reports(channel: 0x1111_1111, command: HIDCommand.cbor, payload: [0x00])
+        let keepalive = CTAPHIDClient.reports(channel: cid, command: HIDCommand.keepalive, payload: [2])
+        let answer = CTAPHIDClient.reports(channel: cid, command: HIDCommand.cbor, payload: [0x00, 0xA0])
+        let channel = ScriptedChannel(replies: other + keepalive + keepalive + answer)
+        let client = CTAPHIDClient(channel: channel)
+        var statuses: [UInt8] = []
+        let message = try client.transact(command: HIDCommand.cbor, payload: [4], on: cid, timeoutMs: 100) { statuses.append($0) }
+        #expect(message.payload == [0x00, 0xA0])
+        #expect(statuses == [2, 2] && client.keepalives.count == 2)
+        #expect(channel.sent == CTAPHIDClient.reports(channel: cid, command: HIDCommand.cbor, payload: [4]))
+    }
+
+    @Test func silenceAndBadSequencesAreErrors() {
+        #expect(throws: ClientError.self) { try CTAPHIDClient(channel: ScriptedChannel()).receive(on: 1, timeoutMs: 10) }
+        var reports = CTAPHIDClient.reports(channel: 1, command: HIDCommand.ping, payload: [UInt8](repeating: 1, count: 100))
+        reports[1][4] = 5
+        #expect(throws: ClientError.self) { try CTAPHIDClient(channel: ScriptedChannel(replies: reports)).receive(on: 1, timeoutMs: 10) }
+    }
+
+    @Test func initAllocatesTheAnsweredChannel() throws {
+        // The nonce is random: answer after seeing the request.
+        final class Answering: ReportChannel {
+            var name: String { "answering" }
+            var pending: [[UInt8]] = []
+            func send(_ report: [UInt8]) throws(ClientError) {
+                let nonce = Array(report[7..<15])
+                pending = CTAPHIDClient.reports(
+                    channel: 0xFFFF_FFFF, command: HIDCommand.initialize, payload: nonce + [0, 0, 0, 9, 2, 1, 2, 3, 0x05])
+            }
+            func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? { pending.isEmpty ? nil : pending.removeFirst() }
+        }
+        let answering = CTAPHIDClient(channel: Answering())
+        let info = try answering.initialize(timeoutMs: 100)
+        #expect(answering.cid == 9 && info.protocolVersion == 2 && info.wink && info.cbor && !info.noMessage)
+        #expect(info.deviceVersion == (1, 2, 3))
+    }
+
+    @Test func deviceAddressesParseOrSayWhatIsExpected() throws {
+        #expect(try DeviceAddress(parsing: "udp:127.0.0.1:8111") == .udp(host: "127.0.0.1", port: 8111))
+        #expect(try DeviceAddress(parsing: "hid:/dev/hidraw3") == .hidPath("/dev/hidraw3"))
+        #expect(try DeviceAddress(parsing: "hid:auto") == .hidAuto)
+        for bad in ["", "udp:host", "udp:host:0", "udp::80", "udp:h:99999", "hid:", "usb:1"] {
+            #expect(throws: ClientError.self, "\(bad)") { try DeviceAddress(parsing: bad) }
+        }
+    }
+}
+
+@Suite struct AuthenticatorDataTests {
+    func coseKey(_ key: P256.Signing.PublicKey) -> CBORValue {
+        let raw = Array(key.rawRepresentation)
+        return COSEPublicKey.p256(x: Array(raw[0..<32]), y: Array(raw[32..<64]), algorithm: -7)
+    }
+
+    @Test func attestedDataAndExtensionsAreRead() throws {
+        let key = P256.Signing.PrivateKey()
+        let rpIdHash = Array(SHA256.hash(data: Array("example.com".utf8)))
+        let credentialId = [UInt8](repeating: 0xAB, count: 40)
+        let aaguid = [UInt8](repeating: 0x11, count: 16)
+        var bytes = rpIdHash + [0xC5, 0, 0, 1, 2] + aaguid + [0, 40] + credentialId
+        bytes += CBOREncoder.encode(coseKey(key.publicKey))
+        bytes += CBOREncoder.encode(["credProtect": 2])
+        let parsed = try ParsedAuthenticatorData(bytes)
+        #expect(parsed.rpIdHash == rpIdHash && parsed.signCount == 258 && parsed.userPresent && parsed.userVerified)
+        #expect(parsed.aaguid == aaguid && parsed.credentialId == credentialId)
+        #expect(parsed.extensions?["credProtect"] == 2)
+        let cose = try COSEPublicKey(try #require(parsed.credentialPublicKey))
+        // OpenSSL reads the SubjectPublicKeyInfo built from the COSE key and verifies swift-crypto's signature.
+        let message = Array("signed".utf8)
+        let signature = Array(try key.signature(for: message).derRepresentation)
+        #expect(try OpenSSLVerifier.verify(spki: cose.spki, message: message, signature: signature))
+        #expect(try !OpenSSLVerifier.verify(spki: cose.spki, message: message + [0], signature: signature))
+        // Trailing or missing bytes are refused.
+        #expect(throws: ClientError.self) { try ParsedAuthenticatorData(bytes + [0]) }
+        #expect(throws: ClientError.self) { try ParsedAuthenticatorData(Array(bytes.dropLast(3))) }
+        #expect(throws: ClientError.self) { try ParsedAuthenticatorData(Array(bytes.prefix(36))) }
+    }
+
+    @Test func ed25519KeysVerifyThroughOpenSSL() throws {
+        let key = Curve25519.Signing.PrivateKey()
+        let cose = try COSEPublicKey(.map([1: 1, 3: -8, -1: 6, -2: .byteString(Array(key.publicKey.rawRepresentation))]))
+        let message = Array("ed25519".utf8)
+        let signature = Array(try key.signature(for: message))
+        #expect(try OpenSSLVerifier.verify(spki: cose.spki, message: message, signature: signature))
+        #expect(try !OpenSSLVerifier.verify(spki: cose.spki, message: message, signature: signature.reversed()))
+        #expect(throws: ClientError.self) { try OpenSSLVerifier.verify(spki: [0x30, 0x00], message: message, signature: signature) }
+    }
+
+    @Test func cborItemLengthsMatchTheEncoder() throws {
+        let values: [CBORValue] = [0, 23, 24, 65536, -1, "text", .byteString([1, 2, 3]), [1, [2, [3]]], ["a": ["b": true]], .null]
+        for value in values {
+            let bytes = CBOREncoder.encode(value)
+            #expect(try CBORItem.length(bytes + [0xFF, 0xFF], at: 0) == bytes.count, "\(value)")
+            if bytes.count > 1 {
+                #expect(throws: ClientError.self) { try CBORItem.length(Array(bytes.dropLast()), at: 0) }
+            }
+        }
+        #expect(throws: ClientError.self) { try CBORItem.length([0xC0, 0x00], at: 0) }  // a tag
+        #expect(throws: ClientError.self) { try CBORItem.length([0x9F], at: 0) }  // indefinite length
+        #expect(throws: ClientError.self) { try CBORItem.length([0x81] + [UInt8](repeating: 0x81, count: 40), at: 0) }  // depth
+    }
+}
+
+@Suite struct CertificateTests {
+    @Test func aBatchCertificateMeetsThePackedRules() throws {
+        let aaguid = [UInt8](repeating: 0x42, count: 16)
+        let batch = try BatchAttestation.provision(aaguid: aaguid, notBefore: Date())
+        let leaf = try X509Certificate(der: batch.certificate)
+        let root = try X509Certificate(der: batch.rootCertificate)
+        #expect(leaf.version == 3 && leaf.organizationalUnit == "Authenticator Attestation" && leaf.country == "US")
+        #expect(!leaf.isCA && root.isCA)
+        #expect(leaf.aaguidExtension?.aaguid == aaguid && leaf.aaguidExtension?.critical == false)
+        try AttestationVerifier.checkPackedCertificate(leaf, aaguid: aaguid)
+        #expect(throws: ClientError.self) { try AttestationVerifier.checkPackedCertificate(leaf, aaguid: [UInt8](repeating: 0, count: 16)) }
+        #expect(throws: ClientError.self) { try AttestationVerifier.checkPackedCertificate(root, aaguid: aaguid) }
+        #expect(leaf.isSigned(by: root) && !root.isSigned(by: leaf))
+        // The leaf's key, read by OpenSSL, verifies a signature the batch key makes.
+        let key = try P256.Signing.PrivateKey(rawRepresentation: batch.privateKey)
+        let signature = Array(try key.signature(for: Array("x".utf8)).derRepresentation)
+        #expect(try OpenSSLVerifier.verify(spki: leaf.publicKeySPKI(), message: Array("x".utf8), signature: signature))
+        #expect(throws: ClientError.self) { try X509Certificate(der: [0x30, 0x03, 0x02, 0x01, 0x01]) }
+    }
+}
+
+@Suite struct PinProtocolTests {
+    /// The authenticator's half done here with swift-crypto, independently of PlatformPinProtocol's code path.
+    @Test(arguments: [1, 2]) func sharedSecretsAgreeWithTheAuthenticatorsHalf(version: Int) throws {
+        let authenticator = P256.KeyAgreement.PrivateKey()
+        let raw = Array(authenticator.publicKey.rawRepresentation)
+        let platform = try PlatformPinProtocol(
+            version: version, authenticatorKey: COSEPublicKey.p256(x: Array(raw[0..<32]), y: Array(raw[32..<64]), algorithm: -25))
+        let peer = try COSEPublicKey(platform.platformKey)
+        #expect(peer.algorithm == -25)
+        let z = try authenticator.sharedSecretFromKeyAgreement(
+            with: P256.KeyAgreement.PublicKey(rawRepresentation: peer.x + peer.y!)
+        ).withUnsafeBytes { Array($0) }
+        let expected: [UInt8]
+        if version == 1 {
+            expected = Array(SHA256.hash(data: z))
+        } else {
+            func derive(_ info: String) -> [UInt8] {
+                HKDF<SHA256>.deriveKey(
+                    inputKeyMaterial: SymmetricKey(data: z), salt: [UInt8](repeating: 0, count: 32), info: Array(info.utf8),
+                    outputByteCount: 32
+                ).withUnsafeBytes { Array($0) }
+            }
+            expected = derive("CTAP2 HMAC key") + derive("CTAP2 AES key")
+        }
+        #expect(platform.sharedSecret == expected)
+        let plaintext = [UInt8](repeating: 0x5A, count: 64)
+        let encrypted = try platform.encrypt(plaintext)
+        #expect(encrypted.count == (version == 1 ? 64 : 80))
+        #expect(try platform.decrypt(encrypted) == plaintext)
+        #expect(throws: ClientError.self) { try platform.encrypt([1, 2, 3]) }
+        let mac = platform.authenticate([1, 2, 3])
+        let hmacKey = version == 1 ? expected : Array(expected[0..<32])
+        let full = Array(HMAC<SHA256>.authenticationCode(for: [1, 2, 3], using: SymmetricKey(data: hmacKey)))
+        #expect(mac == (version == 1 ? Array(full.prefix(16)) : full))
+    }
+}

@@ -1,0 +1,137 @@
+"""`fidosim conform` against fidosim itself: every check passes, a broken key fails them, nothing is lost.
+
+The conformance runner is fidosim's own client (FIDOClient): its CTAPHID framing, CBOR requests and OpenSSL
+verification share no code with the firmware. python-fido2 reads the key before and after to confirm what the
+runner reports and that a run without --allow-destructive leaves the key's credentials and PIN alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from fido2.ctap2 import Ctap2
+from fido2.ctap2.pin import ClientPin, PinProtocolV2
+
+from conftest import TRANSPORT
+from ctap_helpers import new_cdh, user
+
+RP = {"id": "keep.example", "name": "Keep"}
+ES256 = [{"type": "public-key", "alg": -7}]
+
+
+def device_address(sim) -> str:
+    if TRANSPORT == "uhid":
+        desc = sim._hidraw_descriptor()
+        assert desc is not None
+        return f"hid:{desc.path}"
+    return f"udp:{sim.host}:{sim.port}"
+
+
+def conform(sim, *args, timeout=600):
+    return subprocess.run(
+        [str(sim.binary), "conform", "--device", device_address(sim), "--control", sim.control_path, *args],
+        capture_output=True, text=True, timeout=timeout)
+
+
+def all_check_ids(sim) -> list[str]:
+    out = subprocess.run([str(sim.binary), "conform", "--list"], capture_output=True, text=True, check=True)
+    return [line.split("\t")[0] for line in out.stdout.splitlines()]
+
+
+def test_every_check_passes_on_fidosim(sim, tmp_path):
+    out = conform(sim, "--allow-destructive", "--report", str(tmp_path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "will be RESET" in out.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    ids = [check["id"] for check in report["checks"]]
+    assert ids == all_check_ids(sim), "every check ran, in --list order"
+    assert report["totals"] == {"passed": len(ids), "failed": 0, "skipped": 0}
+    assert all(check["section"].startswith(("CTAP 2.", "U2F ", "WebAuthn")) for check in report["checks"])
+    # The identity in the report is what python-fido2 reads from the key.
+    info = Ctap2(sim.device()).get_info()
+    assert report["device"]["aaguid"].replace("-", "") == bytes(info.aaguid).hex()
+    assert report["device"]["versions"] == list(info.versions)
+    markdown = (tmp_path / "report.md").read_text()
+    assert markdown.startswith("# CTAP conformance report")
+    assert f"{len(ids)} passed, 0 failed, 0 skipped" in markdown
+    # Live progress: one line per check.
+    assert sum(line.startswith("pass  ") for line in out.stdout.splitlines()) == len(ids)
+
+
+def test_a_run_without_allow_destructive_keeps_credentials_and_pin(sim):
+    dev = sim.device()
+    ctap = Ctap2(dev)
+    client_pin = ClientPin(ctap, PinProtocolV2())
+    client_pin.set_pin("55555555")
+    token = client_pin.get_pin_token("55555555", ClientPin.PERMISSION.MAKE_CREDENTIAL, RP["id"])
+    cdh = new_cdh()
+    made = ctap.make_credential(
+        cdh, RP, user("keeper"), ES256, options={"rk": True},
+        pin_uv_param=PinProtocolV2().authenticate(token, cdh), pin_uv_protocol=2)
+    kept_id = made.auth_data.credential_data.credential_id
+
+    out = conform(sim, "--pin", "55555555")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "skip  client-pin.set " in out.stdout and "needs --allow-destructive" in out.stdout
+    assert "pass  client-pin.auth-blocked" in out.stdout  # three wrong PINs, then a power cycle
+
+    sim._forget_devices()
+    ctap = Ctap2(sim.device())
+    client_pin = ClientPin(ctap, PinProtocolV2())
+    assert client_pin.get_pin_retries()[0] == 8
+    token = client_pin.get_pin_token("55555555", ClientPin.PERMISSION.GET_ASSERTION, RP["id"])
+    cdh = new_cdh()
+    assertion = ctap.get_assertion(RP["id"], cdh, pin_uv_param=PinProtocolV2().authenticate(token, cdh), pin_uv_protocol=2)
+    assert assertion.credential["id"] == kept_id
+    assertion.verify(cdh, made.auth_data.credential_data.public_key)
+
+
+def test_a_broken_key_fails_with_expected_and_actual(sim, tmp_path):
+    # Every getAssertion answers OPERATION_DENIED: the checks that expect a signature must fail and say why.
+    sim.control().request("injectFault", kind="status", command="getAssertion", status=0x27, count=1000)
+    out = conform(sim, "--only", "get-assertion", "--report", str(tmp_path))
+    assert out.returncode == 1, out.stdout + out.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    failed = {check["id"]: check for check in report["checks"] if check["status"] == "failed"}
+    assert "get-assertion.allow-list" in failed
+    assert failed["get-assertion.allow-list"]["expected"] == "0x00 CTAP2_OK"
+    assert failed["get-assertion.allow-list"]["actual"] == "0x27 CTAP2_ERR_OPERATION_DENIED"
+    assert "## Failures" in (tmp_path / "report.md").read_text()
+
+
+def test_packed_batch_attestation_is_verified(sim, tmp_path):
+    out = subprocess.run(
+        [str(sim.binary), "attestation", "provision", "--socket", sim.control_path, "--root-out", str(tmp_path / "root.pem")],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    out = conform(sim, "--only", "make-credential", "--report", str(tmp_path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    notes = json.loads((tmp_path / "report.json").read_text())["notes"]
+    assert "make-credential.es256: attestation format packed, type basic (x5c verified)" in notes
+
+
+@pytest.mark.sim_args("--profile", "ctap20")
+def test_a_ctap20_key_passes_what_applies(sim):
+    out = conform(sim, "--allow-destructive")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "skip  selection.touch" in out.stdout and "getInfo does not list FIDO_2_1" in out.stdout
+
+
+@pytest.mark.sim_args("--profile", "u2f-only")
+def test_a_u2f_only_key_runs_the_u2f_checks(sim):
+    out = conform(sim, "--allow-destructive")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "pass  u2f.authenticate" in out.stdout
+    assert "skip  make-credential.es256" in out.stdout and "does not speak CTAP2" in out.stdout
+
+
+def test_bad_arguments_are_refused_clearly(sim):
+    binary = str(sim.binary)
+    out = subprocess.run([binary, "conform", "--device", "usb:whatever"], capture_output=True, text=True)
+    assert out.returncode != 0 and "expected hid:/dev/hidrawN, hid:auto or udp:HOST:PORT" in out.stderr
+    out = subprocess.run([binary, "conform", "--device", device_address(sim), "--only", "nosuch"], capture_output=True, text=True)
+    assert out.returncode != 0 and "unknown group 'nosuch'" in out.stderr
+    out = subprocess.run([binary, "conform", "--device", "udp:127.0.0.1:1", "--no-control"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "cannot reach the key" in out.stderr
