@@ -85,7 +85,7 @@ E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* 
 	fido2-tools:fido2-token openssh-client:ssh-keygen chromium:chromium chromium-driver:chromedriver \
 	firefox-esr:firefox-esr
 E2E_PY := 'virtme_ng=virtme-ng' 'selenium=selenium' 'websockets=websockets'
-E2E_GROUPS ?= libfido2,ssh,python,conform,browser
+E2E_GROUPS ?= libfido2,ssh,python,conform,bridge,gadget,browser
 
 e2e-deps: deps
 	@missing=""; for pair in $(E2E_DEB); do pkg=$${pair%%:*}; probe=$${pair#*:}; \

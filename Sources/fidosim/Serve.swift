@@ -1,6 +1,7 @@
 import ArgumentParser
 import CTAPCore
 import CTAPHID
+import FIDOClient
 import HIDBridge
 import Logging
 
@@ -10,7 +11,7 @@ import Glibc
 
 /// Where a virtual key's reports travel.
 enum TransportChoice: String, ExpressibleByArgument, CaseIterable {
-    case auto, udp, uhid, hid
+    case auto, udp, uhid, hid, gadget
 }
 
 enum OnOff: String, ExpressibleByArgument, CaseIterable {
@@ -26,8 +27,17 @@ struct Serve: ParsableCommand {
             """
     )
 
-    @Option(help: "Transport: auto picks uhid when /dev/uhid is writable, else udp.")
+    @Option(help: "Transport: auto picks uhid when /dev/uhid is writable, else udp; hid serves through a HID bridge board (--device).")
     var transport: TransportChoice = .auto
+
+    @Option(help: "--transport hid: the bridge board, as VID:PID in hex (1209:0001) or a hidraw path.")
+    var device: String?
+
+    @Option(help: "--transport hid: hidapi backend, hidraw or libusb.")
+    var hidBackend: String = "hidraw"
+
+    @Option(help: "--transport gadget: the USB device controller (default: the first in /sys/class/udc).")
+    var udc: String?
 
     @Option(help: "The uhid character device.")
     var uhidPath: String = "/dev/uhid"
@@ -165,7 +175,27 @@ struct Serve: ParsableCommand {
             throw ValidationError("--name must be a non-empty word without '/'")
         }
         if transport == .hid {
-            throw ValidationError("--transport hid is not supported by this build yet; use uhid or udp")
+            guard let device, !device.isEmpty else {
+                throw ValidationError("--transport hid needs --device VID:PID (hex, e.g. 1209:0001) or a hidraw path")
+            }
+            guard HIDAPITransport.parseVIDPID(device) != nil || device.hasPrefix("/") else {
+                throw ValidationError("--device \(device): expected VID:PID in hex (1209:0001) or a path (/dev/hidraw3)")
+            }
+            guard keys == 1 && config == nil else {
+                throw ValidationError("--transport hid serves one key through one device: not with --keys or --config")
+            }
+        } else if device != nil {
+            throw ValidationError("--device is for --transport hid")
+        }
+        if transport == .gadget {
+            guard keys == 1 && config == nil else {
+                throw ValidationError("--transport gadget serves one key: not with --keys or --config")
+            }
+        } else if udc != nil {
+            throw ValidationError("--udc is for --transport gadget")
+        }
+        guard HIDBackend(rawValue: hidBackend) != nil else {
+            throw ValidationError("--hid-backend \(hidBackend): hidraw or libusb")
         }
         guard Self.parseID(vendorId) != nil else { throw ValidationError("--vendor-id \(vendorId): not a 16-bit id") }
         guard Self.parseID(productId) != nil else {
@@ -289,6 +319,13 @@ struct Serve: ParsableCommand {
                     name: deviceName, vendorID: Self.parseID(vendorId) ?? 0, productID: Self.parseID(productId) ?? 0,
                     serial: spec.serial ?? persistent.serial)
                 device = try UHIDTransport(path: uhidPath, info: info)
+            } else if chosen == .gadget {
+                let info = UHIDDeviceInfo(
+                    name: deviceName, vendorID: Self.parseID(vendorId) ?? 0, productID: Self.parseID(productId) ?? 0,
+                    serial: spec.serial ?? persistent.serial)
+                device = try GadgetTransport(name: spec.name, info: info, udc: udc)
+            } else if chosen == .hid, let board = self.device {
+                device = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
             } else {
                 device = try UDPTransport(host: host, port: spec.port)
             }

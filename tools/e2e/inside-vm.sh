@@ -9,7 +9,7 @@ out=$2
 repo=$3
 python=${PYTHON:-python3}
 pin() { "$python" "$repo/tools/e2e/answer_pin.py" 1234 "$@"; } # runs a command, typing PIN 1234 at its prompts
-groups=${E2E_GROUPS:-libfido2,ssh,python,conform,browser}
+groups=${E2E_GROUPS:-libfido2,ssh,python,conform,bridge,gadget,browser}
 want() { [[ ",$groups," == *",$1,"* ]]; }
 work=$(mktemp -d)
 export HOME=$work
@@ -198,6 +198,69 @@ if want conform; then
     step start-key-conform start_key --flash memory --name conform
     step conform-hidraw "$bin" conform --device "hid:$DEV" --name conform --allow-destructive --report "$out/conform"
     step stop-key-conform stop_key
+fi
+
+# --- the firmware through a HID bridge board: serve --transport hid ------------------------------------
+# tools/bridge/board_fixture.py stands in for the board with two uhid devices: the board side (vendor usage page,
+# 1209:0001) that fidosim opens through hidapi, and the host side (a FIDO key, 1209:F1D1) the clients use.
+hidraw_named() { # the /dev/hidrawN whose HID_NAME is $1
+    local f
+    f=$(grep -l "HID_NAME=$1\$" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
+    [ -n "$f" ] && echo "/dev/$(basename "$(dirname "$(dirname "$f")")")"
+}
+start_bridge() {
+    "$python" "$repo/tools/bridge/board_fixture.py" >"$out/board.log" 2>&1 &
+    board_pid=$!
+    for _ in $(seq 1 300); do grep -q "bridge board ready" "$out/board.log" && break; sleep 0.1; done
+    "$bin" serve --transport hid --device 1209:0001 --flash memory --presence approve --name bridge \
+        --log-level info >"$out/serve-bridge.log" 2>&1 &
+    serve_pid=$!
+    for _ in $(seq 1 300); do
+        BDEV=$(hidraw_named "fidosim bridge board (host side)")
+        if [ -n "$BDEV" ] && grep -q "on hid /dev/hidraw" "$out/serve-bridge.log"; then return 0; fi
+        sleep 0.1
+    done
+    cat "$out/board.log" "$out/serve-bridge.log"
+    return 1
+}
+stop_bridge() {
+    stop_key
+    local rc=$?
+    kill "$board_pid" && wait "$board_pid"
+    cat "$out/board.log"
+    return $rc
+}
+if want bridge; then
+    step start-bridge start_bridge
+    step bridge-fido2-token-info bash -c "fido2-token -I $BDEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
+    step bridge-conform "$bin" conform --device "hid:$BDEV" --name bridge --allow-destructive --report "$out/conform-bridge"
+    step stop-bridge stop_bridge
+fi
+
+# --- the firmware as a USB device: serve --transport gadget on dummy_hcd -------------------------------
+# configfs makes a gadget with one HID function; dummy_hcd is a loopback USB device controller whose host side is
+# this kernel: it enumerates the gadget over USB, binds usbhid, and the key appears as a hidraw device.
+start_gadget() {
+    modprobe dummy_hcd && modprobe libcomposite && modprobe usb_f_hid || return 1
+    mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || return 1
+    "$bin" serve --transport gadget --flash memory --presence approve --name gadget --device-name "fidosim gadget key" \
+        --log-level info >"$out/serve-gadget.log" 2>&1 &
+    serve_pid=$!
+    for _ in $(seq 1 300); do
+        GDEV=$(hidraw_named "fidosim fidosim gadget key")
+        if [ -n "$GDEV" ]; then return 0; fi
+        sleep 0.1
+    done
+    cat "$out/serve-gadget.log"; ls /sys/class/udc /sys/class/hidraw; grep -h HID_NAME /sys/class/hidraw/*/device/uevent
+    return 1
+}
+if want gadget; then
+    step start-gadget start_gadget
+    step gadget-usb-enumerated bash -c "grep -l 'fidosim gadget key' /sys/bus/usb/devices/*/product | tee /dev/stderr | grep -q ."
+    step gadget-fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$GDEV: vendor=0x1209, product=0xf1d0'"
+    step gadget-conform "$bin" conform --device "hid:$GDEV" --name gadget --allow-destructive --report "$out/conform-gadget"
+    step stop-gadget stop_key
+    step gadget-removed bash -c "! ls /sys/kernel/config/usb_gadget/fidosim-gadget 2>/dev/null"
 fi
 
 # --- browsers ----------------------------------------------------------------------------------

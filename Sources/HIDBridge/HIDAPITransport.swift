@@ -1,0 +1,82 @@
+import Dispatch
+import FIDOClient
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A HID device opened through hidapi, shared by the reader thread (which reads) and the run loop (which writes).
+/// hidapi allows one thread to read while another writes to the same device, in both its backends.
+final class SharedHIDChannel: @unchecked Sendable {
+    let channel: HIDAPIReportChannel
+    let stopped = Atomic<Bool>(false)
+
+    init(_ channel: HIDAPIReportChannel) { self.channel = channel }
+}
+
+/// The key served through a real HID device opened with hidapi: a bridge board that relays 64-byte reports between
+/// fidosim and the machine it is plugged into (where it is the security key). Reports the board delivers are the
+/// host's output reports; what fidosim writes goes back to the host as input reports.
+public final class HIDAPITransport: ReportTransport {
+    let shared: SharedHIDChannel
+    let queue: UHIDEventQueue
+    public let summary: String
+
+    /// Opens the board by `VID:PID` (hexadecimal) or by a hidapi path (`/dev/hidrawN`).
+    public init(device: String, backend: HIDBackend = .hidraw) throws(TransportError) {
+        let channel: HIDAPIReportChannel
+        do {
+            if let (vendor, product) = Self.parseVIDPID(device) {
+                channel = try HIDAPIReportChannel(vendorID: vendor, productID: product, backend: backend)
+            } else {
+                channel = try HIDAPIReportChannel(path: device, backend: backend)
+            }
+        } catch {
+            throw TransportError("--device \(device): \(error.description)")
+        }
+        shared = SharedHIDChannel(channel)
+        queue = try UHIDEventQueue()
+        summary = "hid \(channel.path) (\(backend.rawValue) backend, device \(device))"
+        let shared = self.shared, queue = self.queue
+        DispatchQueue(label: "fidosim.hidapi.reader").async { Self.readForever(shared, queue) }
+    }
+
+    deinit { shared.stopped.store(true, ordering: .relaxed) }
+
+    /// `VID:PID` in hexadecimal (`1209:0001`), or nil for anything else.
+    public static func parseVIDPID(_ text: String) -> (UInt16, UInt16)? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ (1...4).contains($0.count) }),
+            let vendor = UInt16(parts[0], radix: 16), let product = UInt16(parts[1], radix: 16)
+        else { return nil }
+        return (vendor, product)
+    }
+
+    static func readForever(_ shared: SharedHIDChannel, _ queue: UHIDEventQueue) {
+        while !shared.stopped.load(ordering: .relaxed) {
+            do {
+                guard let report = try shared.channel.receive(timeoutMs: 200) else { continue }
+                queue.push(report)
+            } catch {
+                queue.push([])  // an empty event: the device is gone
+                return
+            }
+        }
+    }
+
+    public var descriptor: Int32 { queue.wakeRead }
+
+    public func receive() -> TransportEvent? {
+        guard let report = queue.next() else { return nil }
+        if report.isEmpty { return .note("hid: the device stopped answering (unplugged?)") }
+        return .report(report)
+    }
+
+    public func send(_ report: [UInt8]) {
+        try? shared.channel.send(report)
+    }
+
+    /// A bridge board stays plugged in: a power cycle restarts the firmware only.
+    public func replug() throws(TransportError) {}
+}
