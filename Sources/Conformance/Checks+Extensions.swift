@@ -55,6 +55,22 @@ enum ExtensionChecks {
                 try ctx.require(two.count == 64 && Array(two.prefix(32)) == one && Array(two.suffix(32)) != one, "two salts: the first output, then another")
             }
         },
+        ConformanceCheck("extensions.hmac-secret-mc", .extensions, "CTAP 2.2 §12.8", "hmac-secret-mc gives at makeCredential the output getAssertion's hmac-secret gives for the same salt", requires: [.extension("hmac-secret-mc"), .extension("hmac-secret")]) { ctx in
+            let version = ctx.pinProtocol
+            let session = try ClientPIN(client: ctx.client, version: version).agree()
+            let salt = randomBytes(32)
+            let encrypted = try session.encrypt(salt)
+            var input: [CBORValue: CBORValue] = [1: session.platformKey, 2: .byteString(encrypted), 3: .byteString(session.authenticate(encrypted))]
+            if version == 2 { input[4] = 2 }
+            let made = try ctx.makeVerifiedCredential("hmac-mc", extensions: ["hmac-secret": true, "hmac-secret-mc": .map(input)])
+            guard let output = made.authData.extensions?["hmac-secret-mc"]?.bytesValue else {
+                throw CheckFailure("the makeCredential authenticator data has an hmac-secret-mc output", actual: "\(made.authData.extensions ?? [:])")
+            }
+            let atRegistration = try session.decrypt(output)
+            try ctx.require(atRegistration.count == 32, "32 bytes for one salt", actual: "\(atRegistration.count)")
+            let atAssertion = try hmacSecret(ctx, made.credential, salts: salt, version: version)
+            try ctx.require(atAssertion == atRegistration, "getAssertion's hmac-secret output for the same salt is the same")
+        },
         ConformanceCheck("extensions.cred-blob", .extensions, "CTAP 2.1 §12.2", "credBlob stores a blob with a discoverable credential and returns it", requires: [.extension("credBlob"), .destructive]) { ctx in
             let blob = randomBytes(min(32, ctx.info.maxCredBlobLength ?? 32))
             let made = try ctx.makeVerifiedCredential("blob", rpId: "blob.fidosim.test", discoverable: true, extensions: ["credBlob": .byteString(blob)])

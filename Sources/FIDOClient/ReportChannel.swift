@@ -12,15 +12,22 @@ public protocol ReportChannel: AnyObject {
     var name: String { get }
 }
 
-/// Where a key is: `udp:HOST:PORT`, `hid:/dev/hidrawN` (or any hidapi path) or `hid:auto`.
+/// Where a key is: `udp:HOST:PORT`, `hid:/dev/hidrawN` (or any hidapi path), `hid:VID:PID` (hexadecimal) or
+/// `hid:auto`.
 public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
     case udp(host: String, port: UInt16)
     case hidPath(String)
+    case hidID(vendor: UInt16, product: UInt16)
     case hidAuto
 
     public init(parsing text: String) throws(ClientError) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         if text == "hid:auto" {
             self = .hidAuto
+        } else if parts.count == 3, parts[0] == "hid", parts[1...].allSatisfy({ (1...4).contains($0.count) }),
+            let vendor = UInt16(parts[1], radix: 16), let product = UInt16(parts[2], radix: 16)
+        {
+            self = .hidID(vendor: vendor, product: product)
         } else if text.hasPrefix("hid:"), text.count > 4 {
             self = .hidPath(String(text.dropFirst(4)))
         } else if text.hasPrefix("udp:"), let colon = text.lastIndex(of: ":"), colon > text.index(text.startIndex, offsetBy: 3) {
@@ -30,7 +37,7 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
             }
             self = .udp(host: host, port: port)
         } else {
-            throw .transport("'\(text)': expected hid:/dev/hidrawN, hid:auto or udp:HOST:PORT")
+            throw .transport("'\(text)': expected hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT")
         }
     }
 
@@ -38,6 +45,7 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .udp(let host, let port): "udp:\(host):\(port)"
         case .hidPath(let path): "hid:\(path)"
+        case .hidID(let vendor, let product): "hid:\(hex(UInt8(vendor >> 8)))\(hex(UInt8(vendor & 0xFF))):\(hex(UInt8(product >> 8)))\(hex(UInt8(product & 0xFF)))"
         case .hidAuto: "hid:auto"
         }
     }

@@ -13,7 +13,8 @@ struct ConformCommand: ParsableCommand {
         commandName: "conform",
         abstract: "Run the CTAP conformance checks against a key: a real one over hidapi, or fidosim over UDP or hidraw.",
         discussion: """
-            DEVICE is hid:/dev/hidrawN, hid:auto (the first HID device on the FIDO usage page) or udp:HOST:PORT.
+            DEVICE is hid:/dev/hidrawN, hid:VID:PID (hexadecimal), hid:auto (the first HID device on the FIDO usage \
+            page) or udp:HOST:PORT; --list-devices shows what hidapi sees.
             Groups: \(CheckGroup.allCases.map(\.rawValue).joined(separator: ", ")).
             Without --allow-destructive nothing on the key changes beyond non-discoverable credentials (which use no \
             storage) and signature counters. With it, the run starts with a reset and sets, blocks and erases a PIN.
@@ -22,7 +23,7 @@ struct ConformCommand: ParsableCommand {
             Exit status: 0 when no check failed, 1 when one did, 2 when the key could not be reached.
             """)
 
-    @Option(help: "The key: hid:/dev/hidrawN, hid:auto or udp:HOST:PORT.")
+    @Option(help: "The key: hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT.")
     var device: String?
 
     @Option(help: "hidapi backend for hid: devices: hidraw or libusb.")
@@ -52,6 +53,9 @@ struct ConformCommand: ParsableCommand {
     @Flag(help: "List the checks with their spec sections and exit.")
     var list = false
 
+    @Flag(help: "List the HID devices hidapi sees (FIDO ones marked) and exit.")
+    var listDevices = false
+
     func groups() throws -> Set<CheckGroup>? {
         guard !only.isEmpty else { return nil }
         var out: Set<CheckGroup> = []
@@ -66,8 +70,10 @@ struct ConformCommand: ParsableCommand {
 
     func validate() throws {
         _ = try groups()
-        if !list {
-            guard let device else { throw ValidationError("--device is required: hid:/dev/hidrawN, hid:auto or udp:HOST:PORT") }
+        if !list && !listDevices {
+            guard let device else {
+                throw ValidationError("--device is required: hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT")
+            }
             do { _ = try DeviceAddress(parsing: device) } catch { throw ValidationError("\(error)") }
         }
         guard HIDBackend(rawValue: hidBackend) != nil else { throw ValidationError("--hid-backend: hidraw or libusb") }
@@ -81,8 +87,13 @@ struct ConformCommand: ParsableCommand {
             switch address {
             case .udp(let host, let port):
                 return CTAPHIDClient(channel: try UDPReportChannel(host: host, port: port))
-            case .hidPath, .hidAuto:
-                let devices = try HIDAPIReportChannel.devices(backend: backend)
+            case .hidPath, .hidAuto, .hidID:
+                var devices = try HIDAPIReportChannel.devices(backend: backend, fidoOnly: false)
+                if case .hidID(let vendor, let product) = address {
+                    devices = devices.filter { $0.vendorID == vendor && $0.productID == product }
+                } else if case .hidAuto = address {
+                    devices = devices.filter { $0.usagePage == HIDDeviceInfo.fidoUsagePage }
+                }
                 var path: String?
                 if let known = serial.value, let again = devices.first(where: { $0.serial == known }) {
                     path = again.path
@@ -91,7 +102,9 @@ struct ConformCommand: ParsableCommand {
                 } else {
                     path = devices.first?.path
                 }
-                guard let path else { throw ClientError.transport("hid:auto: no HID device on the FIDO usage page 0xF1D0") }
+                guard let path else {
+                    throw ClientError.transport("\(address): no such HID device (fidosim conform --list-devices shows them)")
+                }
                 if serial.value == nil, let info = devices.first(where: { $0.path == path }), !info.serial.isEmpty {
                     serial.value = info.serial
                 }
@@ -106,6 +119,23 @@ struct ConformCommand: ParsableCommand {
             for check in [ConformanceSuite.blankStart] + checks {
                 print("\(check.id)\t\(check.section)\t\(check.title)")
             }
+            return
+        }
+        if listDevices {
+            let devices: [HIDDeviceInfo]
+            do {
+                devices = try HIDAPIReportChannel.devices(backend: HIDBackend(rawValue: hidBackend)!, fidoOnly: false)
+            } catch {
+                printError("fidosim conform: \(error)")
+                throw ExitCode(2)
+            }
+            for d in devices {
+                let id = hex(UInt8(d.vendorID >> 8)) + hex(UInt8(d.vendorID & 0xFF)) + ":" + hex(UInt8(d.productID >> 8))
+                    + hex(UInt8(d.productID & 0xFF))
+                let fido = d.usagePage == HIDDeviceInfo.fidoUsagePage ? "FIDO" : "page 0x" + String(d.usagePage, radix: 16)
+                print("\(d.path)\t\(id)\t\(fido)\t\(d.manufacturer) \(d.product)\tserial \(d.serial)")
+            }
+            if devices.isEmpty { print("hidapi (\(hidBackend) backend) lists no HID device") }
             return
         }
         let address = try DeviceAddress(parsing: device ?? "")

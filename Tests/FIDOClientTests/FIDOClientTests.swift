@@ -81,6 +81,8 @@ final class ScriptedChannel: ReportChannel {
         #expect(try DeviceAddress(parsing: "udp:127.0.0.1:8111") == .udp(host: "127.0.0.1", port: 8111))
         #expect(try DeviceAddress(parsing: "hid:/dev/hidraw3") == .hidPath("/dev/hidraw3"))
         #expect(try DeviceAddress(parsing: "hid:auto") == .hidAuto)
+        #expect(try DeviceAddress(parsing: "hid:1209:F1D0") == .hidID(vendor: 0x1209, product: 0xF1D0))
+        #expect(try DeviceAddress(parsing: "hid:1209:F1D0").description == "hid:1209:f1d0")
         for bad in ["", "udp:host", "udp:host:0", "udp::80", "udp:h:99999", "hid:", "usb:1"] {
             #expect(throws: ClientError.self, "\(bad)") { try DeviceAddress(parsing: bad) }
         }

@@ -130,7 +130,7 @@ def test_a_u2f_only_key_runs_the_u2f_checks(sim):
 def test_bad_arguments_are_refused_clearly(sim):
     binary = str(sim.binary)
     out = subprocess.run([binary, "conform", "--device", "usb:whatever"], capture_output=True, text=True)
-    assert out.returncode != 0 and "expected hid:/dev/hidrawN, hid:auto or udp:HOST:PORT" in out.stderr
+    assert out.returncode != 0 and "expected hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT" in out.stderr
     out = subprocess.run([binary, "conform", "--device", device_address(sim), "--only", "nosuch"], capture_output=True, text=True)
     assert out.returncode != 0 and "unknown group 'nosuch'" in out.stderr
     out = subprocess.run([binary, "conform", "--device", "udp:127.0.0.1:1", "--no-control"], capture_output=True, text=True, timeout=60)
