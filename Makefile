@@ -28,7 +28,8 @@ help:
 	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
-	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, the authenticator and the control parser (FUZZ_SECONDS each)"
+	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, the authenticator and the control parser"
+	@echo "                   (FUZZ_SECONDS each, default 300; or FUZZ_RUNS executions each)"
 
 deps:
 	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install Swift 6.3 (swift.org) and put it on PATH"; exit 1; }
@@ -63,7 +64,7 @@ bench: release
 
 # libFuzzer targets (CBOR decoder, CTAPHID machine, flash store, authenticator) under AddressSanitizer.
 fuzz: deps
-	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} bash tools/fuzz/run.sh
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} FUZZ_RUNS=$${FUZZ_RUNS:-} bash tools/fuzz/run.sh
 
 fuzz-smoke: deps
 	bash tools/fuzz/run.sh --smoke

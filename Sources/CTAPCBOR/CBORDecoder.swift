@@ -79,19 +79,34 @@ private struct Parser {
         var elements: [CBORValue] = []
         var entries: [CBORValue: CBORValue] = [:]
         var pendingKey: CBORValue? = nil
+        /// The offset of the pending key, for the error of a duplicate.
+        var pendingKeyOffset = 0
+
+        init(isMap: Bool, offset: Int, remainingItems: Int) {
+            self.isMap = isMap
+            self.offset = offset
+            self.remainingItems = remainingItems
+            // The count was checked against the input's length, so reserving it allocates no more than the input.
+            if isMap {
+                self.entries.reserveCapacity(remainingItems / 2)
+            } else {
+                self.elements.reserveCapacity(remainingItems)
+            }
+        }
 
         /// Adds the next item; returns the finished container once its last item is added.
         mutating func add(_ item: CBORValue, at itemOffset: Int) throws(CBORDecodingError) -> CBORValue? {
             if !self.isMap {
                 self.elements.append(item)
             } else if let key = self.pendingKey {
-                self.entries[key] = item
+                // One hash per entry: a duplicate key shows when its value would replace the first one's.
+                guard self.entries.updateValue(item, forKey: key) == nil else {
+                    throw CBORDecodingError(code: .duplicateMapKey, offset: self.pendingKeyOffset)
+                }
                 self.pendingKey = nil
             } else {
-                guard self.entries[item] == nil else {
-                    throw CBORDecodingError(code: .duplicateMapKey, offset: itemOffset)
-                }
                 self.pendingKey = item
+                self.pendingKeyOffset = itemOffset
             }
             self.remainingItems -= 1
             guard self.remainingItems == 0 else {

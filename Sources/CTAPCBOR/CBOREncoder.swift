@@ -11,6 +11,7 @@ public enum CBOREncoder {
     /// Returns the CTAP2 canonical encoding of `value`.
     public static func encode(_ value: CBORValue) -> [UInt8] {
         var output: [UInt8] = []
+        output.reserveCapacity(128)
         self.append(value, to: &output)
         return output
     }
@@ -50,11 +51,35 @@ public enum CBOREncoder {
             }
         case .map(let entries):
             self.appendHead(majorType: 5, argument: UInt64(entries.count), to: &output)
-            let sorted = entries.map { (key: self.encode($0.key), value: $0.value) }
-                .sorted { self.canonicalKeyPrecedes($0.key, $1.key) }
-            for entry in sorted {
-                output.append(contentsOf: entry.key)
-                self.append(entry.value, to: &output)
+            // CTAP's maps are keyed by integers (commands, responses, COSE keys) or by text: for both, canonical
+            // order is found without encoding every key first. Integers sort by major type (unsigned before
+            // negative), then by argument, since a shortest-form head grows with its argument; text sorts by
+            // UTF-8 length, then bytes.
+            if entries.keys.allSatisfy({ $0.integerSortKey != nil }) {
+                let sorted = entries.sorted {
+                    let l = $0.key.integerSortKey!, r = $1.key.integerSortKey!
+                    return l.major != r.major ? l.major < r.major : l.argument < r.argument
+                }
+                for (key, value) in sorted {
+                    self.append(key, to: &output)
+                    self.append(value, to: &output)
+                }
+            } else if entries.keys.allSatisfy({ $0.textValue != nil }) {
+                let sorted = entries.sorted {
+                    let l = $0.key.textValue!.utf8, r = $1.key.textValue!.utf8
+                    return l.count != r.count ? l.count < r.count : l.lexicographicallyPrecedes(r)
+                }
+                for (key, value) in sorted {
+                    self.append(key, to: &output)
+                    self.append(value, to: &output)
+                }
+            } else {
+                let sorted = entries.map { (key: self.encode($0.key), value: $0.value) }
+                    .sorted { self.canonicalKeyPrecedes($0.key, $1.key) }
+                for entry in sorted {
+                    output.append(contentsOf: entry.key)
+                    self.append(entry.value, to: &output)
+                }
             }
         case .boolean(let flag):
             output.append(flag ? 0xf5 : 0xf4)
@@ -66,6 +91,7 @@ public enum CBOREncoder {
     }
 
     /// Appends the shortest head for `majorType` and `argument`.
+    @inline(__always)
     private static func appendHead(majorType: UInt8, argument: UInt64, to output: inout [UInt8]) {
         let major = majorType << 5
         switch argument {
@@ -89,6 +115,17 @@ public enum CBOREncoder {
     private static func appendBigEndian(_ value: UInt64, byteCount: Int, to output: inout [UInt8]) {
         for index in stride(from: byteCount - 1, through: 0, by: -1) {
             output.append(UInt8(truncatingIfNeeded: value >> (index * 8)))
+        }
+    }
+}
+
+extension CBORValue {
+    /// An integer's major type and argument, for sorting map keys; nil for anything else.
+    fileprivate var integerSortKey: (major: UInt8, argument: UInt64)? {
+        switch self {
+        case .unsigned(let n): (0, n)
+        case .negative(let n): (1, n)
+        default: nil
         }
     }
 }

@@ -14,6 +14,17 @@ enum PINChecks {
         return retries
     }
 
+    /// makeCredential authenticated with `token` (pinUvAuthParam over the clientDataHash) in `version`.
+    static func makeCredential(_ ctx: ConformanceContext, token: [UInt8], version: Int, touch: String? = nil) throws
+        -> (response: CTAPResponse, clientDataHash: [UInt8])
+    {
+        let clientDataHash = randomBytes(32)
+        var params = ctx.makeCredentialParameters(userId: randomBytes(16), clientDataHash: clientDataHash)
+        params[8] = .byteString(PlatformPinProtocol.authenticate(version: version, key: token, clientDataHash))
+        params[9] = CBORValue(version)
+        return (try ctx.send(CTAPCommand.makeCredential, .map(params), touch: touch), clientDataHash)
+    }
+
     /// A wrong PIN's token request: its status.
     static func wrongPIN(_ ctx: ConformanceContext) throws -> UInt8 {
         try pinClient(ctx).token(pin: "00000000-wrong").response.status
@@ -54,12 +65,8 @@ enum PINChecks {
                 try ctx.require(
                     version == 2 ? token.count == 32 : (token.count == 16 || token.count == 32), "the token's length",
                     actual: "\(token.count) bytes in protocol \(version)")
-                let clientDataHash = randomBytes(32)
-                var params = ctx.makeCredentialParameters(userId: randomBytes(16), clientDataHash: clientDataHash)
-                params[8] = .byteString(PlatformPinProtocol.authenticate(version: version, key: token, clientDataHash))
-                params[9] = CBORValue(version)
-                let response = try ctx.send(CTAPCommand.makeCredential, .map(params), touch: "makeCredential with a PIN token")
-                let made = try ctx.madeCredential(response, clientDataHash: clientDataHash, userId: [], discoverable: false)
+                let request = try makeCredential(ctx, token: token, version: version, touch: "makeCredential with a PIN token")
+                let made = try ctx.madeCredential(request.response, clientDataHash: request.clientDataHash, userId: [], discoverable: false)
                 try ctx.require(made.authData.userVerified, "the UV flag is set", actual: "flags 0x\(hex(made.authData.flags))")
             }
         },
@@ -109,19 +116,11 @@ enum PINChecks {
         },
         ConformanceCheck("client-pin.permission", .clientPIN, "CTAP 2.1 §6.1.2, §6.5.5.7.2", "a token without the mc permission gets CTAP2_ERR_PIN_AUTH_INVALID for makeCredential", requires: [.knownPIN, .optionTrue("pinUvAuthToken")]) { ctx in
             let token = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
-            let clientDataHash = randomBytes(32)
-            var params = ctx.makeCredentialParameters(userId: randomBytes(16), clientDataHash: clientDataHash)
-            params[8] = .byteString(PlatformPinProtocol.authenticate(version: ctx.pinProtocol, key: token, clientDataHash))
-            params[9] = CBORValue(ctx.pinProtocol)
-            try ctx.expect(try ctx.send(CTAPCommand.makeCredential, .map(params)), CTAPStatusCode.pinAuthInvalid, "a ga-only token for makeCredential")
+            try ctx.expect(try makeCredential(ctx, token: token, version: ctx.pinProtocol).response, CTAPStatusCode.pinAuthInvalid, "a ga-only token for makeCredential")
         },
         ConformanceCheck("client-pin.rp-bound", .clientPIN, "CTAP 2.1 §6.1.2, §6.5.5.7.2", "a token bound to one RP ID gets CTAP2_ERR_PIN_AUTH_INVALID for another", requires: [.knownPIN, .optionTrue("pinUvAuthToken")]) { ctx in
             let token = try ctx.token(permissions: ClientPIN.Permission.makeCredential, rpId: ConformanceContext.otherRpId)
-            let clientDataHash = randomBytes(32)
-            var params = ctx.makeCredentialParameters(userId: randomBytes(16), clientDataHash: clientDataHash)
-            params[8] = .byteString(PlatformPinProtocol.authenticate(version: ctx.pinProtocol, key: token, clientDataHash))
-            params[9] = CBORValue(ctx.pinProtocol)
-            try ctx.expect(try ctx.send(CTAPCommand.makeCredential, .map(params)), CTAPStatusCode.pinAuthInvalid, "a token for another RP ID")
+            try ctx.expect(try makeCredential(ctx, token: token, version: ctx.pinProtocol).response, CTAPStatusCode.pinAuthInvalid, "a token for another RP ID")
         },
         ConformanceCheck("client-pin.no-permissions", .clientPIN, "CTAP 2.1 §6.5.5.7.2", "permissions 0 gets CTAP1_ERR_INVALID_PARAMETER", requires: [.knownPIN, .optionTrue("pinUvAuthToken")]) { ctx in
             let result = try pinClient(ctx).token(pin: ctx.pin ?? "", permissions: 0)

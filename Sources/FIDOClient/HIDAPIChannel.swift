@@ -144,19 +144,13 @@ public final class HIDAPIReportChannel: ReportChannel {
 
     deinit { api.close(device) }
 
-    /// When the last report went out (monotonic milliseconds).
-    var lastSendMs: Double = 0
+    /// Bursts of up to 16 reports, then one per millisecond: the pace of a full-speed USB interrupt endpoint
+    /// (bInterval 1), where a write blocks until the key takes the report. A uhid key has no such flow control: the
+    /// kernel queues 32 reports for it and drops what a faster writer sends.
+    var pacer = ReportPacer(burst: 16, intervalNs: 1_000_000)
 
     public func send(_ report: [UInt8]) throws(ClientError) {
-        // One report per millisecond at most: the pace of a full-speed USB interrupt endpoint (bInterval 1), where
-        // the write blocks until the key takes the report. A uhid key has no such flow control: the kernel queues 32
-        // reports for it and drops what a faster writer sends.
-        let wait = lastSendMs + 1 - CTAPHIDClient.nowMs()
-        if wait > 0 {
-            var pause = timespec(tv_sec: 0, tv_nsec: Int(wait * 1_000_000))
-            _ = nanosleep(&pause, nil)
-        }
-        lastSendMs = CTAPHIDClient.nowMs()
+        pacer.wait()
         // hidapi takes the report ID first: 0 for a device without numbered reports.
         let framed = [0] + report
         let written = framed.withUnsafeBufferPointer { api.write(device, $0.baseAddress, $0.count) }
@@ -170,5 +164,40 @@ public final class HIDAPIReportChannel: ReportChannel {
         }
         guard count >= 0 else { throw .transport("\(name): read failed (unplugged?)") }
         return count == 0 ? nil : Array(buffer[0..<Int(count)])
+    }
+}
+
+/// A token bucket of reports: `burst` at once, then one per `intervalNs`.
+public struct ReportPacer: Sendable {
+    let burst: Double
+    let intervalNs: Double
+    var tokens: Double
+    var lastNs: Double = 0
+
+    public init(burst: Int, intervalNs: Int) {
+        self.burst = Double(burst)
+        self.intervalNs = Double(intervalNs)
+        tokens = Double(burst)
+    }
+
+    public static func nowNs() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) * 1e9 + Double(now.tv_nsec)
+    }
+
+    /// Takes one token, sleeping until one is there.
+    public mutating func wait() {
+        let now = Self.nowNs()
+        tokens = min(burst, tokens + (now - lastNs) / intervalNs)
+        lastNs = now
+        if tokens < 1 {
+            let ns = (1 - tokens) * intervalNs
+            var pause = timespec(tv_sec: 0, tv_nsec: Int(ns))
+            _ = nanosleep(&pause, nil)
+            lastNs = Self.nowNs()
+            tokens = 1
+        }
+        tokens -= 1
     }
 }

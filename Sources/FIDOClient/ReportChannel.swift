@@ -20,13 +20,25 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
     case hidID(vendor: UInt16, product: UInt16)
     case hidAuto
 
-    public init(parsing text: String) throws(ClientError) {
+    /// `VID:PID` in hexadecimal (`1209:f1d0`), or nil.
+    public static func parseVIDPID(_ text: some StringProtocol) -> (vendor: UInt16, product: UInt16)? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ (1...4).contains($0.count) }),
+            let vendor = UInt16(parts[0], radix: 16), let product = UInt16(parts[1], radix: 16)
+        else { return nil }
+        return (vendor, product)
+    }
+
+    /// `VID:PID` as four lowercase hex digits each.
+    public static func formatVIDPID(_ vendor: UInt16, _ product: UInt16) -> String {
+        func four(_ v: UInt16) -> String { hex(UInt8(v >> 8)) + hex(UInt8(v & 0xFF)) }
+        return four(vendor) + ":" + four(product)
+    }
+
+    public init(parsing text: String) throws(ClientError) {
         if text == "hid:auto" {
             self = .hidAuto
-        } else if parts.count == 3, parts[0] == "hid", parts[1...].allSatisfy({ (1...4).contains($0.count) }),
-            let vendor = UInt16(parts[1], radix: 16), let product = UInt16(parts[2], radix: 16)
-        {
+        } else if text.hasPrefix("hid:"), let (vendor, product) = Self.parseVIDPID(text.dropFirst(4)) {
             self = .hidID(vendor: vendor, product: product)
         } else if text.hasPrefix("hid:"), text.count > 4 {
             self = .hidPath(String(text.dropFirst(4)))
@@ -45,7 +57,7 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .udp(let host, let port): "udp:\(host):\(port)"
         case .hidPath(let path): "hid:\(path)"
-        case .hidID(let vendor, let product): "hid:\(hex(UInt8(vendor >> 8)))\(hex(UInt8(vendor & 0xFF))):\(hex(UInt8(product >> 8)))\(hex(UInt8(product & 0xFF)))"
+        case .hidID(let vendor, let product): "hid:" + Self.formatVIDPID(vendor, product)
         case .hidAuto: "hid:auto"
         }
     }

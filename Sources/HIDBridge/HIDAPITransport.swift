@@ -46,11 +46,7 @@ public final class HIDAPITransport: ReportTransport {
 
     /// `VID:PID` in hexadecimal (`1209:0001`), or nil for anything else.
     public static func parseVIDPID(_ text: String) -> (UInt16, UInt16)? {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts.allSatisfy({ (1...4).contains($0.count) }),
-            let vendor = UInt16(parts[0], radix: 16), let product = UInt16(parts[1], radix: 16)
-        else { return nil }
-        return (vendor, product)
+        DeviceAddress.parseVIDPID(text)
     }
 
     static func readForever(_ shared: SharedHIDChannel, _ queue: UHIDEventQueue) {

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CUHID
 import Dispatch
+import FIDOClient
 import Synchronization
 
 /// How the virtual key presents itself on the USB bus.
@@ -300,37 +301,3 @@ public final class UHIDTransport: ReportTransport {
     }
 }
 
-/// A token bucket of reports: `burst` at once, then one per `intervalNs`.
-struct ReportPacer {
-    let burst: Double
-    let intervalNs: Double
-    var tokens: Double
-    var lastNs: Double = 0
-
-    init(burst: Int, intervalNs: Int) {
-        self.burst = Double(burst)
-        self.intervalNs = Double(intervalNs)
-        tokens = Double(burst)
-    }
-
-    static func nowNs() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) * 1e9 + Double(now.tv_nsec)
-    }
-
-    /// Takes one token, sleeping until one is there.
-    mutating func wait() {
-        let now = Self.nowNs()
-        tokens = min(burst, tokens + (now - lastNs) / intervalNs)
-        lastNs = now
-        if tokens < 1 {
-            let ns = (1 - tokens) * intervalNs
-            var pause = timespec(tv_sec: 0, tv_nsec: Int(ns))
-            _ = nanosleep(&pause, nil)
-            lastNs = Self.nowNs()
-            tokens = 1
-        }
-        tokens -= 1
-    }
-}

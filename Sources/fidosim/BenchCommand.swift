@@ -5,6 +5,7 @@ import CTAPHID
 import Crypto
 import FlashStore
 import Foundation
+import FIDOClient
 import HIDBridge
 
 /// `fidosim bench`: throughput and latency against the P-256 signing limit of this machine.
@@ -22,6 +23,13 @@ struct BenchCommand: ParsableCommand {
             valueName: "row"))
     var only: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Measure getAssertion through this running key's hidraw node (a uhid key, in the e2e VM) against the "
+                + "raw rate instead of the built-in rows. The key must approve touches (--presence approve).",
+            valueName: "path"))
+    var hidDevice: String?
+
     func validate() throws {
         if let only, only != "get-assertion" && only != "udp" {
             throw ValidationError("--only takes get-assertion or udp")
@@ -36,10 +44,25 @@ struct BenchCommand: ParsableCommand {
     }
 
     func run() throws {
-        let raw = measure(name: "raw ES256 signature (swift-crypto)") { () throws -> Void in
-            _ = try Self.rawKey.signature(for: Self.message)
+        // A signature as a key sends it: ECDSA over SHA-256, DER-encoded.
+        let raw = measure(name: "raw ES256 signature, DER (swift-crypto)") { () throws -> Void in
+            _ = try Self.rawKey.signature(for: Self.message).derRepresentation
         }
         var rows = [raw]
+        if let hidDevice {
+            var hid = try HIDBench(path: hidDevice)
+            let credential = try hid.makeCredential()
+            rows.append(measure(name: "getAssertion over hidraw (client process -> uhid key)") {
+                try hid.getAssertion(credential: credential)
+            })
+            print("| measurement | per second | p50 ms | p99 ms | of raw signing |")
+            print("|---|---|---|---|---|")
+            for row in rows {
+                print("| \(row.name) | \(Int(row.perSecond)) | \(format2(row.p50)) | \(format2(row.p99)) | "
+                    + "\(Int((row.perSecond / raw.perSecond * 100).rounded()))% |")
+            }
+            return
+        }
         if only == "udp" {
             var udp = try UDPBench()
             let udpCredential = try udp.stopping { try $0.makeCredential() }
@@ -378,5 +401,30 @@ struct UDPBench {
     func stop() {
         process.terminate()
         process.waitUntilExit()
+    }
+}
+
+/// A running key reached through its hidraw node with FIDOClient (hidapi), as a host program reaches it.
+struct HIDBench {
+    let client: CTAP2Client
+
+    init(path: String) throws {
+        let hid = CTAPHIDClient(channel: try HIDAPIReportChannel(path: path))
+        try hid.initialize()
+        client = CTAP2Client(hid: hid)
+    }
+
+    func call(_ request: [UInt8]) throws -> [UInt8] {
+        let response = try client.sendRaw(request)
+        guard response.ok else { throw BenchError(description: "status \(CTAPStatusCode.describe(response.status))") }
+        return [0] + response.body
+    }
+
+    mutating func makeCredential() throws -> [UInt8] {
+        try BenchRequests.credentialId(try call(BenchRequests.makeCredential(resident: false, user: 1)))
+    }
+
+    func getAssertion(credential: [UInt8]) throws {
+        _ = try call(BenchRequests.getAssertion(credential: credential))
     }
 }

@@ -130,8 +130,7 @@ struct ConformCommand: ParsableCommand {
                 throw ExitCode(2)
             }
             for d in devices {
-                let id = hex(UInt8(d.vendorID >> 8)) + hex(UInt8(d.vendorID & 0xFF)) + ":" + hex(UInt8(d.productID >> 8))
-                    + hex(UInt8(d.productID & 0xFF))
+                let id = DeviceAddress.formatVIDPID(d.vendorID, d.productID)
                 let fido = d.usagePage == HIDDeviceInfo.fidoUsagePage ? "FIDO" : "page 0x" + String(d.usagePage, radix: 16)
                 print("\(d.path)\t\(id)\t\(fido)\t\(d.manufacturer) \(d.product)\tserial \(d.serial)")
             }

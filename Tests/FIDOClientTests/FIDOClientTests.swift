@@ -201,3 +201,13 @@ final class ScriptedChannel: ReportChannel {
         #expect(mac == (version == 1 ? Array(full.prefix(16)) : full))
     }
 }
+
+@Suite struct PacerTests {
+    /// 32 reports go at once; each one after them waits about a millisecond (a USB full-speed endpoint's pace).
+    @Test func thePacerLetsABurstThroughThenOnePerMillisecond() {
+        var pacer = ReportPacer(burst: 32, intervalNs: 1_000_000)
+        let start = ReportPacer.nowNs()
+        for _ in 0..<42 { pacer.wait() }
+        #expect(ReportPacer.nowNs() - start >= 9_000_000)
+    }
+}

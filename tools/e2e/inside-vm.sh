@@ -197,6 +197,8 @@ want python && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="
 if want conform; then
     step start-key-conform start_key --flash memory --name conform
     step conform-hidraw "$bin" conform --device "hid:$DEV" --name conform --allow-destructive --report "$out/conform"
+    # getAssertion through hidraw against the raw signing rate, measured in this VM (emulated, debug build).
+    step bench-hidraw bash -c "'$bin' bench --hid-device '$DEV' --seconds 3 | tee '$out/bench-hidraw.md'"
     step stop-key-conform stop_key
 fi
 

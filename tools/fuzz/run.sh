@@ -4,6 +4,7 @@
 #   tools/fuzz/run.sh            every target for FUZZ_SECONDS (default 300) each
 #   tools/fuzz/run.sh --smoke    every target for a fixed number of runs with a fixed seed (reproducible)
 #   tools/fuzz/run.sh cbor ...   only the named targets
+#   FUZZ_RUNS=N tools/fuzz/run.sh  every target for N executions instead of a time
 # Crashes are written to .build/fuzz/artifacts/; a crash fails the run. Prints executions and coverage per
 # target and a closing line "fuzz: N passed, N failed".
 set -uo pipefail
@@ -88,6 +89,8 @@ for target in "${targets[@]}"; do
         # The control target parses whole JSON documents: about 3,000 executions per second.
         [ "$target" = control ] && runs=${FUZZ_RUNS:-60000}
         limit=(-runs="$runs" -seed=1)
+    elif [ -n "${FUZZ_RUNS:-}" ]; then
+        limit=(-runs="$FUZZ_RUNS")  # a number of executions, however long they take
     else
         limit=(-max_total_time="${FUZZ_SECONDS:-300}")
     fi
