@@ -28,7 +28,8 @@ help:
 	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
-	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, the authenticator and the control parser"
+	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, the authenticator, the control parser"
+	@echo "                   and the conformance client's readers of what a key sends"
 	@echo "                   (FUZZ_SECONDS each, default 300; or FUZZ_RUNS executions each)"
 
 deps:

@@ -152,6 +152,9 @@ public final class CTAPHIDClient {
             if report[4] & 0x80 != 0 {
                 guard report.count >= 7 else { throw .malformed("an initialization packet of \(report.count) bytes") }
                 let length = Int(report[5]) << 8 | Int(report[6])
+                guard length <= Self.maxPayload else {
+                    throw .malformed("a message of \(length) bytes declared (at most \(Self.maxPayload))")
+                }
                 if report[4] == HIDCommand.keepalive {
                     let status = length > 0 ? report[7] : 0
                     keepalives.append((status, Self.nowMs()))

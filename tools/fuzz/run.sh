@@ -19,7 +19,7 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore authenticator control)
+[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore authenticator control client)
 swiftc=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)
 
 module_of() {
@@ -29,6 +29,7 @@ module_of() {
         flashstore) echo FlashStore ;;
         authenticator) echo CTAPCore ;;
         control) echo ControlProtocol ;;
+        client) echo FIDOClient ;;
         *) return 1 ;;
     esac
 }
@@ -68,11 +69,26 @@ build_authenticator() {
         -L "$mods" -Xlinker --whole-archive -lcryptodeps -Xlinker --no-whole-archive -o "$out/authenticator"
 }
 
+# FIDOClient's readers of what a key sends (no hidapi, OpenSSL or swift-crypto), over an instrumented CTAPCBOR.
+build_client() {
+    local mods=$out/client-modules
+    mkdir -p "$mods"
+    "$swiftc" "${fuzz_flags[@]}" -module-name CTAPCBOR -wmo -emit-module -emit-module-path "$mods/CTAPCBOR.swiftmodule" \
+        -emit-object -o "$mods/CTAPCBOR.o" Sources/CTAPCBOR/*.swift || return 1
+    "$swiftc" "${fuzz_flags[@]}" -module-name FIDOClient -I "$mods" \
+        Sources/FIDOClient/{ClientError,AuthenticatorData,ReportChannel,CTAPHIDClient,CTAP2Client,U2FMessage}.swift \
+        tools/fuzz/client.swift "$mods/CTAPCBOR.o" -o "$out/client"
+}
+
 pass=0
 fail=0
 for target in "${targets[@]}"; do
     module=$(module_of "$target") || { echo "fuzz: unknown target $target"; fail=$((fail + 1)); continue; }
-    if [ "$target" = authenticator ]; then build=(build_authenticator); else build=(build_single "$target" "$module"); fi
+    case $target in
+        authenticator) build=(build_authenticator) ;;
+        client) build=(build_client) ;;
+        *) build=(build_single "$target" "$module") ;;
+    esac
     if ! "${build[@]}" >"$out/$target.build.log" 2>&1; then
         echo "fuzz $target: build failed"; grep -E "error" "$out/$target.build.log" | head -20
         fail=$((fail + 1))

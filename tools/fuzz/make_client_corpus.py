@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the client fuzz target (tools/fuzz/corpus/client/): what a key sends, as
+fidosim sends it, read through python-fido2 from `fidosim serve` over UDP (FIDOSIM_BIN, default the debug build).
+
+Each seed is a selector byte (see tools/fuzz/client.swift) and the bytes: authenticator data with attested
+credential data and extensions, a getInfo answer, COSE keys, a U2F registration, and CTAPHID answer streams.
+"""
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "interop"))
+
+from fido2 import cbor  # noqa: E402
+from fido2.ctap1 import Ctap1  # noqa: E402
+from fido2.ctap2 import Ctap2  # noqa: E402
+
+from conftest import Simulator  # noqa: E402
+
+OUT = HERE / "corpus" / "client"
+
+
+def reports(cid: int, command: int, payload: bytes) -> bytes:
+    head = struct.pack(">IBH", cid, command, len(payload)) + payload[:57]
+    out = head.ljust(64, b"\0")
+    rest, seq = payload[57:], 0
+    while rest:
+        out += (struct.pack(">IB", cid, seq) + rest[:59]).ljust(64, b"\0")
+        rest, seq = rest[59:], seq + 1
+    return out
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    sim = Simulator()
+    sim.start()
+    try:
+        dev = sim.device()
+        ctap2 = Ctap2(dev)
+        info = cbor.encode(dict(ctap2.get_info()))
+        rp, user = {"id": "example.com"}, {"id": b"u", "name": "u"}
+        made = ctap2.make_credential(bytes(32), rp, user, [{"type": "public-key", "alg": -7}],
+                                     extensions={"credProtect": 2, "hmac-secret": True})
+        auth_data = bytes(made.auth_data)
+        cose = cbor.encode(dict(made.auth_data.credential_data.public_key))
+        registration = bytes(Ctap1(dev).register(bytes(32), bytes(32)))
+        seeds = {
+            "auth-data": b"\0" + auth_data,
+            "cbor-item": b"\1" + auth_data[55 + len(made.auth_data.credential_data.credential_id):],
+            "cose-es256": b"\2" + cose,
+            "cose-ed25519": b"\2" + cbor.encode({1: 1, 3: -8, -1: 6, -2: bytes(32)}),
+            "u2f-registration": b"\3" + registration,
+            "get-info": b"\4" + info,
+            "hid-answer": b"\5" + reports(0x01020304, 0x90, b"\0" + info),
+            "hid-keepalive": b"\5" + reports(0x01020304, 0xBB, b"\2") + reports(0x01020304, 0x81, b"ping"),
+        }
+        for name, data in seeds.items():
+            (OUT / name).write_bytes(data)
+        print(f"wrote {len(seeds)} seeds to {OUT}")
+    finally:
+        sim.stop()
+
+
+if __name__ == "__main__":
+    main()
