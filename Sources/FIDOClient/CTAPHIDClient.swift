@@ -156,7 +156,8 @@ public final class CTAPHIDClient {
                     throw .malformed("a message of \(length) bytes declared (at most \(Self.maxPayload))")
                 }
                 if report[4] == HIDCommand.keepalive {
-                    let status = length > 0 ? report[7] : 0
+                    // A short report may end before the status byte its length announces.
+                    let status = length > 0 && report.count > 7 ? report[7] : 0
                     keepalives.append((status, Self.nowMs()))
                     onKeepalive?(status)
                     continue

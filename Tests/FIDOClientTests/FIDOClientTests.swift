@@ -52,6 +52,15 @@ final class ScriptedChannel: ReportChannel {
         #expect(channel.sent == CTAPHIDClient.reports(channel: cid, command: HIDCommand.cbor, payload: [4]))
     }
 
+    /// Found by the client fuzz target: a 7-byte KEEPALIVE report announcing a status byte it does not carry
+    /// trapped on the missing byte. It is now a keepalive of status 0, and the stream then ends in a timeout.
+    @Test func aShortKeepaliveReportIsNotATrap() {
+        let short: [UInt8] = [0x01, 0x02, 0x03, 0x04, 0xBB, 0x00, 0x60]
+        let client = CTAPHIDClient(channel: ScriptedChannel(replies: [short]))
+        #expect(throws: ClientError.self) { try client.receive(on: 0x0102_0304, timeoutMs: 100) }
+        #expect(client.keepalives.map(\.status) == [0])
+    }
+
     @Test func silenceAndBadSequencesAreErrors() {
         #expect(throws: ClientError.self) { try CTAPHIDClient(channel: ScriptedChannel()).receive(on: 1, timeoutMs: 10) }
         var reports = CTAPHIDClient.reports(channel: 1, command: HIDCommand.ping, payload: [UInt8](repeating: 1, count: 100))
