@@ -185,7 +185,7 @@ enum HIDChecks {
                     times.append(CTAPHIDClient.nowMs())
                     statuses.insert(report[7])
                 } else {
-                    throw CheckFailure("the request keeps waiting", actual: "command 0x\(hex(report[4])) \(hex(report[5..<9]))")
+                    throw CheckFailure("the request keeps waiting", actual: "command 0x\(hex(report[4])) \(hex(report.dropFirst(5).prefix(4)))")
                 }
             }
             try ctx.hid.cancel()

@@ -35,7 +35,8 @@ enum ManagementChecks {
         let head = try first.map()
         guard let total = head[9]?.intValue else { throw CheckFailure("enumerateCredentialsBegin without totalCredentials (0x09)") }
         var all = [head]
-        for _ in 1..<max(total, 1) {
+        // A key's count is not trusted to bound the loop: at most 1,000 requests.
+        for _ in 1..<min(max(total, 1), 1000) {
             let next = try manage(ctx, 5, authenticate: false)
             try ctx.expectOK(next, "enumerateCredentialsGetNextCredential")
             all.append(try next.map())
@@ -67,7 +68,7 @@ enum ManagementChecks {
             let head = try first.map()
             guard let total = head[5]?.intValue else { throw CheckFailure("enumerateRPsBegin without totalRPs (0x05)") }
             var rps = [head]
-            for _ in 1..<max(total, 1) {
+            for _ in 1..<min(max(total, 1), 1000) {
                 let next = try manage(ctx, 3, authenticate: false)
                 try ctx.expectOK(next, "enumerateRPsGetNextRP")
                 rps.append(try next.map())
@@ -127,6 +128,9 @@ enum ManagementChecks {
             guard let chunk = try response.map()[1]?.bytesValue else { throw CheckFailure("largeBlobs get without config (0x01)") }
             data += chunk
             if chunk.count < fragment { return data }
+            guard data.count <= max(ctx.info.maxSerializedLargeBlobArray ?? 0, 1 << 20) else {
+                throw CheckFailure("the large-blob array ends", actual: "more than \(data.count) bytes")
+            }
         }
     }
 

@@ -79,12 +79,17 @@ public final class ConformanceContext {
         throw CheckFailure("the key did not come back after a power cycle: \(lastError.map { "\($0)" } ?? "")")
     }
 
-    /// Drops what the last check left on the channel and makes sure the channel still answers.
-    func recover() {
+    /// Drops what the last check left on the channel and makes sure the key still answers (a PING, else a new
+    /// INIT, else the key opened again). False when it does not.
+    func recover() -> Bool {
         hid.drain(ms: 20)
-        if (try? hid.transact(command: HIDCommand.ping, payload: [1, 2, 3], timeoutMs: 1000))?.payload != [1, 2, 3] {
-            _ = try? hid.initialize(timeoutMs: 1000)
+        if (try? hid.transact(command: HIDCommand.ping, payload: [1, 2, 3], timeoutMs: 1000))?.payload == [1, 2, 3] {
+            return true
         }
+        if (try? hid.initialize(timeoutMs: 1000)) != nil { return true }
+        guard let again = try? open(), (try? again.initialize(timeoutMs: 2000)) != nil else { return false }
+        client = CTAP2Client(hid: again)
+        return true
     }
 
     // MARK: Requests checks share

@@ -35,6 +35,8 @@ public struct ConformanceReport: Sendable {
     public var notes: [String]
     public var allowDestructive: Bool
     public var seconds: Double
+    /// The key stopped answering during the run: the checks after that were not run.
+    public var stoppedAnswering = false
 
     public func count(_ status: CheckStatus, in group: CheckGroup? = nil) -> Int {
         results.filter { $0.status == status && (group == nil || $0.group == group) }.count
@@ -74,6 +76,7 @@ public struct ConformanceReport: Sendable {
         }
         return .object([
             "tool": "fidosim conform", "device": .object(device), "allowDestructive": .boolean(allowDestructive),
+            "stoppedAnswering": .boolean(stoppedAnswering),
             "seconds": .integer(Int64(seconds.rounded())),
             "totals": .object([
                 "passed": .integer(Int64(count(.passed))), "failed": .integer(Int64(failed)),
@@ -96,7 +99,8 @@ public struct ConformanceReport: Sendable {
             "- Options: "
                 + device.options.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", "),
             "- Destructive checks: \(allowDestructive ? "run" : "not run")",
-            "- Result: \(count(.passed)) passed, \(failed) failed, \(count(.skipped)) skipped in \(Int(seconds.rounded())) s",
+            "- Result: \(count(.passed)) passed, \(failed) failed, \(count(.skipped)) skipped in \(Int(seconds.rounded())) s"
+                + (stoppedAnswering ? " (the key stopped answering: the run is incomplete)" : ""),
             "", "| group | passed | failed | skipped |", "|---|---|---|---|",
         ]
         for group in groups {

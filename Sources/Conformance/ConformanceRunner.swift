@@ -55,14 +55,25 @@ public final class ConformanceRunner {
             open: open, deviceOperator: deviceOperator, allowDestructive: options.allowDestructive, pin: options.pin)
         let identity = DeviceIdentity(address: device, info: context.info, hid: context.hid.info)
         var results: [CheckResult] = []
+        var gone = false
         for check in selected {
-            let result = run(check, in: context)
+            var result: CheckResult
+            if gone {
+                result = CheckResult(
+                    id: check.id, group: check.group, section: check.section, title: check.title, status: .skipped,
+                    message: "not run: the key stopped answering", expected: nil, actual: nil, milliseconds: 0)
+            } else {
+                result = run(check, in: context)
+                gone = !context.recover()
+                if gone { result.message = (result.message.map { $0 + "; " } ?? "") + "then the key stopped answering" }
+                try? context.refreshInfo()
+            }
             results.append(result)
             progress(result)
         }
         return ConformanceReport(
             device: identity, results: results, notes: context.notes, allowDestructive: options.allowDestructive,
-            seconds: (CTAPHIDClient.nowMs() - started) / 1000)
+            seconds: (CTAPHIDClient.nowMs() - started) / 1000, stoppedAnswering: gone)
     }
 
     func unmet(_ requirement: Requirement, _ context: ConformanceContext) -> String? {
@@ -120,8 +131,6 @@ public final class ConformanceRunner {
         }
         result.milliseconds = CTAPHIDClient.nowMs() - start
         try? context.deviceOperator.restore()
-        context.recover()
-        try? context.refreshInfo()
         return result
     }
 }

@@ -20,7 +20,8 @@ struct ConformCommand: ParsableCommand {
             storage) and signature counters. With it, the run starts with a reset and sets, blocks and erases a PIN.
             A touch or a replug is asked of you on the terminal; for a fidosim key with a control socket (--control, \
             --name, or the default socket when it belongs to this key) the runner does them itself.
-            Exit status: 0 when no check failed, 1 when one did, 2 when the key could not be reached.
+            Exit status: 0 when no check failed, 1 when one did, 2 when the key could not be reached or stopped \
+            answering during the run.
             """)
 
     @Option(help: "The key: hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT.")
@@ -188,6 +189,10 @@ struct ConformCommand: ParsableCommand {
         if let directory = self.report {
             try writeReport(report, to: directory)
             print("report: \(directory)/report.json, \(directory)/report.md")
+        }
+        if report.stoppedAnswering {
+            printError("fidosim conform: the key stopped answering; the checks after that were not run")
+            throw ExitCode(2)
         }
         if report.failed > 0 { throw ExitCode(1) }
     }

@@ -135,3 +135,37 @@ def test_bad_arguments_are_refused_clearly(sim):
     assert out.returncode != 0 and "unknown group 'nosuch'" in out.stderr
     out = subprocess.run([binary, "conform", "--device", "udp:127.0.0.1:1", "--no-control"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "cannot reach the key" in out.stderr
+
+
+def test_a_key_that_goes_away_ends_the_run_quickly(tmp_path):
+    """The key is killed during the run: the check under way fails, the rest are skipped, and the runner ends."""
+    from conftest import fidosim_binary, free_udp_port
+
+    port = free_udp_port()
+    control = str(tmp_path / "key.sock")
+    server = subprocess.Popen([str(fidosim_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash",
+                               "memory", "--control", control, "--presence", "approve"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import os
+        import time
+        deadline = time.monotonic() + 10
+        while not os.path.exists(control) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        runner = subprocess.Popen([str(fidosim_binary()), "conform", "--device", f"udp:127.0.0.1:{port}", "--control",
+                                   control, "--report", str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        lines = []
+        for line in runner.stdout:
+            lines.append(line)
+            if line.startswith("pass  hid.ping.sizes"):
+                server.kill()
+        runner.wait(timeout=120)
+    finally:
+        server.kill()
+        server.wait()
+    assert runner.returncode == 2, "".join(lines)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["stoppedAnswering"] is True
+    skipped = [c for c in report["checks"] if c.get("message") == "not run: the key stopped answering"]
+    assert len(skipped) > 50
+    assert report["seconds"] < 90
