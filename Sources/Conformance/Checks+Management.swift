@@ -5,26 +5,33 @@ import FIDOClient
 enum ManagementChecks {
     static let managedRpId = "managed.fidosim.test"
 
-    /// A credential management request, authenticated with a fresh token when `authenticate` is true.
-    static func manage(
-        _ ctx: ConformanceContext, _ subCommand: Int, _ params: CBORValue? = nil, authenticate: Bool = true,
-        param override: [UInt8]? = nil
+    /// A request of a command with subcommands (credential management, config): `{1: subCommand, 2: params,
+    /// 3: pinUvAuthProtocol, 4: pinUvAuthParam}`, the param computed over `prefix || subCommand || params` with a
+    /// fresh token of `permission` (or `override`), or left out when `authenticate` is false.
+    static func subcommandRequest(
+        _ ctx: ConformanceContext, command: UInt8, prefix: [UInt8], permission: Int, _ subCommand: Int,
+        _ params: CBORValue?, authenticate: Bool, override: [UInt8]?
     ) throws -> CTAPResponse {
         var request: [CBORValue: CBORValue] = [1: CBORValue(subCommand)]
         if let params { request[2] = params }
         if authenticate {
-            let message = [UInt8(subCommand)] + (params.map { CBOREncoder.encode($0) } ?? [])
-            let auth: [UInt8]
-            if let override {
-                auth = override
-            } else {
-                let token = try ctx.token(permissions: ClientPIN.Permission.credentialManagement)
-                auth = PlatformPinProtocol.authenticate(version: ctx.pinProtocol, key: token, message)
-            }
+            let message = prefix + [UInt8(subCommand)] + (params.map { CBOREncoder.encode($0) } ?? [])
+            let auth = try override
+                ?? PlatformPinProtocol.authenticate(version: ctx.pinProtocol, key: ctx.token(permissions: permission), message)
             request[3] = CBORValue(ctx.pinProtocol)
             request[4] = .byteString(auth)
         }
-        return try ctx.send(CTAPCommand.credentialManagement, .map(request))
+        return try ctx.send(command, .map(request))
+    }
+
+    /// A credential management request (the param is over subCommand || params).
+    static func manage(
+        _ ctx: ConformanceContext, _ subCommand: Int, _ params: CBORValue? = nil, authenticate: Bool = true,
+        param override: [UInt8]? = nil
+    ) throws -> CTAPResponse {
+        try subcommandRequest(
+            ctx, command: CTAPCommand.credentialManagement, prefix: [], permission: ClientPIN.Permission.credentialManagement,
+            subCommand, params, authenticate: authenticate, override: override)
     }
 
     /// Every credential of an RP as enumerateCredentials lists them (begin, then getNext).
@@ -182,17 +189,15 @@ enum ManagementChecks {
 
     // MARK: Config
 
-    static func configure(_ ctx: ConformanceContext, _ subCommand: Int, _ params: CBORValue? = nil, authenticate: Bool = true, param override: [UInt8]? = nil) throws -> CTAPResponse {
-        var request: [CBORValue: CBORValue] = [1: CBORValue(subCommand)]
-        if let params { request[2] = params }
-        if authenticate {
-            let message = [UInt8](repeating: 0xFF, count: 32) + [0x0D, UInt8(subCommand)] + (params.map { CBOREncoder.encode($0) } ?? [])
-            let auth = try override ?? PlatformPinProtocol.authenticate(
-                version: ctx.pinProtocol, key: ctx.token(permissions: ClientPIN.Permission.authenticatorConfig), message)
-            request[3] = CBORValue(ctx.pinProtocol)
-            request[4] = .byteString(auth)
-        }
-        return try ctx.send(CTAPCommand.config, .map(request))
+    /// An authenticatorConfig request (the param is over 32 × 0xff || 0x0d || subCommand || params).
+    static func configure(
+        _ ctx: ConformanceContext, _ subCommand: Int, _ params: CBORValue? = nil, authenticate: Bool = true,
+        param override: [UInt8]? = nil
+    ) throws -> CTAPResponse {
+        try subcommandRequest(
+            ctx, command: CTAPCommand.config, prefix: [UInt8](repeating: 0xFF, count: 32) + [0x0D],
+            permission: ClientPIN.Permission.authenticatorConfig, subCommand, params, authenticate: authenticate,
+            override: override)
     }
 
     static let config: [ConformanceCheck] = [
