@@ -106,13 +106,58 @@ public final class HIDAPIReportChannel: ReportChannel {
     public let path: String
 
     /// Every HID device the backend lists; `fidoOnly` keeps those on the FIDO usage page.
+    ///
+    /// hidapi's libusb backend (0.13) reports no usage page: reading the report descriptor would mean detaching the
+    /// kernel's driver. Where usbhid has the interface, its sysfs node has the descriptor, so the usage comes from
+    /// there (`/sys/bus/usb/devices/<path>/*/report_descriptor`, hidapi-libusb's path being the interface's name).
     public static func devices(backend: HIDBackend = .hidraw, fidoOnly: Bool = true) throws(ClientError) -> [HIDDeviceInfo] {
-        let all = try HIDAPI.load(backend).devices()
+        var all = try HIDAPI.load(backend).devices()
+        if backend == .libusb {
+            for i in all.indices where all[i].usagePage == 0 {
+                if let (page, usage) = usageFromSysfs(interface: all[i].path) {
+                    all[i].usagePage = page
+                    all[i].usage = usage
+                }
+            }
+        }
         return fidoOnly ? all.filter { $0.usagePage == HIDDeviceInfo.fidoUsagePage } : all
     }
 
-    public init(path: String, backend: HIDBackend = .hidraw) throws(ClientError) {
-        api = try HIDAPI.load(backend)
+    /// The top-level usage of a USB interface's report descriptor, as usbhid exposes it in sysfs.
+    static func usageFromSysfs(interface: String, root: String = "/sys/bus/usb/devices") -> (UInt16, UInt16)? {
+        // An interface name such as 1-1:1.0; anything else (a path with '/' or '..') is not looked up.
+        guard !interface.isEmpty, !interface.contains("/"), !interface.hasPrefix("."),
+            let dir = opendir("\(root)/\(interface)")
+        else { return nil }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard !name.hasPrefix("."),
+                let bytes = readSmallFile("\(root)/\(interface)/\(name)/report_descriptor"),
+                let usage = ReportDescriptor.topLevelUsage(bytes)
+            else { continue }
+            return usage
+        }
+        return nil
+    }
+
+    static func readSmallFile(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        return n > 0 ? Array(bytes.prefix(n)) : nil
+    }
+
+    public convenience init(path: String, backend: HIDBackend = .hidraw) throws(ClientError) {
+        try self.init(path: path, api: try HIDAPI.load(backend))
+    }
+
+    init(path: String, api: HIDAPI) throws(ClientError) {
+        self.api = api
         _ = api.initialize()
         guard let device = api.openPath(path) else {
             throw .transport("hid:\(path): cannot open it (\(String(cString: strerror(errno))); is it there, and may you read it?)")
@@ -148,6 +193,8 @@ public final class HIDAPIReportChannel: ReportChannel {
     /// (bInterval 1), where a write blocks until the key takes the report. A uhid key has no such flow control: the
     /// kernel queues 32 reports for it and drops what a faster writer sends.
     var pacer = ReportPacer(burst: 16, intervalNs: 1_000_000)
+    /// Reads that returned no bytes (timeouts and zero-length reports).
+    public private(set) var zeroLengthReads = 0
 
     public func send(_ report: [UInt8]) throws(ClientError) {
         pacer.wait()
@@ -157,13 +204,24 @@ public final class HIDAPIReportChannel: ReportChannel {
         guard written >= 0 else { throw .transport("\(name): write failed (unplugged?)") }
     }
 
+    /// The next report, or nil when none came within `timeoutMs`.
+    ///
+    /// hidapi returns 0 both for a timeout and for a zero-length report. Through the libusb backend a USB device
+    /// can send zero-length packets (the Linux HID gadget on dummy_hcd follows each 64-byte report with one), and
+    /// usbhid drops them, so they are skipped here too: only a read that waited out its time is a timeout.
     public func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 64)
-        let count = buffer.withUnsafeMutableBufferPointer {
-            api.readTimeout(device, $0.baseAddress, $0.count, Int32(clamping: max(0, timeoutMs)))
+        let deadline = ReportPacer.nowNs() + Double(max(0, timeoutMs)) * 1e6
+        while true {
+            let left = Int(((deadline - ReportPacer.nowNs()) / 1e6).rounded(.up))
+            let count = buffer.withUnsafeMutableBufferPointer {
+                api.readTimeout(device, $0.baseAddress, $0.count, Int32(clamping: max(0, left)))
+            }
+            guard count >= 0 else { throw .transport("\(name): read failed (unplugged?)") }
+            if count > 0 { return Array(buffer[0..<Int(count)]) }
+            zeroLengthReads += 1
+            if left <= 0 || ReportPacer.nowNs() >= deadline { return nil }
         }
-        guard count >= 0 else { throw .transport("\(name): read failed (unplugged?)") }
-        return count == 0 ? nil : Array(buffer[0..<Int(count)])
     }
 }
 
@@ -199,5 +257,43 @@ public struct ReportPacer: Sendable {
             tokens = 1
         }
         tokens -= 1
+    }
+}
+
+/// Just enough of a HID report descriptor (HID 1.11 §6.2.2) to find its first top-level usage.
+enum ReportDescriptor {
+    /// The usage page and usage in force at the first Collection item: what hidraw and hidapi call the device's.
+    static func topLevelUsage(_ bytes: [UInt8]) -> (page: UInt16, usage: UInt16)? {
+        var page: UInt32?
+        var usage: UInt32?
+        var i = 0
+        while i < bytes.count {
+            let prefix = bytes[i]
+            if prefix == 0xFE {  // a long item: data size in the next byte, then its tag, then the data
+                guard i + 1 < bytes.count else { return nil }
+                i += 3 + Int(bytes[i + 1])
+                continue
+            }
+            let size = [0, 1, 2, 4][Int(prefix & 0x03)]
+            guard i + 1 + size <= bytes.count else { return nil }
+            var value: UInt32 = 0
+            for k in 0..<size { value |= UInt32(bytes[i + 1 + k]) << (8 * k) }
+            switch prefix & 0xFC {
+            case 0x04: page = value  // Usage Page (global)
+            case 0x08:  // Usage (local); a 4-byte usage carries its own page in the high half
+                if size == 4 {
+                    page = value >> 16
+                    usage = value & 0xFFFF
+                } else {
+                    usage = value
+                }
+            case 0xA0:  // Collection
+                guard let page, let usage else { return nil }
+                return (UInt16(truncatingIfNeeded: page), UInt16(truncatingIfNeeded: usage))
+            default: break
+            }
+            i += 1 + size
+        }
+        return nil
     }
 }

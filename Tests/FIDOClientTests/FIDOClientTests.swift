@@ -1,7 +1,7 @@
 import Attestation
 import CTAPCBOR
 import Crypto
-import FIDOClient
+@testable import FIDOClient
 import Foundation
 import Testing
 
@@ -218,5 +218,79 @@ final class ScriptedChannel: ReportChannel {
         let start = ReportPacer.nowNs()
         for _ in 0..<42 { pacer.wait() }
         #expect(ReportPacer.nowNs() - start >= 9_000_000)
+    }
+}
+
+@Suite struct HIDDiscoveryTests {
+    /// The report descriptor CTAP 2.1 §11.2.8.1 gives for a FIDO device: usage page 0xF1D0, usage 0x01, then the
+    /// application collection.
+    static let fido: [UInt8] = [
+        0x06, 0xD0, 0xF1, 0x09, 0x01, 0xA1, 0x01, 0x09, 0x20, 0x15, 0x00, 0x26, 0xFF, 0x00, 0x75, 0x08, 0x95, 0x40,
+        0x81, 0x02, 0x09, 0x21, 0x15, 0x00, 0x26, 0xFF, 0x00, 0x75, 0x08, 0x95, 0x40, 0x91, 0x02, 0xC0,
+    ]
+
+    @Test func theTopLevelUsageOfAReportDescriptor() {
+        #expect(ReportDescriptor.topLevelUsage(Self.fido).map { [$0.page, $0.usage] } == [0xF1D0, 0x01])
+        // A keyboard: Generic Desktop (1), Keyboard (6).
+        #expect(ReportDescriptor.topLevelUsage([0x05, 0x01, 0x09, 0x06, 0xA1, 0x01, 0xC0]).map { [$0.page, $0.usage] } == [1, 6])
+        // An extended (4-byte) usage carries its page.
+        #expect(
+            ReportDescriptor.topLevelUsage([0x0B, 0x01, 0x00, 0xD0, 0xF1, 0xA1, 0x01]).map { [$0.page, $0.usage] } == [0xF1D0, 1])
+        // Truncated, no collection, or a collection before any usage: no answer rather than a guess.
+        #expect(ReportDescriptor.topLevelUsage([0x06, 0xD0]) == nil)
+        #expect(ReportDescriptor.topLevelUsage([0x06, 0xD0, 0xF1, 0x09, 0x01]) == nil)
+        #expect(ReportDescriptor.topLevelUsage([0xA1, 0x01]) == nil)
+        #expect(ReportDescriptor.topLevelUsage([0xFE, 0x10]) == nil)
+    }
+
+    /// hidapi-libusb names a device by its USB interface (1-1:1.0); usbhid's node under it has the descriptor.
+    @Test func theLibusbBackendsUsagePageComesFromSysfs() throws {
+        let root = "/tmp/fidosim-sysfs-\(getpid())"
+        let node = "\(root)/1-1:1.0/0003:1209:F1D0.0001"
+        #expect(system("mkdir -p '\(node)' '\(root)/2-1:1.0'") == 0)
+        defer { _ = system("rm -rf '\(root)'") }
+        let fd = open("\(node)/report_descriptor", O_WRONLY | O_CREAT, 0o644)
+        #expect(Self.fido.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == Self.fido.count)
+        close(fd)
+        #expect(HIDAPIReportChannel.usageFromSysfs(interface: "1-1:1.0", root: root).map { [$0.0, $0.1] } == [0xF1D0, 1])
+        // An interface without a bound driver, or a name that is not an interface's, has none.
+        #expect(HIDAPIReportChannel.usageFromSysfs(interface: "2-1:1.0", root: root) == nil)
+        #expect(HIDAPIReportChannel.usageFromSysfs(interface: "../1-1:1.0", root: root) == nil)
+        #expect(HIDAPIReportChannel.usageFromSysfs(interface: "", root: root) == nil)
+    }
+}
+
+/// A scripted hidapi: each read returns the next entry (an empty one is a zero-length read that returns at once).
+nonisolated(unsafe) private var scriptedReads: [[UInt8]] = []
+
+@Suite(.serialized) struct ZeroLengthReportTests {
+    static func api() -> HIDAPI {
+        HIDAPI(
+            initialize: { 0 }, enumerate: { _, _ in nil }, freeEnumeration: { _ in },
+            openPath: { _ in OpaquePointer(bitPattern: 1) }, write: { _, _, count in Int32(count) },
+            readTimeout: { _, buffer, _, timeout in
+                guard !scriptedReads.isEmpty else {
+                    usleep(UInt32(max(0, timeout)) * 1000)
+                    return 0
+                }
+                let next = scriptedReads.removeFirst()
+                for (i, byte) in next.enumerated() { buffer![i] = byte }
+                return Int32(next.count)
+            }, close: { _ in })
+    }
+
+    /// The Linux HID gadget on dummy_hcd follows each report with a zero-length packet, which hidapi's libusb
+    /// backend hands over as a read of 0 bytes: that is not the end of the answer.
+    @Test func zeroLengthReportsAreSkippedNotTakenForATimeout() throws {
+        let report = [UInt8](repeating: 0xAB, count: 64)
+        scriptedReads = [[], report, [], [], report]
+        let channel = try HIDAPIReportChannel(path: "scripted", api: Self.api())
+        #expect(try channel.receive(timeoutMs: 1000) == report)
+        #expect(try channel.receive(timeoutMs: 1000) == report)
+        #expect(channel.zeroLengthReads == 3)
+        // With nothing left, the read waits out its time and answers nil.
+        let start = ReportPacer.nowNs()
+        #expect(try channel.receive(timeoutMs: 30) == nil)
+        #expect(ReportPacer.nowNs() - start >= 25_000_000)
     }
 }
