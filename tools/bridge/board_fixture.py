@@ -12,16 +12,22 @@ VID:PID`). Here both sides are on one machine:
 What a client writes to the host side comes out of the board side as an input report, and what fidosim writes
 to the board side comes back to the client as an input report of the host side: the board firmware's relay.
 It prints "bridge board ready" once both devices exist and runs until SIGTERM or SIGINT.
+
+With --board-usb the board side is a real USB device instead: a USB HID gadget (configfs, the HID function,
+/dev/hidgN) on the first USB device controller, dummy_hcd in the e2e VM, so that fidosim reaches it the way it
+reaches a physical board, through hidapi's libusb backend as well as hidraw.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import select
 import signal
 import struct
 import sys
+import time
 
 EVENT_SIZE = 4380
 UHID_DESTROY, UHID_OUTPUT, UHID_GET_REPORT, UHID_GET_REPORT_REPLY = 1, 6, 9, 10
@@ -82,14 +88,90 @@ class Side:
         os.close(self.fd)
 
 
+class GadgetSide:
+    """The board side as a USB HID gadget: 64-byte reports both ways through /dev/hidgN."""
+
+    ROOT = "/sys/kernel/config/usb_gadget/fidosim-board"
+
+    def __init__(self, name: str, serial: str, vendor: int, product: int, usage_page: int):
+        root = self.ROOT
+        udcs = sorted(os.listdir("/sys/class/udc")) if os.path.isdir("/sys/class/udc") else []
+        if not udcs:
+            raise SystemExit("no USB device controller (modprobe dummy_hcd) and configfs at /sys/kernel/config")
+        for d in ("", "/strings/0x409", "/configs/c.1", "/configs/c.1/strings/0x409", "/functions/hid.board"):
+            os.makedirs(root + d, exist_ok=True)
+        files = {
+            "idVendor": f"0x{vendor:04x}", "idProduct": f"0x{product:04x}", "bcdUSB": "0x0200",
+            "strings/0x409/serialnumber": serial, "strings/0x409/manufacturer": "fidosim",
+            "strings/0x409/product": name, "configs/c.1/strings/0x409/configuration": "relay",
+            "functions/hid.board/protocol": "0", "functions/hid.board/subclass": "0",
+            "functions/hid.board/report_length": "64",
+        }
+        for path, text in files.items():
+            with open(f"{root}/{path}", "w") as f:
+                f.write(text)
+        with open(f"{root}/functions/hid.board/report_desc", "wb") as f:
+            f.write(descriptor(usage_page))
+        if not os.path.islink(f"{root}/configs/c.1/hid.board"):
+            os.symlink(f"{root}/functions/hid.board", f"{root}/configs/c.1/hid.board")
+        with open(f"{root}/UDC", "w") as f:
+            f.write(udcs[0])
+        with open(f"{root}/functions/hid.board/dev") as f:
+            major, minor = (int(x) for x in f.read().split(":"))
+        node = next((f"/dev/{n}" for n in sorted(os.listdir("/dev")) if n.startswith("hidg")
+                     and os.stat(f"/dev/{n}").st_rdev == os.makedev(major, minor)), None)
+        if node is None:
+            raise SystemExit(f"no /dev/hidgN for {major}:{minor}")
+        self.fd = os.open(node, os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK)
+        # Reports for the host, queued while the IN endpoint still holds the previous one. The other side (uhid)
+        # has no flow control, so it is read at once whatever the USB side's pace (uhid drops what it cannot queue).
+        self.pending: collections.deque[bytes] = collections.deque()
+        # Ready once the host has enumerated it (usbhid bound: a hidraw node for its ID).
+        for _ in range(300):
+            if any(f"{vendor:08X}:{product:08X}" in open(f"/sys/class/hidraw/{h}/device/uevent").read()
+                   for h in os.listdir("/sys/class/hidraw")):
+                break
+            time.sleep(0.1)
+
+    def input(self, report: bytes) -> None:
+        self.pending.append(report)
+        self.flush()
+
+    def flush(self) -> None:
+        """Writes queued reports while the IN endpoint takes them (a write fails with EAGAIN until the host polls)."""
+        while self.pending:
+            try:
+                os.write(self.fd, self.pending[0])
+            except BlockingIOError:
+                return
+            self.pending.popleft()
+
+    def next_output(self) -> bytes | None:
+        try:
+            report = os.read(self.fd, 64)
+        except BlockingIOError:
+            return None
+        return report or None
+
+    def destroy(self) -> None:
+        os.close(self.fd)
+        with open(f"{self.ROOT}/UDC", "w") as f:
+            f.write("\n")
+        os.remove(f"{self.ROOT}/configs/c.1/hid.board")
+        for d in ("/configs/c.1/strings/0x409", "/configs/c.1", "/functions/hid.board", "/strings/0x409", ""):
+            os.rmdir(self.ROOT + d)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board-id", default="1209:0001", help="VID:PID of the board side (hex)")
     parser.add_argument("--host-id", default="1209:F1D1", help="VID:PID of the host side, the FIDO key (hex)")
+    parser.add_argument("--board-usb", action="store_true",
+                        help="make the board side a USB HID gadget (configfs, dummy_hcd) instead of a uhid device")
     args = parser.parse_args()
     board_vid, board_pid = (int(x, 16) for x in args.board_id.split(":"))
     host_vid, host_pid = (int(x, 16) for x in args.host_id.split(":"))
-    board = Side("fidosim bridge board (board side)", "BOARD0001", board_vid, board_pid, 0xFF00)
+    board = (GadgetSide if args.board_usb else Side)("fidosim bridge board (board side)", "BOARD0001", board_vid, board_pid, 0xFF00)
     host = Side("fidosim bridge board (host side)", "BRIDGE0001", host_vid, host_pid, 0xF1D0)
     stop = False
 
@@ -102,10 +184,13 @@ def main() -> int:
     print("bridge board ready", flush=True)
     relayed = 0
     while not stop:
+        waiting = [board.fd] if getattr(board, "pending", None) else []
         try:
-            ready, _, _ = select.select([board.fd, host.fd], [], [], 0.5)
+            ready, writable, _ = select.select([board.fd, host.fd], waiting, [], 0.5)
         except InterruptedError:
             continue
+        if writable:
+            board.flush()
         for fd in ready:
             source, target = (host, board) if fd == host.fd else (board, host)
             report = source.next_output()

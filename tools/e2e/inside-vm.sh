@@ -232,11 +232,36 @@ stop_bridge() {
     cat "$out/board.log"
     return $rc
 }
+# The same with the board as a real USB device (a HID gadget on dummy_hcd) that fidosim opens through hidapi's
+# libusb backend, as a board that needs it would be.
+start_bridge_usb() {
+    modprobe dummy_hcd && modprobe libcomposite && modprobe usb_f_hid || return 1
+    mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || return 1
+    "$python" "$repo/tools/bridge/board_fixture.py" --board-usb >"$out/board.log" 2>&1 &
+    board_pid=$!
+    for _ in $(seq 1 300); do grep -q "bridge board ready" "$out/board.log" && break; sleep 0.1; done
+    "$bin" serve --transport hid --device 1209:0001 --hid-backend libusb --flash memory --presence approve \
+        --name bridge --log-level info >"$out/serve-bridge.log" 2>&1 &
+    serve_pid=$!
+    for _ in $(seq 1 300); do
+        BDEV=$(hidraw_named "fidosim bridge board (host side)")
+        if [ -n "$BDEV" ] && grep -q "serving a virtual key on hid .*libusb backend" "$out/serve-bridge.log"; then return 0; fi
+        sleep 0.1
+    done
+    cat "$out/board.log" "$out/serve-bridge.log"
+    return 1
+}
 if want bridge; then
     step start-bridge start_bridge
     step bridge-fido2-token-info bash -c "fido2-token -I $BDEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
     step bridge-conform "$bin" conform --device "hid:$BDEV" --name bridge --allow-destructive --report "$out/conform-bridge"
     step stop-bridge stop_bridge
+    step start-bridge-usb-libusb start_bridge_usb
+    step bridge-usb-libusb-fido2-token-info bash -c "fido2-token -I $BDEV | tee /dev/stderr | grep -q 'version strings: U2F_V2'"
+    step bridge-usb-libusb-conform bash -c "'$bin' conform --device 'hid:$BDEV' --name bridge --allow-destructive \
+        --report '$out/conform-bridge-usb' && grep '0 failed, 0 skipped' '$out/conform-bridge-usb/report.md'"
+    step stop-bridge-usb-libusb stop_bridge
+    step bridge-usb-removed bash -c "! ls /sys/kernel/config/usb_gadget/fidosim-board 2>/dev/null"
 fi
 
 # --- the firmware as a USB device: serve --transport gadget on dummy_hcd -------------------------------
