@@ -88,7 +88,6 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Profiles")],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR"], swiftSettings: swiftSettings),

@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
+#else
 import Foundation
+#endif
 import SwiftASN1
 import X509
 

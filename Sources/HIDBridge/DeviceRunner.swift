@@ -229,12 +229,19 @@ public final class KeySlot {
     }
 
     func emit(_ outputs: [KeyOutput]) {
+        // The reports of one answer go out together (one sendmmsg over UDP), before anything that follows them.
+        var reports: [[UInt8]] = []
+        defer { if !reports.isEmpty { transport.send(batch: reports) } }
         for output in outputs {
+            if case .report = output {} else if !reports.isEmpty {
+                transport.send(batch: reports)
+                reports.removeAll()
+            }
             switch output {
             case .report(let report):
                 logger.trace("report out: \(report.hexString)")
                 tracer?.report(report, fromHost: false)
-                transport.send(report)
+                reports.append(report)
             case .traced(let message):
                 tracer?.message(message)
             case .wink:

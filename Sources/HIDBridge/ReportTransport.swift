@@ -18,6 +18,14 @@ public protocol ReportTransport: AnyObject {
     func receive() -> TransportEvent?
     /// Sends one 64-byte report to the host.
     func send(_ report: [UInt8])
+    /// Sends the reports of one answer, in order (a transport that can hands them over in one system call).
+    func send(batch reports: [[UInt8]])
     /// Unplugs and re-plugs the device, for a power cycle (a no-op where there is nothing to unplug).
     func replug() throws(TransportError)
+}
+
+extension ReportTransport {
+    public func send(batch reports: [[UInt8]]) {
+        for report in reports { send(report) }
+    }
 }

@@ -1,3 +1,5 @@
+import CUHID
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -107,6 +109,18 @@ public final class UDPTransport: ReportTransport {
         }
     }
 
+    /// Sends the reports to the latest sender in one `sendmmsg`: the peer, woken by the first, finds the rest
+    /// already queued instead of sleeping and waking again for each.
+    public func send(batch reports: [[UInt8]]) {
+        guard hasPeer, !reports.isEmpty else { return }
+        if reports.count == 1 { return send(reports[0]) }
+        let joined = reports.flatMap { $0 }
+        let lengths = reports.map { UInt32($0.count) }
+        _ = withUnsafePointer(to: &peer) { to in
+            fidosim_send_datagrams(fd, to, joined, lengths, UInt32(lengths.count))
+        }
+    }
+
     static func errnoText() -> String { String(cString: strerror(errno)) }
 }
 
@@ -120,5 +134,16 @@ extension UDPTransport {
         peer = address
         hasPeer = true
         send(bytes)
+    }
+
+    /// Sends the reports to `127.0.0.1:port` in one system call and makes it the peer.
+    public func sendTo(port: UInt16, batch reports: [[UInt8]]) {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        peer = address
+        hasPeer = true
+        send(batch: reports)
     }
 }

@@ -1,7 +1,11 @@
 import ArgumentParser
 import Attestation
 import ControlProtocol
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
+#else
 import Foundation
+#endif
 import HIDBridge
 
 struct AttestationCommand: ParsableCommand {

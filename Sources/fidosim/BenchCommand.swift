@@ -4,8 +4,15 @@ import CTAPCore
 import CTAPHID
 import Crypto
 import FlashStore
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
+#else
 import Foundation
+#endif
 import FIDOClient
+#if canImport(Glibc)
+import Glibc
+#endif
 import HIDBridge
 
 /// `fidosim bench`: throughput and latency against the P-256 signing limit of this machine.
@@ -66,9 +73,12 @@ struct BenchCommand: ParsableCommand {
         if only == "udp" {
             var udp = try UDPBench()
             let udpCredential = try udp.stopping { try $0.makeCredential() }
-            printLine("udp server pid \(udp.process.processIdentifier)")
+            printLine("udp server pid \(udp.process.pid)")
             rows.append(measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
                 try udp.getAssertion(credential: udpCredential)
+            })
+            rows.append(try pipelined(name: "getAssertion over UDP, 4 channels in flight (throughput)") {
+                try udp.pipelinedGetAssertions(credential: udpCredential, depth: 4, seconds: seconds)
             })
             udp.stop()
             for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
@@ -96,6 +106,9 @@ struct BenchCommand: ParsableCommand {
         rows.append(measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
             try udp.getAssertion(credential: udpCredential)
         })
+        rows.append(try pipelined(name: "getAssertion over UDP, 4 channels in flight (throughput)") {
+            try udp.pipelinedGetAssertions(credential: udpCredential, depth: 4, seconds: seconds)
+        })
         rows.append(measure(name: "CTAPHID PING over UDP, one report each way (the transport's floor)") {
             try udp.ping()
         })
@@ -105,7 +118,8 @@ struct BenchCommand: ParsableCommand {
         udp.stop()
 
         // The same key on a flash image (large geometry): empty, then with 10,000 discoverable credentials.
-        let image = NSTemporaryDirectory() + "fidosim-bench-\(getpid()).img"
+        let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let image = temporary + "/fidosim-bench-\(getpid()).img"
         defer { unlink(image) }
         var (emptyFlash, emptyFlashResident) = try BenchKey.filled(image: image, count: 1)
         rows.append(measure(name: "getAssertion in process, 1 discoverable stored (flash)") {
@@ -151,6 +165,17 @@ struct BenchCommand: ParsableCommand {
             }
             latencies.append(fidosim.seconds(clock.now - t) * 1000)
         }
+        let total = fidosim.seconds(clock.now - start)
+        return Row(
+            name: name, perSecond: Double(latencies.count) / total, p50: percentile(latencies, 50),
+            p99: percentile(latencies, 99))
+    }
+
+    /// A row from a run that measures itself: requests completed per second of its run, and their latencies.
+    func pipelined(name: String, _ body: () throws -> [Double]) throws -> Row {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let latencies = try body()
         let total = fidosim.seconds(clock.now - start)
         return Row(
             name: name, perSecond: Double(latencies.count) / total, p50: percentile(latencies, 50),
@@ -318,7 +343,7 @@ struct BenchVirtualKey {
 /// `fidosim serve` in a child process, driven over UDP from this process.
 struct UDPBench {
     let memo = GetAssertionMemo()
-    let process: Process
+    let process: ChildProcess
     let socket: UDPTransport
     let port: UInt16
     var channel: UInt32 = 0xFFFF_FFFF
@@ -329,16 +354,12 @@ struct UDPBench {
         // Pick a free port by binding one and closing it again, then let the server bind it.
         port = try { () throws -> UInt16 in try UDPTransport(host: "127.0.0.1", port: 0).port }()
         socket = try UDPTransport(host: "127.0.0.1", port: 0)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-        process.arguments = [
-            "serve", "--transport", "udp", "--port", String(port), "--flash", flash, "--presence-delay", "0",
-            "--log-level", "error", "--control", "off",
-        ]
-        process.standardOutput = FileHandle.nullDevice
         let clock = ContinuousClock()
         let started = clock.now
-        try process.run()
+        process = try ChildProcess(arguments: [
+            "serve", "--transport", "udp", "--port", String(port), "--flash", flash, "--presence-delay", "0",
+            "--log-level", "error", "--control", "off",
+        ])
         var ready = false
         while !ready && clock.now - started < .seconds(10) {
             ready = (try? initialize(timeoutMs: 2)) != nil
@@ -351,7 +372,7 @@ struct UDPBench {
     /// A field of /proc/PID/status in KiB: VmRSS (all resident pages, shared libraries' included) or RssAnon
     /// (the process's own heap and stacks).
     func residentKiB(_ field: String = "VmRSS") -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+        guard let status = try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") })
         else { return 0 }
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
@@ -371,9 +392,7 @@ struct UDPBench {
 
     func exchange(command: CTAPHIDCommand, payload: [UInt8], on cid: UInt32, timeoutMs: Int = 2000) throws -> [UInt8] {
         // A whole request in one sendmmsg, as fidosim answers: one wake-up each way.
-        for report in CTAPHIDMachine.reports(channel: cid, command: command, payload: payload) {
-            try socket.sendTo(port: port, report)
-        }
+        socket.sendTo(port: port, batch: CTAPHIDMachine.reports(channel: cid, command: command, payload: payload))
         var assembler = HIDAssembler()
         let clock = ContinuousClock()
         let deadline = clock.now + .milliseconds(timeoutMs)
@@ -400,6 +419,52 @@ struct UDPBench {
         else { throw BenchError(description: "getAssertion failed") }
     }
 
+    /// getAssertion with `depth` requests in flight, each on its own channel: as soon as one answer is complete the
+    /// next request goes out on that channel. The key still answers one request at a time (CTAPHID has one
+    /// transaction at a time per channel, and fidosim handles each whole message as it completes); what this
+    /// removes is the idle time of one-at-a-time ping-pong between two processes. Returns each request's latency
+    /// in milliseconds.
+    mutating func pipelinedGetAssertions(credential: [UInt8], depth: Int, seconds: Double) throws -> [Double] {
+        var channels: [UInt32] = []
+        for _ in 0..<depth {
+            try initialize()
+            channels.append(channel)
+        }
+        let request = memo.request(credential)
+        let clock = ContinuousClock()
+        var assemblers = [UInt32: HIDAssembler]()
+        var sentAt = [UInt32: ContinuousClock.Instant]()
+        var latencies: [Double] = []
+        let end = clock.now + .milliseconds(Int(seconds * 1000))
+        socket.sendTo(
+            port: port, batch: channels.flatMap { CTAPHIDMachine.reports(channel: $0, command: .cbor, payload: request) })
+        for cid in channels { sentAt[cid] = clock.now }
+        var inFlight = depth
+        while inFlight > 0 {
+            guard let datagram = socket.receiveDatagram() else {
+                var pfd = pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 2000) > 0 else { throw BenchError(description: "no UDP response (pipelined)") }
+                continue
+            }
+            guard datagram.count >= 5 else { continue }
+            let cid = datagram.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            guard let started = sentAt[cid], let (_, message) = assemblers[cid, default: HIDAssembler()].add(datagram)
+            else { continue }
+            assemblers[cid] = HIDAssembler()
+            guard message.first == 0 else { throw BenchError(description: "getAssertion failed (pipelined)") }
+            let now = clock.now
+            latencies.append(fidosim.seconds(now - started) * 1000)
+            if now < end {
+                sentAt[cid] = now
+                socket.sendTo(port: port, batch: CTAPHIDMachine.reports(channel: cid, command: .cbor, payload: request))
+            } else {
+                inFlight -= 1
+            }
+        }
+        channel = channels[0]
+        return latencies
+    }
+
     /// Runs `body`; when it throws, the server process is stopped before the error goes on.
     mutating func stopping<T>(_ body: (inout UDPBench) throws -> T) throws -> T {
         do {
@@ -411,8 +476,42 @@ struct UDPBench {
     }
 
     func stop() {
-        process.terminate()
-        process.waitUntilExit()
+        process.stop()
+    }
+}
+
+/// This executable run again as a child (`fidosim serve`), its standard output to /dev/null.
+struct ChildProcess {
+    let pid: pid_t
+
+    init(arguments: [String]) throws {
+        let path = Self.executablePath()
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for arg in argv { free(arg) } }
+        var child = pid_t()
+        let status = posix_spawn(&child, path, &actions, nil, argv, environ)
+        guard status == 0 else {
+            throw BenchError(description: "cannot start \(path): \(String(cString: strerror(status)))")
+        }
+        pid = child
+    }
+
+    /// The running executable, through /proc (argv[0] may be a bare name found on PATH).
+    static func executablePath() -> String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        return n > 0 ? String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+    }
+
+    /// SIGTERM, then waits for the child to end.
+    func stop() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     }
 }
 

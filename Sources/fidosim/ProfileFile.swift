@@ -1,10 +1,9 @@
 import ArgumentParser
 import CTAPCore
 import ControlProtocol
-import Foundation
 import HIDBridge
 
-/// A key profile as a JSON file: the built-in ones in Sources/fidosim/Profiles, or a user's own.
+/// A key profile as a JSON file: the built-in ones (BuiltInProfiles.swift), or a user's own.
 ///
 /// `{"name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms" ("ES256", "EdDSA"),
 /// "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid",
@@ -29,39 +28,33 @@ struct ProfileFile {
     ]
 
     /// The names of the built-in profiles.
-    static var builtInNames: [String] {
-        guard let directory = Bundle.module.url(forResource: "Profiles", withExtension: nil),
-            let files = try? FileManager.default.contentsOfDirectory(atPath: directory.path)
-        else { return [] }
-        return files.filter { $0.hasSuffix(".json") }.map { String($0.dropLast(5)) }.sorted()
-    }
+    static var builtInNames: [String] { builtIn.keys.sorted() }
 
     /// A built-in profile by name, or a file by path (anything with a '/' or ending in .json).
     static func load(_ nameOrPath: String) throws -> ProfileFile {
-        let path: String
+        let source: String
+        let text: [UInt8]
         if nameOrPath.contains("/") || nameOrPath.hasSuffix(".json") {
-            path = nameOrPath
+            source = nameOrPath
+            text = try CredentialsCommand.Import.read(nameOrPath)
         } else {
-            guard
-                let url = Bundle.module.url(forResource: "Profiles", withExtension: nil)?
-                    .appendingPathComponent(nameOrPath + ".json"),
-                FileManager.default.fileExists(atPath: url.path)
-            else {
+            guard let json = builtIn[nameOrPath] else {
                 throw ValidationError(
                     "no profile named \(nameOrPath); built in: \(builtInNames.joined(separator: ", ")), or give a path")
             }
-            path = url.path
+            source = "\(nameOrPath) (built in)"
+            text = Array(json.utf8)
         }
         let document: JSONValue
         do {
-            document = try JSONParser.parse(try CredentialsCommand.Import.read(path))
-        } catch let error as JSONParseError {
-            throw ValidationError("profile \(path) is not JSON: \(error)")
+            document = try JSONParser.parse(text)
+        } catch {
+            throw ValidationError("profile \(source) is not JSON: \(error)")
         }
         do {
             return try parse(document)
         } catch let error as ValidationError {
-            throw ValidationError("profile \(path): \(error.message)")
+            throw ValidationError("profile \(source): \(error.message)")
         }
     }
 
@@ -135,7 +128,7 @@ struct ProfileFile {
         if let problem = profile.problem { throw ValidationError(problem) }
         var aaguid: [UInt8]?
         if let text = fields["aaguid"]?.stringValue {
-            let hex = text.replacingOccurrences(of: "-", with: "")
+            let hex = String(text.filter { $0 != "-" })
             guard hex.count == 32, let bytes = AttestationCommand.Provision.bytes(hex: hex) else {
                 throw ValidationError("\"aaguid\" must be 32 hex digits (dashes allowed)")
             }

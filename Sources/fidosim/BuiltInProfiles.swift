@@ -1,0 +1,57 @@
+// The built-in key profiles (`serve --profile NAME`, `fidosim profiles`), as the JSON a user's own profile file
+// holds (firmware-spec/profiles.md). Compiled in rather than shipped as a resource bundle: reading a bundle needs
+// Foundation's Bundle, which would load Foundation and ICU into every fidosim process (about 7 MiB resident).
+
+extension ProfileFile {
+    static let builtIn: [String: String] = [
+        "always-uv": #"""
+            {
+              "name": "always-uv",
+              "description": "fidosim with alwaysUv on from the start: every makeCredential and getAssertion with user presence needs user verification, U2F is switched off.",
+              "alwaysUv": true
+            }
+            """#,
+        "ctap20": #"""
+            {
+              "name": "ctap20",
+              "description": "A CTAP 2.0 key of 2019: U2F and FIDO_2_0 only, PIN/UV auth protocol 1, hmac-secret and credProtect, ES256, 25 discoverable credentials, 1200-byte messages. No credential management, large blobs, config or selection.",
+              "versions": ["U2F_V2", "FIDO_2_0"],
+              "extensions": ["hmac-secret", "credProtect"],
+              "pinUvAuthProtocols": [1],
+              "algorithms": ["ES256"],
+              "maxResidentCredentials": 25,
+              "maxMsgSize": 1200
+            }
+            """#,
+        "fidosim": #"""
+            {
+              "name": "fidosim",
+              "description": "fidosim with everything it implements: CTAP 2.1 and the CTAP 2.2 features, U2F, PIN/UV auth protocols 2 and 1, ES256 and EdDSA."
+            }
+            """#,
+        "legacy-quirks": #"""
+            {
+              "name": "legacy-quirks",
+              "description": "A CTAP 2.1 key with the quirks of older firmware: one credential per allow or exclude list (longer lists answer LIMIT_EXCEEDED), no displayName stored with discoverable credentials, ES256 only.",
+              "algorithms": ["ES256"],
+              "maxCredentialCountInList": 1,
+              "quirks": {"rejectsLargeLists": true, "dropsDisplayName": true}
+            }
+            """#,
+        "tiny-storage": #"""
+            {
+              "name": "tiny-storage",
+              "description": "fidosim with room for 3 discoverable credentials (like the resident_credential_storage of Chromium's virtual authenticator): the 4th answers KEY_STORE_FULL.",
+              "maxResidentCredentials": 3
+            }
+            """#,
+        "u2f-only": #"""
+            {
+              "name": "u2f-only",
+              "description": "A U2F (CTAP1) key: CTAPHID without the CBOR capability, so CTAP2 requests are refused at the transport (ERR_INVALID_CMD) and hosts fall back to U2F.",
+              "versions": ["U2F_V2"],
+              "algorithms": ["ES256"]
+            }
+            """#,
+    ]
+}
