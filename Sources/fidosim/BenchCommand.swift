@@ -25,7 +25,7 @@ struct BenchCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Only the raw row and one other, to profile it: get-assertion (in process) or udp "
+            "Only the raw row and one other, to profile it: get-assertion (in process), ctaphid (in process) or udp "
                 + "(perf record -g fidosim bench --only get-assertion; perf record -p on the serve child for udp).",
             valueName: "row"))
     var only: String?
@@ -38,8 +38,8 @@ struct BenchCommand: ParsableCommand {
     var hidDevice: String?
 
     func validate() throws {
-        if let only, only != "get-assertion" && only != "udp" {
-            throw ValidationError("--only takes get-assertion or udp")
+        if let only, !["get-assertion", "ctaphid", "udp"].contains(only) {
+            throw ValidationError("--only takes get-assertion, ctaphid or udp")
         }
     }
 
@@ -81,6 +81,15 @@ struct BenchCommand: ParsableCommand {
                 try udp.pipelinedGetAssertions(credential: udpCredential, depth: 4, seconds: seconds)
             })
             udp.stop()
+            for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
+            return
+        }
+        if only == "ctaphid" {
+            var hid = try BenchVirtualKey()
+            let hidCredential = try hid.makeCredential()
+            rows.append(measure(name: "getAssertion through CTAPHID in process") {
+                try hid.getAssertion(credential: hidCredential)
+            })
             for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
             return
         }

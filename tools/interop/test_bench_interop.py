@@ -25,4 +25,4 @@ def test_bench_udp_rows_measure_answered_requests():
 def test_bench_refuses_an_unknown_only():
     run = subprocess.run([BIN, "bench", "--only", "nothing"], capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
-    assert "--only takes get-assertion or udp" in run.stderr
+    assert "--only takes get-assertion, ctaphid or udp" in run.stderr
