@@ -127,23 +127,22 @@ public final class UDPTransport: ReportTransport {
 extension UDPTransport {
     /// Sends one datagram to `127.0.0.1:port` and makes it the peer (for tests and local tools).
     public func sendTo(port: UInt16, _ bytes: [UInt8]) throws(TransportError) {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        peer = address
-        hasPeer = true
+        setLoopbackPeer(port: port)
         send(bytes)
     }
 
     /// Sends the reports to `127.0.0.1:port` in one system call and makes it the peer.
     public func sendTo(port: UInt16, batch reports: [[UInt8]]) {
+        setLoopbackPeer(port: port)
+        send(batch: reports)
+    }
+
+    func setLoopbackPeer(port: UInt16) {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         peer = address
         hasPeer = true
-        send(batch: reports)
     }
 }

@@ -210,16 +210,21 @@ hidraw_named() { # the /dev/hidrawN whose HID_NAME is $1
     f=$(grep -l "HID_NAME=$1\$" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
     [ -n "$f" ] && echo "/dev/$(basename "$(dirname "$(dirname "$f")")")"
 }
+# start_bridge [fixture options] [-- serve options]: the board fixture, then fidosim serving through its board side.
 start_bridge() {
-    "$python" "$repo/tools/bridge/board_fixture.py" >"$out/board.log" 2>&1 &
+    local fixture=() serve=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do fixture+=("$1"); shift; done
+    [ "${1:-}" = -- ] && shift
+    serve=("$@")
+    "$python" "$repo/tools/bridge/board_fixture.py" "${fixture[@]}" >"$out/board.log" 2>&1 &
     board_pid=$!
     for _ in $(seq 1 300); do grep -q "bridge board ready" "$out/board.log" && break; sleep 0.1; done
-    "$bin" serve --transport hid --device 1209:0001 --flash memory --presence approve --name bridge \
+    "$bin" serve --transport hid --device 1209:0001 "${serve[@]}" --flash memory --presence approve --name bridge \
         --log-level info >"$out/serve-bridge.log" 2>&1 &
     serve_pid=$!
     for _ in $(seq 1 300); do
         BDEV=$(hidraw_named "fidosim bridge board (host side)")
-        if [ -n "$BDEV" ] && grep -q "on hid /dev/hidraw" "$out/serve-bridge.log"; then return 0; fi
+        if [ -n "$BDEV" ] && grep -q "serving a virtual key on hid " "$out/serve-bridge.log"; then return 0; fi
         sleep 0.1
     done
     cat "$out/board.log" "$out/serve-bridge.log"
@@ -237,19 +242,7 @@ stop_bridge() {
 start_bridge_usb() {
     modprobe dummy_hcd && modprobe libcomposite && modprobe usb_f_hid || return 1
     mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || return 1
-    "$python" "$repo/tools/bridge/board_fixture.py" --board-usb >"$out/board.log" 2>&1 &
-    board_pid=$!
-    for _ in $(seq 1 300); do grep -q "bridge board ready" "$out/board.log" && break; sleep 0.1; done
-    "$bin" serve --transport hid --device 1209:0001 --hid-backend libusb --flash memory --presence approve \
-        --name bridge --log-level info >"$out/serve-bridge.log" 2>&1 &
-    serve_pid=$!
-    for _ in $(seq 1 300); do
-        BDEV=$(hidraw_named "fidosim bridge board (host side)")
-        if [ -n "$BDEV" ] && grep -q "serving a virtual key on hid .*libusb backend" "$out/serve-bridge.log"; then return 0; fi
-        sleep 0.1
-    done
-    cat "$out/board.log" "$out/serve-bridge.log"
-    return 1
+    start_bridge --board-usb -- --hid-backend libusb && grep -q "libusb backend" "$out/serve-bridge.log"
 }
 if want bridge; then
     step start-bridge start_bridge
