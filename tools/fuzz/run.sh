@@ -5,8 +5,9 @@
 #   tools/fuzz/run.sh --smoke    every target for a fixed number of runs with a fixed seed (reproducible)
 #   tools/fuzz/run.sh cbor ...   only the named targets
 #   FUZZ_RUNS=N tools/fuzz/run.sh  every target for N executions instead of a time
-# Crashes are written to .build/fuzz/artifacts/; a crash fails the run. Prints executions and coverage per
-# target and a closing line "fuzz: N passed, N failed".
+# Crashes are written to .build/fuzz/artifacts/; a crash fails the run. Inputs in tools/fuzz/regressions/TARGET
+# (once a crash, hang or slow unit) are replayed first. Prints executions and coverage per target and a closing
+# line "fuzz: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=.build/fuzz
@@ -93,6 +94,17 @@ for target in "${targets[@]}"; do
         echo "fuzz $target: build failed"; grep -E "error" "$out/$target.build.log" | head -20
         fail=$((fail + 1))
         continue
+    fi
+    # Inputs that once crashed, hung or ran too long: each is run once, and must finish well within the timeout.
+    # (They are kept out of the seed corpus: a large one would set libFuzzer's length limit and slow every run.)
+    if [ -d "tools/fuzz/regressions/$target" ]; then
+        if ! "$out/$target" -timeout=10 -rss_limit_mb=4096 "tools/fuzz/regressions/$target"/* >"$out/$target.regressions.log" 2>&1; then
+            echo "fuzz $target: a regression input fails again; see $out/$target.regressions.log"
+            grep -E "ERROR|Fatal error|Precondition|SUMMARY" "$out/$target.regressions.log" | head -5
+            fail=$((fail + 1))
+            continue
+        fi
+        echo "fuzz $target: $(ls "tools/fuzz/regressions/$target" | wc -l) regression inputs pass"
     fi
     work=$(mktemp -d "$out/corpus-$target.XXXXXX")
     cp "tools/fuzz/corpus/$target/"* "$work/" 2>/dev/null
