@@ -407,7 +407,17 @@ struct UDPBench {
         let deadline = clock.now + .milliseconds(timeoutMs)
         while clock.now < deadline {
             if let datagram = socket.receiveDatagram() {
-                if let (_, message) = assembler.add(datagram) { return message }
+                // Only this channel's answer to this command: a late answer to an earlier INIT (the start-up loop
+                // retries every 2 ms, and a slow machine answers some of them after the next request went out)
+                // must not be taken for it.
+                guard datagram.count >= 5, datagram.prefix(4).reduce(UInt32(0), { $0 << 8 | UInt32($1) }) == cid,
+                    let (answered, message) = assembler.add(datagram)
+                else { continue }
+                if answered & 0x7F == command.rawValue { return message }
+                if answered & 0x7F == CTAPHIDCommand.error.rawValue {
+                    throw BenchError(description: "CTAPHID error \(message.first.map { String($0) } ?? "?")")
+                }
+                assembler = HIDAssembler()
                 continue
             }
             // Sleep until a datagram arrives (or the deadline).
