@@ -126,30 +126,15 @@ public final class HIDAPIReportChannel: ReportChannel {
     /// The top-level usage of a USB interface's report descriptor, as usbhid exposes it in sysfs.
     static func usageFromSysfs(interface: String, root: String = "/sys/bus/usb/devices") -> (UInt16, UInt16)? {
         // An interface name such as 1-1:1.0; anything else (a path with '/' or '..') is not looked up.
-        guard !interface.isEmpty, !interface.contains("/"), !interface.hasPrefix("."),
-            let dir = opendir("\(root)/\(interface)")
-        else { return nil }
-        defer { closedir(dir) }
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            guard !name.hasPrefix("."),
-                let bytes = readSmallFile("\(root)/\(interface)/\(name)/report_descriptor"),
+        guard !interface.isEmpty, !interface.contains("/"), !interface.hasPrefix(".") else { return nil }
+        for name in SysfsFiles.names(in: "\(root)/\(interface)") {
+            if let bytes = SysfsFiles.read("\(root)/\(interface)/\(name)/report_descriptor"),
                 let usage = ReportDescriptor.topLevelUsage(bytes)
-            else { continue }
-            return usage
+            {
+                return usage
+            }
         }
         return nil
-    }
-
-    static func readSmallFile(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 4096)
-        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        return n > 0 ? Array(bytes.prefix(n)) : nil
     }
 
     public convenience init(path: String, backend: HIDBackend = .hidraw) throws(ClientError) {

@@ -1,3 +1,5 @@
+import FIDOClient
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -144,24 +146,10 @@ public final class GadgetTransport: ReportTransport {
     }
 
     static func readFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 256)
-        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self) : nil
+        SysfsFiles.read(path, limit: 256).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    static func list(_ directory: String) -> [String] {
-        guard let dir = opendir(directory) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
+    static func list(_ directory: String) -> [String] { SysfsFiles.names(in: directory) }
 
     static func isDirectory(_ path: String) -> Bool {
         var info = stat()

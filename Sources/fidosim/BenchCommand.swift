@@ -81,7 +81,7 @@ struct BenchCommand: ParsableCommand {
                 try udp.pipelinedGetAssertions(credential: udpCredential, depth: 4, seconds: seconds)
             })
             udp.stop()
-            for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
+            printBrief(rows)
             return
         }
         if only == "ctaphid" {
@@ -90,7 +90,7 @@ struct BenchCommand: ParsableCommand {
             rows.append(measure(name: "getAssertion through CTAPHID in process") {
                 try hid.getAssertion(credential: hidCredential)
             })
-            for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
+            printBrief(rows)
             return
         }
         var key = try BenchKey()
@@ -99,7 +99,7 @@ struct BenchCommand: ParsableCommand {
             try key.getAssertion(credential: credential)
         })
         if only == "get-assertion" {
-            for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
+            printBrief(rows)
             return
         }
         rows.append(measure(name: "makeCredential in process (non-discoverable)") {
@@ -178,6 +178,11 @@ struct BenchCommand: ParsableCommand {
         return Row(
             name: name, perSecond: Double(latencies.count) / total, p50: percentile(latencies, 50),
             p99: percentile(latencies, 99))
+    }
+
+    /// One line per row, for the --only runs.
+    func printBrief(_ rows: [Row]) {
+        for row in rows { print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms") }
     }
 
     /// A row from a run that measures itself: requests completed per second of its run, and their latencies.
@@ -297,6 +302,11 @@ struct HIDAssembler {
     var length = 0
     var data: [UInt8] = []
 
+    /// The channel a report is on; nil for one too short to have a command byte.
+    static func channel(of report: [UInt8]) -> UInt32? {
+        report.count >= 5 ? report.prefix(4).reduce(0) { $0 << 8 | UInt32($1) } : nil
+    }
+
     mutating func add(_ report: [UInt8]) -> (command: UInt8, payload: [UInt8])? {
         guard report.count == 64 else { return nil }
         if report[4] & 0x80 != 0 {
@@ -410,7 +420,7 @@ struct UDPBench {
                 // Only this channel's answer to this command: a late answer to an earlier INIT (the start-up loop
                 // retries every 2 ms, and a slow machine answers some of them after the next request went out)
                 // must not be taken for it.
-                guard datagram.count >= 5, datagram.prefix(4).reduce(UInt32(0), { $0 << 8 | UInt32($1) }) == cid,
+                guard HIDAssembler.channel(of: datagram) == cid,
                     let (answered, message) = assembler.add(datagram)
                 else { continue }
                 if answered & 0x7F == command.rawValue { return message }
@@ -465,9 +475,8 @@ struct UDPBench {
                 guard poll(&pfd, 1, 2000) > 0 else { throw BenchError(description: "no UDP response (pipelined)") }
                 continue
             }
-            guard datagram.count >= 5 else { continue }
-            let cid = datagram.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            guard let started = sentAt[cid], let (_, message) = assemblers[cid, default: HIDAssembler()].add(datagram)
+            guard let cid = HIDAssembler.channel(of: datagram), let started = sentAt[cid],
+                let (_, message) = assemblers[cid, default: HIDAssembler()].add(datagram)
             else { continue }
             assemblers[cid] = HIDAssembler()
             guard message.first == 0 else { throw BenchError(description: "getAssertion failed (pipelined)") }
