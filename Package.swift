@@ -83,7 +83,7 @@ let package = Package(
             name: "fidosim",
             dependencies: [
                 "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation", "FlashStoreTesting", "CTAPCoreTesting",
-                "FIDOClient", "Conformance",
+                "FIDOClient", "Conformance", "CUHID",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -121,9 +121,11 @@ extension Authenticator {
             id: credential.id, rpId: credential.rpId, rpIdHash: rpIdHash,
             user: UserEntity(
                 id: credential.userHandle ?? [], name: credential.userName, displayName: credential.userDisplayName),
-            privateKey: rawKey, creationSerial: (storage.residentCredentials.map(\.creationSerial).max() ?? 0) + 1,
+            privateKey: rawKey, creationSerial: storage.newestCreationSerial + 1,
             algorithm: algorithm, largeBlobKey: largeBlobKey, discoverable: credential.discoverable)
-        let replaced = storage.residentCredentials.filter { $0.id == record.id || $0.replaces(record) }
+        let replaced =
+            (storage.residentCredential(id: record.id).map { [$0] } ?? [])
+            + storage.residentCredentials(rpIdHash: rpIdHash).filter { $0.id != record.id && $0.replaces(record) }
         if replaced.isEmpty && remainingDiscoverableCredentials <= 0 {
             throw CTAPError(.keyStoreFull, "no room for another credential")
         }
@@ -243,7 +245,7 @@ extension Authenticator {
     public mutating func info() -> CBORValue { getInfo() }
 
     /// The number of discoverable credentials stored.
-    public var discoverableCredentialCount: Int { storage.residentCredentials.count { $0.discoverable } }
+    public var discoverableCredentialCount: Int { storage.discoverableCount }
 
     /// How many more credentials the key accepts.
     public var remainingCredentialCapacity: Int { remainingDiscoverableCredentials }

@@ -74,7 +74,7 @@ extension Authenticator {
             if boundRP != nil { throw CTAPError(.pinAuthInvalid, "the token is bound to an RP") }
             return .response(
                 Self.success([
-                    0x01: CBORValue(storage.residentCredentials.count { $0.discoverable }),
+                    0x01: CBORValue(storage.discoverableCount),
                     0x02: CBORValue(remainingDiscoverableCredentials),
                 ]))
         case .enumerateRPsBegin:
@@ -97,8 +97,8 @@ extension Authenticator {
             if let boundRP, Array(SHA256.hash(data: Array(boundRP.utf8))) != hash {
                 throw CTAPError(.pinAuthInvalid, "the token is bound to another RP")
             }
-            let credentials = storage.residentCredentials
-                .filter { $0.discoverable && $0.rpIdHash == hash }
+            let credentials = storage.residentCredentials(rpIdHash: hash)
+                .filter(\.discoverable)
                 .sorted { $0.creationSerial > $1.creationSerial }
             guard !credentials.isEmpty else { throw CTAPError(.noCredentials, "no credentials for this RP") }
             credentialEnumeration = .credentials(credentials[...])

@@ -98,8 +98,8 @@ extension Authenticator {
         let rpIdHash = Array(SHA256.hash(data: Array(rpId.utf8)))
         var candidates: [AssertionCandidate] = []
         if allowList.isEmpty {
-            candidates = storage.residentCredentials
-                .filter { $0.discoverable && $0.rpIdHash == rpIdHash }
+            candidates = storage.residentCredentials(rpIdHash: rpIdHash)
+                .filter(\.discoverable)
                 .filter { userVerified || $0.credProtect == .optional }
                 .sorted { $0.creationSerial > $1.creationSerial }
                 .map { AssertionCandidate($0) }

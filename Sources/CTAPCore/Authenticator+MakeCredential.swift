@@ -128,9 +128,7 @@ extension Authenticator {
 
         let rpIdHash = Array(SHA256.hash(data: Array(rpId.utf8)))
         if resident {
-            let replaces = storage.residentCredentials.contains {
-                $0.discoverable && $0.rpIdHash == rpIdHash && $0.user.id == userId
-            }
+            let replaces = storage.discoverableCredential(rpIdHash: rpIdHash, userId: userId) != nil
             if !replaces && remainingDiscoverableCredentials <= 0 {
                 throw CTAPError(.keyStoreFull, "no room for another discoverable credential")
             }
@@ -194,7 +192,7 @@ extension Authenticator {
         }
         let largeBlobKey = ext.largeBlobKey ? entropy.bytes(32) : nil
         if plan.resident {
-            let serial = (storage.residentCredentials.map(\.creationSerial).max() ?? 0) + 1
+            let serial = storage.newestCreationSerial + 1
             try storage.storeResident(
                 ResidentCredential(
                     id: credentialId, rpId: plan.rpId, rpIdHash: plan.rpIdHash, user: storedUser(plan.user),
@@ -249,7 +247,7 @@ extension Authenticator {
 
     /// How many more discoverable credentials the key accepts: the configured limit and the storage's room.
     var remainingDiscoverableCredentials: Int {
-        let stored = storage.residentCredentials.count
+        let stored = storage.residentCount
         let limit = min(configuration.maxResidentCredentials, storedCredentialLimit ?? .max)
         return min(max(0, limit - stored), storage.remainingDiscoverableCredentials)
     }

@@ -7,8 +7,20 @@ public protocol AuthenticatorStorage: Sendable {
     var deviceSecret: [UInt8] { get }
     /// The current value of the global signature counter.
     var signCounter: UInt32 { get }
-    /// All discoverable credentials, in no particular order.
+    /// All stored credentials (discoverable, and non-discoverable ones the control plane imported), in no
+    /// particular order. A storage may decode them on each call: the request paths use the narrower queries below.
     var residentCredentials: [ResidentCredential] { get }
+    /// How many credentials are stored.
+    var residentCount: Int { get }
+    /// How many of the stored credentials are discoverable.
+    var discoverableCount: Int { get }
+    /// The largest ``ResidentCredential/creationSerial`` stored; 0 when none is.
+    var newestCreationSerial: UInt64 { get }
+    /// The stored credentials of the relying party with this rpIdHash, in no particular order.
+    func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential]
+    /// The stored discoverable credential of this relying party and user, if any: the one a new discoverable
+    /// credential for them replaces.
+    func discoverableCredential(rpIdHash: [UInt8], userId: [UInt8]) -> ResidentCredential?
     /// The U2F attestation key (raw P-256 scalar) and its DER certificate, if provisioned.
     var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { get }
     /// The enterprise attestation key (raw P-256 scalar) and its DER certificate, if provisioned.
@@ -69,9 +81,24 @@ public protocol AuthenticatorStorage: Sendable {
 }
 
 extension AuthenticatorStorage {
-    /// The stored discoverable credential with this id, if any (storages with an index answer without a scan).
+    // Scans of `residentCredentials`, for storages without an index (storages with one answer without a scan).
+
     public func residentCredential(id: [UInt8]) -> ResidentCredential? {
         residentCredentials.first { $0.id == id }
+    }
+
+    public var residentCount: Int { residentCredentials.count }
+
+    public var discoverableCount: Int { residentCredentials.count(where: \.discoverable) }
+
+    public var newestCreationSerial: UInt64 { residentCredentials.map(\.creationSerial).max() ?? 0 }
+
+    public func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential] {
+        residentCredentials.filter { $0.rpIdHash == rpIdHash }
+    }
+
+    public func discoverableCredential(rpIdHash: [UInt8], userId: [UInt8]) -> ResidentCredential? {
+        residentCredentials.first { $0.discoverable && $0.rpIdHash == rpIdHash && $0.user.id == userId }
     }
 }
 

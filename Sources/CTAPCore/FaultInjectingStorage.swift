@@ -50,6 +50,15 @@ public struct FaultInjectingStorage: AuthenticatorStorage {
     public var batchAttestation: BatchAttestationKey? { base.batchAttestation }
     public var remainingDiscoverableCredentials: Int { base.remainingDiscoverableCredentials }
     public func residentCredential(id: [UInt8]) -> ResidentCredential? { base.residentCredential(id: id) }
+    public var residentCount: Int { base.residentCount }
+    public var discoverableCount: Int { base.discoverableCount }
+    public var newestCreationSerial: UInt64 { base.newestCreationSerial }
+    public func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential] {
+        base.residentCredentials(rpIdHash: rpIdHash)
+    }
+    public func discoverableCredential(rpIdHash: [UInt8], userId: [UInt8]) -> ResidentCredential? {
+        base.discoverableCredential(rpIdHash: rpIdHash, userId: userId)
+    }
     public var pin: StoredPIN? { base.pin }
     public var pinRetries: Int { base.pinRetries }
     public var settings: AuthenticatorSettings { base.settings }

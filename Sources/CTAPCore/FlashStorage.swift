@@ -60,7 +60,9 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     public private(set) var deviceSecret: [UInt8]
     public private(set) var signCounter: UInt32
     public private(set) var serial: [UInt8]
-    var residents: [UInt16: ResidentCredential]
+    /// What RAM keeps of each stored credential, by record key; the credential itself is decoded from its record
+    /// when a request needs it.
+    var residents: [UInt16: ResidentSummary]
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var batchAttestation: BatchAttestationKey?
@@ -186,25 +188,66 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         if !stale.isEmpty {
             do { try store.apply(stale) } catch { throw StorageError("cleaning an interrupted large-blob write: \(error)") }
         }
-        var residents: [UInt16: ResidentCredential] = [:]
+        var residents: [UInt16: ResidentSummary] = [:]
+        var keysById: [[UInt8]: UInt16] = [:]
         for key in store.keys where key >= StorageKey.firstCredential && key <= StorageKey.lastCredential {
             guard let bytes = try read(key), let credential = Self.decodeCredential(bytes) else { continue }
-            residents[key] = credential
+            residents[key] = ResidentSummary(credential)
+            if keysById[credential.id] == nil { keysById[credential.id] = key }
         }
         self.residents = residents
-        self.keysById = Dictionary(residents.map { ($0.value.id, $0.key) }, uniquingKeysWith: { a, _ in a })
+        self.keysById = keysById
         self.deviceSecret = secret
         self.serial = serial
         self.store = store
     }
 
-    public var residentCredentials: [ResidentCredential] { Array(residents.values) }
-
     /// The record key of each stored credential by its id: a lookup by id needs no scan of the credentials.
     var keysById: [[UInt8]: UInt16] = [:]
 
+    /// Decodes every stored credential from flash.
+    public var residentCredentials: [ResidentCredential] { residents.keys.compactMap(credential(at:)) }
+
+    public var residentCount: Int { residents.count }
+
+    public var discoverableCount: Int { residents.values.count(where: \.discoverable) }
+
+    public var newestCreationSerial: UInt64 { residents.values.map(\.creationSerial).max() ?? 0 }
+
     public func residentCredential(id: [UInt8]) -> ResidentCredential? {
-        keysById[id].flatMap { residents[$0] }
+        keysById[id].flatMap(credential(at:))
+    }
+
+    public func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential] {
+        let tag = ResidentSummary.tag(rpIdHash)
+        return residents.compactMap { key, summary in
+            guard summary.rpTag == tag, let credential = credential(at: key), credential.rpIdHash == rpIdHash else {
+                return nil
+            }
+            return credential
+        }
+    }
+
+    public func discoverableCredential(rpIdHash: [UInt8], userId: [UInt8]) -> ResidentCredential? {
+        discoverableKey(rpIdHash: rpIdHash, userId: userId).flatMap(credential(at:))
+    }
+
+    /// The record key of the stored discoverable credential of this RP and user, if any.
+    func discoverableKey(rpIdHash: [UInt8], userId: [UInt8]) -> UInt16? {
+        let rpTag = ResidentSummary.tag(rpIdHash)
+        let userTag = ResidentSummary.tag(user: userId)
+        return residents.first { key, summary in
+            guard summary.discoverable && summary.rpTag == rpTag && summary.userTag == userTag,
+                let stored = credential(at: key)
+            else { return false }
+            return stored.rpIdHash == rpIdHash && stored.user.id == userId
+        }?.key
+    }
+
+    /// The credential in record `key`, decoded from flash (nil if the record went unreadable since the mount).
+    func credential(at key: UInt16) -> ResidentCredential? {
+        guard residents[key] != nil, let bytes = try? store.get(key) else { return nil }
+        return Self.decodeCredential(bytes)
     }
 
     /// Gives the flash device to `body` (tests arm power cuts through it).
@@ -235,15 +278,27 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     }
 
     public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
-        let existing =
-            keysById[credential.id].map { (key: $0, value: credential) }
-            ?? residents.first { $0.value.replaces(credential) }
-        guard let key = existing?.key ?? freeCredentialKey() else {
+        let sameId = keysById[credential.id]
+        let replaced =
+            credential.discoverable ? discoverableKey(rpIdHash: credential.rpIdHash, userId: credential.user.id) : nil
+        guard let key = sameId ?? replaced ?? freeCredentialKey() else {
             throw CTAPError(.keyStoreFull, "no record key left")
         }
-        try write([.insert(key: key, value: Self.encodeCredential(credential))], fullIs: .keyStoreFull)
-        if let old = residents[key] { keysById[old.id] = nil }
-        residents[key] = credential
+        // The credential goes in under its own id's record, else the replaced one's, else a free one; a replaced
+        // credential under another record goes in the same operation.
+        var updates: [StoreUpdate] = [.insert(key: key, value: Self.encodeCredential(credential))]
+        var displaced: [(key: UInt16, id: [UInt8]?)] = []
+        if sameId == nil, residents[key] != nil { displaced.append((key, self.credential(at: key)?.id)) }
+        if let replaced, replaced != key {
+            updates.append(.remove(key: replaced))
+            displaced.append((replaced, self.credential(at: replaced)?.id))
+        }
+        try write(updates, fullIs: .keyStoreFull)
+        for old in displaced {
+            if old.key != key { residents[old.key] = nil }
+            if let id = old.id, keysById[id] == old.key { keysById[id] = nil }
+        }
+        residents[key] = ResidentSummary(credential)
         keysById[credential.id] = key
     }
 
@@ -454,5 +509,33 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             privateKey: key, creationSerial: serial, algorithm: algorithm, credProtect: credProtect,
             hmacSecret: map[8]?.boolValue ?? false, credBlob: map[9]?.bytesValue, largeBlobKey: map[10]?.bytesValue,
             thirdPartyPayment: map[11]?.boolValue ?? false, discoverable: map[12]?.boolValue ?? true)
+    }
+}
+
+/// A stored credential as RAM keeps it: tags to find it by RP and user (confirmed against the decoded record), and
+/// what counts and ordering need. About 40 bytes, against nearly a kilobyte for a decoded credential.
+struct ResidentSummary {
+    /// The first 8 bytes of the rpIdHash.
+    var rpTag: UInt64
+    /// A hash of the user id.
+    var userTag: Int
+    var creationSerial: UInt64
+    var discoverable: Bool
+
+    init(_ credential: ResidentCredential) {
+        rpTag = Self.tag(credential.rpIdHash)
+        userTag = Self.tag(user: credential.user.id)
+        creationSerial = credential.creationSerial
+        discoverable = credential.discoverable
+    }
+
+    static func tag(_ rpIdHash: [UInt8]) -> UInt64 {
+        rpIdHash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    static func tag(user id: [UInt8]) -> Int {
+        var hasher = Hasher()
+        hasher.combine(id)
+        return hasher.finalize()
     }
 }

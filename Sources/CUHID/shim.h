@@ -39,3 +39,9 @@ static inline int fidosim_send_datagrams(int fd, const struct sockaddr_in *to, c
     }
     return (int)sent;
 }
+
+// glibc keeps freed heap pages resident. `serve` decodes every flash record once at start-up and then keeps only an
+// index, so it hands the pages those decodes used back to the kernel.
+#include <malloc.h>
+
+static inline void fidosim_trim_heap(void) { malloc_trim(0); }

@@ -18,7 +18,9 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
     /// What to do on a NOR-rule breach.
     public var policy: ViolationPolicy
     private(set) var bytes: [UInt8]
-    private var programCounts: [UInt8]
+    /// Programs of each word since its page's erase, one array per page; an empty array is a page whose words
+    /// are all at zero (most pages of a loaded image stay so, and cost no memory).
+    private var programCounts: [[UInt8]]
     private var eraseCounts: [Int]
     /// Breaches refused under ``ViolationPolicy/record``.
     public private(set) var violations: [FlashViolation] = []
@@ -34,7 +36,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
         self.geometry = geometry
         self.policy = policy
         bytes = Array(repeating: 0xFF, count: geometry.totalSize)
-        programCounts = Array(repeating: 0, count: geometry.totalSize / geometry.wordSize)
+        programCounts = Array(repeating: [], count: geometry.pageCount)
         eraseCounts = Array(repeating: 0, count: geometry.pageCount)
     }
 
@@ -59,7 +61,10 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
     public func eraseCount(page: Int) -> Int { eraseCounts[page] }
 
     /// How many times the word containing `offset` has been programmed since its page was erased.
-    public func programCount(offset: Int) -> Int { Int(programCounts[offset / geometry.wordSize]) }
+    public func programCount(offset: Int) -> Int {
+        let counts = programCounts[offset / geometry.pageSize]
+        return counts.isEmpty ? 0 : Int(counts[offset % geometry.pageSize / geometry.wordSize])
+    }
 
     public func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] {
         if isPoweredOff { throw .powerCut }
@@ -90,7 +95,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
                 if new != 0 { allZero = false }
             }
             let zeroExempt = allZero && geometry.allowsZeroOverwrite
-            if !zeroExempt && Int(programCounts[(offset + word) / w]) >= geometry.maxProgramsPerWord {
+            if !zeroExempt && programCount(offset: offset + word) >= geometry.maxProgramsPerWord {
                 return violation(.tooManyPrograms, offset + word)
             }
             word += w
@@ -163,9 +168,11 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
         switch tearForThisMutation() {
         case nil, .some(.complete):
             for i in 0..<data.count { bytes[offset + i] &= data[i] }
-            var word = offset / w
-            while word < (offset + data.count) / w {
-                if programCounts[word] < 255 { programCounts[word] += 1 }
+            let page = offset / geometry.pageSize
+            if programCounts[page].isEmpty { programCounts[page] = Array(repeating: 0, count: geometry.wordsPerPage) }
+            var word = offset % geometry.pageSize / w
+            while word < (offset % geometry.pageSize + data.count) / w {
+                if programCounts[page][word] < 255 { programCounts[page][word] += 1 }
                 word += 1
             }
         case .some(TearMode.none):
@@ -201,7 +208,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
         switch tearForThisMutation() {
         case nil, .some(.complete):
             for i in start..<start + geometry.pageSize { bytes[i] = 0xFF }
-            for word in start / w..<(start + geometry.pageSize) / w { programCounts[word] = 0 }
+            programCounts[page] = []
             eraseCounts[page] += 1
         case .some(TearMode.none):
             break
@@ -220,6 +227,10 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
 
     public static func == (a: SimulatedFlash, b: SimulatedFlash) -> Bool {
         a.geometry == b.geometry && a.bytes == b.bytes && a.eraseCounts == b.eraseCounts
-            && a.programCounts == b.programCounts && a.isPoweredOff == b.isPoweredOff
+            && zip(a.programCounts, b.programCounts).allSatisfy { x, y in
+                // An empty array stands for a page of zero counts.
+                x == y || (x.isEmpty && !y.contains { $0 != 0 }) || (y.isEmpty && !x.contains { $0 != 0 })
+            }
+            && a.isPoweredOff == b.isPoweredOff
     }
 }

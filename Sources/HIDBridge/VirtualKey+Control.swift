@@ -142,7 +142,7 @@ extension VirtualKey {
             "attestation": attestationSummary,
             "options": options,
             "storage": [
-                "credentials": JSONValue(storage.residentCredentials.count),
+                "credentials": JSONValue(storage.residentCount),
                 "discoverableCredentials": JSONValue(authenticator.discoverableCredentialCount),
                 "remainingCapacity": JSONValue(authenticator.remainingCredentialCapacity),
                 "pinSet": .boolean(storage.pin != nil),

@@ -101,7 +101,7 @@ struct PersistentKey {
             throw StorageError("cannot open the flash image \(flash): \(error)")
         }
         let storage = try FlashStorage(device: device, entropy: &entropy)
-        let credentials = storage.residentCredentials.count
+        let credentials = storage.residentCount
         return PersistentKey(
             storage: storage, serial: hex(storage.serial),
             summary: "\(flash), \(credentials) discoverable credential\(credentials == 1 ? "" : "s")")

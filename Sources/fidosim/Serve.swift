@@ -6,6 +6,7 @@ import HIDBridge
 import Logging
 
 #if canImport(Glibc)
+import CUHID
 import Glibc
 #endif
 
@@ -297,6 +298,8 @@ struct Serve: ParsableCommand {
         let persistent: PersistentKey
         do {
             persistent = try PersistentKey.open(flash: spec.flash, geometry: flashGeometry, entropy: &entropy)
+            // Mounting decodes every record once; hand the freed heap pages back.
+            fidosim_trim_heap()
         } catch {
             printError("fidosim: \(error)")
             throw ExitCode(1)

@@ -198,4 +198,56 @@ import Testing
         try storage.wipe(newDeviceSecret: Array(repeating: 1, count: 32))
         #expect(storage.residentCredential(id: replacement.id) == nil)
     }
+
+    /// RAM keeps only a summary of each credential (the rest is decoded from flash on demand): every query of the
+    /// storage gives what a plain scan of the credentials gives (MemoryStorage's), through a random sequence of
+    /// stores, replacements, imports with reused ids, deletions and remounts.
+    @Test func indexedQueriesAgreeWithAScanOfTheCredentials() throws {
+        var random = SeededGenerator(seed: 0x1DE5)
+        var entropy = EntropySource(SeededGenerator(seed: 3))
+        var flash = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
+        var memory = MemoryStorage(deviceSecret: flash.deviceSecret, capacity: 10_000)
+        let rps = ["a.example", "b.example", "c.example"]
+        var serial: UInt64 = 0
+        func check(_ flash: FlashStorage<SimulatedFlash>) {
+            #expect(flash.residentCount == memory.residentCount)
+            #expect(flash.discoverableCount == memory.discoverableCount)
+            #expect(flash.newestCreationSerial == memory.newestCreationSerial)
+            #expect(Set(flash.residentCredentials.map(\.id)) == Set(memory.residentCredentials.map(\.id)))
+            for rp in rps {
+                let hash = Array(SHA256.hash(data: Array(rp.utf8)))
+                let byId = { (list: [ResidentCredential]) in list.sorted { $0.id.lexicographicallyPrecedes($1.id) } }
+                #expect(byId(flash.residentCredentials(rpIdHash: hash)) == byId(memory.residentCredentials(rpIdHash: hash)))
+                for user in UInt8(0)..<4 {
+                    #expect(
+                        flash.discoverableCredential(rpIdHash: hash, userId: [user])
+                            == memory.discoverableCredential(rpIdHash: hash, userId: [user]))
+                }
+            }
+            for id in UInt8(0)..<12 {
+                #expect(flash.residentCredential(id: [id, id]) == memory.residentCredential(id: [id, id]))
+            }
+        }
+        for step in 0..<300 {
+            let n = UInt8(random.next() % 12)
+            switch random.next() % 5 {
+            case 0, 1, 2:
+                serial += 1
+                let rp = rps[Int(random.next() % 3)]
+                let credential = ResidentCredential(
+                    id: [n, n], rpId: rp, rpIdHash: Array(SHA256.hash(data: Array(rp.utf8))),
+                    user: UserEntity(id: [UInt8(random.next() % 4)], name: "user \(step)"),
+                    privateKey: Array(repeating: n &+ 1, count: 32), creationSerial: serial,
+                    discoverable: random.next() % 4 != 0)
+                try flash.storeResident(credential)
+                try memory.storeResident(credential)
+            case 3:
+                #expect(try flash.deleteResident(id: [n, n]) == (try memory.deleteResident(id: [n, n])))
+            default:
+                flash = try FlashStorage(device: flash.store.device, entropy: &entropy)
+            }
+            check(flash)
+        }
+        #expect(flash.residentCount > 3)
+    }
 }
