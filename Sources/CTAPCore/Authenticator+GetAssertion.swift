@@ -71,10 +71,14 @@ extension Authenticator {
         let allowList = try params.array(0x03, "allowList").map { (list) throws(CTAPError) in
             try CredentialDescriptor.list(list)
         } ?? []
-        let extensions = try AssertionExtensions(knownExtensions(params.subMap(0x04, "extensions")))
+        // Arguments are read into locals before a method of self takes them: `method(params.x())` in a mutating
+        // function copies the whole authenticator first (the argument could change self), about 1 µs each.
+        let extensionsMap = try params.subMap(0x04, "extensions")
+        let extensions = try AssertionExtensions(knownExtensions(extensionsMap))
         try checkListLength(allowList.count)
         let options = try RequestOptions(params.subMap(0x05, "options"))
-        let proto = try pinUvAuthProtocol(params.int(0x07, "pinUvAuthProtocol"), with: pinUvAuthParam)
+        let protocolNumber = try params.int(0x07, "pinUvAuthProtocol")
+        let proto = try pinUvAuthProtocol(protocolNumber, with: pinUvAuthParam)
         var builtInUV = false
         let alwaysUv = storage.settings.alwaysUv && options.up != false
         if pinUvAuthParam == nil && (options.uv == true || (alwaysUv && isBuiltInUVConfigured)) {

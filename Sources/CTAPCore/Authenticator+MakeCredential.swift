@@ -63,10 +63,13 @@ extension Authenticator {
         let excludeList = try params.array(0x05, "excludeList").map { (list) throws(CTAPError) in
             try CredentialDescriptor.list(list)
         } ?? []
-        let extensions = try MakeCredentialExtensions(knownExtensions(params.subMap(0x06, "extensions")))
+        // Arguments in locals first: see getAssertion.
+        let extensionsMap = try params.subMap(0x06, "extensions")
+        let extensions = try MakeCredentialExtensions(knownExtensions(extensionsMap))
         try checkListLength(excludeList.count)
         let options = try RequestOptions(params.subMap(0x07, "options"))
-        let proto = try pinUvAuthProtocol(params.int(0x09, "pinUvAuthProtocol"), with: pinUvAuthParam)
+        let protocolNumber = try params.int(0x09, "pinUvAuthProtocol")
+        let proto = try pinUvAuthProtocol(protocolNumber, with: pinUvAuthParam)
         let enterpriseAttestation = try params.int(0x0A, "enterpriseAttestation")
         let formats = try params.array(0x0B, "attestationFormatsPreference")
 

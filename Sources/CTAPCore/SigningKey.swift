@@ -52,14 +52,24 @@ struct SigningKey: Sendable {
 struct CredentialLRU<Value: Sendable>: Sendable {
     static var capacity: Int { 64 }
 
-    var entries: [[UInt8]: Value] = [:]
-    var order: [[UInt8]] = []
+    /// A credential id as a dictionary key, hashed as one run of bytes (an array of bytes hashes byte by byte).
+    struct Key: Hashable, Sendable {
+        var id: [UInt8]
 
-    subscript(id: [UInt8]) -> Value? { entries[id] }
+        func hash(into hasher: inout Hasher) {
+            id.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+
+    var entries: [Key: Value] = [:]
+    var order: [Key] = []
+
+    subscript(id: [UInt8]) -> Value? { entries[Key(id: id)] }
 
     mutating func insert(_ value: Value, for id: [UInt8]) {
-        if entries.updateValue(value, forKey: id) == nil {
-            order.append(id)
+        let key = Key(id: id)
+        if entries.updateValue(value, forKey: key) == nil {
+            order.append(key)
             if order.count > Self.capacity { entries[order.removeFirst()] = nil }
         }
     }
