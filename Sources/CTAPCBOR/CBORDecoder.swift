@@ -211,6 +211,11 @@ private struct Parser {
             return .value(.byteString(Array(try self.readPayload(length: argument, itemOffset: itemOffset))))
         case 3:
             let payload = try self.readPayload(length: argument, itemOffset: itemOffset)
+            // ASCII (map keys, rpIds, types) needs no validation; the generic validating initializer looks up type
+            // metadata on each call, which showed in getAssertion's profile.
+            if !payload.contains(where: { $0 >= 0x80 }) {
+                return .value(.textString(String(decoding: payload, as: UTF8.self)))
+            }
             guard let text = String(validating: payload, as: UTF8.self) else {
                 throw CBORDecodingError(code: .invalidUTF8, offset: itemOffset)
             }
