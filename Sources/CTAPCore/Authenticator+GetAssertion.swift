@@ -99,7 +99,7 @@ extension Authenticator {
             userVerified = true
         }
 
-        let rpIdHash = Array(SHA256.hash(data: Array(rpId.utf8)))
+        let rpIdHash = hashOfRpId(rpId)
         var candidates: [AssertionCandidate] = []
         if allowList.isEmpty {
             candidates = storage.residentCredentials(rpIdHash: rpIdHash)

@@ -129,7 +129,7 @@ extension Authenticator {
             userVerified = true
         }
 
-        let rpIdHash = Array(SHA256.hash(data: Array(rpId.utf8)))
+        let rpIdHash = hashOfRpId(rpId)
         if resident {
             let replaces = storage.discoverableCredential(rpIdHash: rpIdHash, userId: userId) != nil
             if !replaces && remainingDiscoverableCredentials <= 0 {
@@ -253,6 +253,14 @@ extension Authenticator {
         let stored = storage.residentCount
         let limit = min(configuration.maxResidentCredentials, storedCredentialLimit ?? .max)
         return min(max(0, limit - stored), storage.remainingDiscoverableCredentials)
+    }
+
+    /// SHA-256 of `rpId`, remembered for the last rpId.
+    mutating func hashOfRpId(_ rpId: String) -> [UInt8] {
+        if let last = lastRpIdHash, last.rpId == rpId { return last.hash }
+        let hash = Array(SHA256.hash(data: Array(rpId.utf8)))
+        lastRpIdHash = (rpId, hash)
+        return hash
     }
 
     /// A credential of this key for `rpIdHash` with the given id, or nil.

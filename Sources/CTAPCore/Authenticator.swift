@@ -87,6 +87,8 @@ public struct Authenticator: Sendable {
     var signingKeys = SigningKeyCache()
     /// Credential ids opened last (RAM only).
     var openedIds = OpenedIdCache()
+    /// The rpIdHash of the last rpId a request named (a test suite sends one RP's requests in a row).
+    var lastRpIdHash: (rpId: String, hash: [UInt8])?
     /// A fault injected by the control plane: KEY_STORE_FULL once this many credentials are stored.
     public var storedCredentialLimit: Int?
 
