@@ -75,10 +75,11 @@ extension CTAPHIDMachine {
             actions.append(Self.error(.invalidSequence, channel: channel))
             return
         }
+        // Taken out of self while it grows, so that appending does not copy the message so far.
+        self.reassembly = nil
         let remaining = reassembly.length - reassembly.payload.count
         reassembly.payload += packet.data.prefix(remaining)
         if reassembly.payload.count == reassembly.length {
-            self.reassembly = nil
             self.finish(
                 channel: channel,
                 command: reassembly.command,

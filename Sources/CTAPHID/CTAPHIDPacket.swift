@@ -47,24 +47,38 @@ enum CTAPHIDPacket: Equatable, Sendable {
     /// Splits a message into zero-padded 64-byte reports; the payload must be at most 7609 bytes.
     static func reports(channel: UInt32, command: UInt8, payload: [UInt8]) -> [[UInt8]] {
         precondition(payload.count <= Self.maximumPayloadSize, "CTAPHID payload too long to frame")
-        let cid = channel.bigEndianBytes
+        // Each report is made once at its full size and filled in place (no intermediate arrays).
+        let continuations =
+            max(0, payload.count - Self.initializationDataSize + Self.continuationDataSize - 1) / Self.continuationDataSize
         var reports: [[UInt8]] = []
-        var first = cid + [command | 0x80, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        reports.reserveCapacity(1 + continuations)
+        func report(header: UInt8, _ extra: [UInt8], _ data: ArraySlice<UInt8>) -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: Self.reportSize)
+            bytes[0] = UInt8(truncatingIfNeeded: channel >> 24)
+            bytes[1] = UInt8(truncatingIfNeeded: channel >> 16)
+            bytes[2] = UInt8(truncatingIfNeeded: channel >> 8)
+            bytes[3] = UInt8(truncatingIfNeeded: channel)
+            bytes[4] = header
+            var index = 5
+            for byte in extra {
+                bytes[index] = byte
+                index += 1
+            }
+            bytes.replaceSubrange(index..<index + data.count, with: data)
+            return bytes
+        }
         var offset = min(payload.count, Self.initializationDataSize)
-        first += payload[0..<offset]
-        reports.append(Self.padded(first))
+        reports.append(
+            report(
+                header: command | 0x80, [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)], payload[0..<offset]))
         var sequence: UInt8 = 0
         while offset < payload.count {
             let end = min(payload.count, offset + Self.continuationDataSize)
-            reports.append(Self.padded(cid + [sequence] + payload[offset..<end]))
+            reports.append(report(header: sequence, [], payload[offset..<end]))
             offset = end
             sequence += 1
         }
         return reports
-    }
-
-    private static func padded(_ bytes: [UInt8]) -> [UInt8] {
-        bytes + repeatElement(0, count: Self.reportSize - bytes.count)
     }
 }
 
