@@ -192,11 +192,14 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         var keysById: [[UInt8]: UInt16] = [:]
         for key in store.keys where key >= StorageKey.firstCredential && key <= StorageKey.lastCredential {
             guard let bytes = try read(key), let credential = Self.decodeCredential(bytes) else { continue }
-            residents[key] = ResidentSummary(credential)
+            let summary = ResidentSummary(credential)
+            residents[key] = summary
+            owners.insert(summary, key: key)
             if keysById[credential.id] == nil { keysById[credential.id] = key }
         }
         self.residents = residents
         self.keysById = keysById
+        self.newestSerial = residents.values.map(\.creationSerial).max() ?? 0
         self.deviceSecret = secret
         self.serial = serial
         self.store = store
@@ -204,6 +207,10 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
 
     /// The record key of each stored credential by its id: a lookup by id needs no scan of the credentials.
     var keysById: [[UInt8]: UInt16] = [:]
+    /// The record key of each discoverable credential by its RP and user.
+    var owners = OwnerIndex()
+    /// The largest creation serial stored.
+    var newestSerial: UInt64 = 0
 
     /// Decodes every stored credential from flash.
     public var residentCredentials: [ResidentCredential] { residents.keys.compactMap(credential(at:)) }
@@ -212,7 +219,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
 
     public var discoverableCount: Int { residents.values.count(where: \.discoverable) }
 
-    public var newestCreationSerial: UInt64 { residents.values.map(\.creationSerial).max() ?? 0 }
+    public var newestCreationSerial: UInt64 { newestSerial }
 
     public func residentCredential(id: [UInt8]) -> ResidentCredential? {
         keysById[id].flatMap(credential(at:))
@@ -234,13 +241,16 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
 
     /// The record key of the stored discoverable credential of this RP and user, if any.
     func discoverableKey(rpIdHash: [UInt8], userId: [UInt8]) -> UInt16? {
-        let rpTag = ResidentSummary.tag(rpIdHash)
-        let userTag = ResidentSummary.tag(user: userId)
+        let tag = OwnerIndex.Tag(rp: ResidentSummary.tag(rpIdHash), user: ResidentSummary.tag(user: userId))
+        func holds(_ key: UInt16) -> Bool {
+            guard let stored = credential(at: key) else { return false }
+            return stored.discoverable && stored.rpIdHash == rpIdHash && stored.user.id == userId
+        }
+        if let key = owners.keys[tag], holds(key) { return key }
+        // Two records have shared a tag since the mount: a miss proves nothing, so every candidate is checked.
+        guard owners.collided else { return nil }
         return residents.first { key, summary in
-            guard summary.discoverable && summary.rpTag == rpTag && summary.userTag == userTag,
-                let stored = credential(at: key)
-            else { return false }
-            return stored.rpIdHash == rpIdHash && stored.user.id == userId
+            summary.discoverable && summary.rpTag == tag.rp && summary.userTag == tag.user && holds(key)
         }?.key
     }
 
@@ -294,21 +304,42 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             displaced.append((replaced, self.credential(at: replaced)?.id))
         }
         try write(updates, fullIs: .keyStoreFull)
+        var removedSerials: [UInt64] = []
+        for oldKey in Set(displaced.map(\.key) + [key]) {
+            guard let old = residents[oldKey] else { continue }
+            owners.remove(old, key: oldKey)
+            removedSerials.append(old.creationSerial)
+            if oldKey != key { residents[oldKey] = nil }
+        }
         for old in displaced {
-            if old.key != key { residents[old.key] = nil }
             if let id = old.id, keysById[id] == old.key { keysById[id] = nil }
         }
-        residents[key] = ResidentSummary(credential)
+        let summary = ResidentSummary(credential)
+        residents[key] = summary
+        owners.insert(summary, key: key)
         keysById[credential.id] = key
+        forgetSerials(removedSerials, adding: credential.creationSerial)
     }
 
     @discardableResult
     public mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
         guard let key = keysById[id] else { return false }
         try write([.remove(key: key)])
-        residents[key] = nil
+        if let old = residents[key] {
+            owners.remove(old, key: key)
+            residents[key] = nil
+            forgetSerials([old.creationSerial], adding: nil)
+        }
         keysById[id] = nil
         return true
+    }
+
+    /// Keeps ``newestSerial`` right after records with `removed` serials went and one with `added` came.
+    mutating func forgetSerials(_ removed: [UInt64], adding added: UInt64?) {
+        if let added { newestSerial = max(newestSerial, added) }
+        if removed.contains(newestSerial) && added != newestSerial {
+            newestSerial = residents.values.map(\.creationSerial).max() ?? 0
+        }
     }
 
     public mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
@@ -435,6 +466,8 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         persistentToken = nil
         residents.removeAll()
         keysById.removeAll()
+        owners = OwnerIndex()
+        newestSerial = 0
         pin = nil
         pinRetries = StoredPIN.maxRetries
         deviceSecret = newDeviceSecret
@@ -537,5 +570,31 @@ struct ResidentSummary {
         var hasher = Hasher()
         hasher.combine(id)
         return hasher.finalize()
+    }
+}
+
+/// The record key of each discoverable credential by a tag of its RP and user: at most one discoverable credential
+/// of an RP and user is stored, so a new one finds the one it replaces without a scan. Candidates are confirmed
+/// against the decoded record; if two live records ever share a tag, a miss is no longer proof of absence.
+struct OwnerIndex {
+    struct Tag: Hashable {
+        var rp: UInt64
+        var user: Int
+    }
+
+    var keys: [Tag: UInt16] = [:]
+    /// Set once two live records shared a tag (from then on lookups that miss fall back to a scan).
+    var collided = false
+
+    mutating func insert(_ summary: ResidentSummary, key: UInt16) {
+        guard summary.discoverable else { return }
+        let tag = Tag(rp: summary.rpTag, user: summary.userTag)
+        if let other = keys[tag], other != key { collided = true }
+        keys[tag] = key
+    }
+
+    mutating func remove(_ summary: ResidentSummary, key: UInt16) {
+        let tag = Tag(rp: summary.rpTag, user: summary.userTag)
+        if keys[tag] == key { keys[tag] = nil }
     }
 }

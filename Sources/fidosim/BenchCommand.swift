@@ -110,6 +110,12 @@ struct BenchCommand: ParsableCommand {
         rows.append(measureInterleaved(name: "makeCredential in process (non-discoverable)") {
             _ = try key.makeCredential(resident: false)
         })
+        // Discoverable: each request replaces the stored credential of one of 100 users, so the store stays small.
+        var user = 0
+        rows.append(measureInterleaved(name: "makeCredential in process (discoverable, 100 users)") {
+            user = user % 100 + 1
+            _ = try key.makeCredential(resident: true, user: user)
+        })
         var hid = try BenchVirtualKey()
         let hidCredential = try hid.makeCredential()
         rows.append(measureInterleaved(name: "getAssertion through CTAPHID in process") {
@@ -143,6 +149,12 @@ struct BenchCommand: ParsableCommand {
         var full = flashKey
         rows.append(measureInterleaved(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
             try full.getAssertion(credential: flashResident)
+        })
+        // Replacing users 1...9,999 of the 10,000 keeps the count and leaves the last one, which the UDP row uses.
+        var replaced = 0
+        rows.append(measureInterleaved(name: "makeCredential in process (discoverable), 10,000 stored (flash)") {
+            replaced = replaced % 9_999 + 1
+            _ = try full.makeCredential(resident: true, user: replaced)
         })
         let fullUDP = try UDPBench(flash: image)
         rows.append(measure(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
@@ -307,7 +319,12 @@ struct BenchKey {
 
     mutating func makeCredential(resident: Bool) throws -> [UInt8] {
         users += 1
-        var outcome = authenticator.handleCBOR(BenchRequests.makeCredential(resident: resident, user: users), now: .zero)
+        return try makeCredential(resident: resident, user: users)
+    }
+
+    /// A credential for user number `user` (a discoverable one replaces that user's stored one).
+    mutating func makeCredential(resident: Bool, user: Int) throws -> [UInt8] {
+        var outcome = authenticator.handleCBOR(BenchRequests.makeCredential(resident: resident, user: user), now: .zero)
         if case .needsUserPresence = outcome { outcome = authenticator.resume(.approved, now: .zero) }
         guard case .response(let bytes) = outcome else { throw BenchError(description: "no response") }
         return try BenchRequests.credentialId(bytes)
