@@ -297,49 +297,33 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         // The credential goes in under its own id's record, else the replaced one's, else a free one; a replaced
         // credential under another record goes in the same operation.
         var updates: [StoreUpdate] = [.insert(key: key, value: Self.encodeCredential(credential))]
-        var displaced: [(key: UInt16, id: [UInt8]?)] = []
-        if sameId == nil, residents[key] != nil { displaced.append((key, self.credential(at: key)?.id)) }
-        if let replaced, replaced != key {
-            updates.append(.remove(key: replaced))
-            displaced.append((replaced, self.credential(at: replaced)?.id))
-        }
+        if let replaced, replaced != key { updates.append(.remove(key: replaced)) }
+        let gone = Set([key, replaced].compactMap { $0 }).filter { residents[$0] != nil }
+            .map { (key: $0, id: self.credential(at: $0)?.id) }
         try write(updates, fullIs: .keyStoreFull)
-        var removedSerials: [UInt64] = []
-        for oldKey in Set(displaced.map(\.key) + [key]) {
-            guard let old = residents[oldKey] else { continue }
-            owners.remove(old, key: oldKey)
-            removedSerials.append(old.creationSerial)
-            if oldKey != key { residents[oldKey] = nil }
-        }
-        for old in displaced {
-            if let id = old.id, keysById[id] == old.key { keysById[id] = nil }
-        }
+        for old in gone { forget(key: old.key, id: old.id) }
         let summary = ResidentSummary(credential)
         residents[key] = summary
         owners.insert(summary, key: key)
         keysById[credential.id] = key
-        forgetSerials(removedSerials, adding: credential.creationSerial)
+        newestSerial = max(newestSerial, credential.creationSerial)
+    }
+
+    /// Drops the record in `key` (holding credential `id`) from the RAM indexes, once the store no longer has it.
+    mutating func forget(key: UInt16, id: [UInt8]?) {
+        guard let old = residents.removeValue(forKey: key) else { return }
+        owners.remove(old, key: key)
+        if let id, keysById[id] == key { keysById[id] = nil }
+        if old.creationSerial == newestSerial { newestSerial = residents.values.map(\.creationSerial).max() ?? 0 }
     }
 
     @discardableResult
     public mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
         guard let key = keysById[id] else { return false }
         try write([.remove(key: key)])
-        if let old = residents[key] {
-            owners.remove(old, key: key)
-            residents[key] = nil
-            forgetSerials([old.creationSerial], adding: nil)
-        }
+        forget(key: key, id: id)
         keysById[id] = nil
         return true
-    }
-
-    /// Keeps ``newestSerial`` right after records with `removed` serials went and one with `added` came.
-    mutating func forgetSerials(_ removed: [UInt64], adding added: UInt64?) {
-        if let added { newestSerial = max(newestSerial, added) }
-        if removed.contains(newestSerial) && added != newestSerial {
-            newestSerial = residents.values.map(\.creationSerial).max() ?? 0
-        }
     }
 
     public mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {

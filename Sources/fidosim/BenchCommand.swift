@@ -232,7 +232,7 @@ struct BenchCommand: ParsableCommand {
     /// One line per row, for the --only runs.
     func printBrief(_ rows: [Row]) {
         for row in rows {
-            let ratio = row.reference.map { ", \(Int((row.perSecond / $0 * 100).rounded()))% of raw signing interleaved" } ?? ""
+            let ratio = row.reference.map { _ in ", \(row.ratio(toRaw: row))% of raw signing interleaved" } ?? ""
             print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms\(ratio)")
         }
     }
