@@ -125,6 +125,8 @@ private struct Parser {
         self.bytes = bytes
         self.maxDepth = maxDepth
         self.index = bytes.startIndex
+        // One allocation for the stack instead of growing it as containers open.
+        self.openContainers.reserveCapacity(min(maxDepth, 8))
     }
 
     /// The cursor's offset from the start of the input.
@@ -178,7 +180,7 @@ private struct Parser {
     /// Reads one item's head, and a string's payload; checks containers against the depth limit and the input.
     private mutating func readHead() throws(CBORDecodingError) -> Item {
         let itemOffset = self.offset
-        guard let initialByte = self.readBytes(count: 1)?.first else {
+        guard let initialByte = self.readByte() else {
             throw CBORDecodingError(code: .truncated, offset: itemOffset)
         }
         let majorType = initialByte >> 5
@@ -242,7 +244,7 @@ private struct Parser {
         case 23:
             return .undefined
         case 24:
-            guard let simpleValue = self.readBytes(count: 1)?.first else {
+            guard let simpleValue = self.readByte() else {
                 throw CBORDecodingError(code: .truncated, offset: itemOffset)
             }
             // Simple values below 32 have a one-byte form; their two-byte form is not well-formed.
@@ -278,10 +280,14 @@ private struct Parser {
         default:
             throw CBORDecodingError(code: .reservedAdditionalInfo, offset: itemOffset)
         }
-        guard let argumentBytes = self.readBytes(count: byteCount) else {
+        guard byteCount <= self.remainingBytes else {
             throw CBORDecodingError(code: .truncated, offset: itemOffset)
         }
-        let argument = argumentBytes.reduce(UInt64(0)) { ($0 << 8) | UInt64($1) }
+        var argument: UInt64 = 0
+        for _ in 0..<byteCount {
+            argument = (argument << 8) | UInt64(self.bytes[self.index])
+            self.index += 1
+        }
         guard argument >= smallestForWidth else {
             throw CBORDecodingError(code: .nonMinimalEncoding, offset: itemOffset)
         }
@@ -315,6 +321,18 @@ private struct Parser {
             throw CBORDecodingError(code: .truncated, offset: itemOffset)
         }
         return Int(count)
+    }
+
+    /// Reads one byte and advances the cursor, or returns `nil` at the end of the input.
+    ///
+    /// Heads and arguments are read a byte at a time by index: a one-byte slice would retain and release the
+    /// input's storage for each.
+    private mutating func readByte() -> UInt8? {
+        guard self.index < self.bytes.endIndex else {
+            return nil
+        }
+        defer { self.index += 1 }
+        return self.bytes[self.index]
     }
 
     /// Reads `count` bytes and advances the cursor, or returns `nil` without moving if fewer remain.

@@ -126,9 +126,7 @@ public final class KeySlot {
         var index = fds.startIndex
         if fds[index].revents & Int16(POLLIN) != 0 {
             // Drain first, then handle: a slow handler must not make the kernel drop queued reports.
-            var events: [TransportEvent] = []
-            while let event = transport.receive() { events.append(event) }
-            for event in events { handle(event) }
+            for event in transport.receiveAll() { handle(event) }
         }
         index += 1
         if watchesStdin {

@@ -16,6 +16,8 @@ public protocol ReportTransport: AnyObject {
     var summary: String { get }
     /// Reads what is waiting, without blocking; nil when nothing is.
     func receive() -> TransportEvent?
+    /// Reads everything that is waiting, without blocking (a transport that can reads it in one system call).
+    func receiveAll() -> [TransportEvent]
     /// Sends one 64-byte report to the host.
     func send(_ report: [UInt8])
     /// Sends the reports of one answer, in order (a transport that can hands them over in one system call).
@@ -25,6 +27,12 @@ public protocol ReportTransport: AnyObject {
 }
 
 extension ReportTransport {
+    public func receiveAll() -> [TransportEvent] {
+        var events: [TransportEvent] = []
+        while let event = receive() { events.append(event) }
+        return events
+    }
+
     public func send(batch reports: [[UInt8]]) {
         for report in reports { send(report) }
     }

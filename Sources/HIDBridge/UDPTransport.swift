@@ -75,6 +75,32 @@ public final class UDPTransport: ReportTransport {
         return datagram == Self.powerCycleDatagram ? .powerCycle : .report(datagram)
     }
 
+    /// Reads every waiting datagram, up to 32 in each recvmmsg: one system call for the reports of a request
+    /// (and one more only when a full batch came back), where reading them one by one took a call for each and a
+    /// last one to find the queue empty. The latest sender becomes the peer, as with ``receive()``.
+    public func receiveAll() -> [TransportEvent] {
+        let stride = 65
+        let batch = 32
+        var events: [TransportEvent] = []
+        var buffer = [UInt8](repeating: 0, count: stride * batch)
+        var lengths = [UInt32](repeating: 0, count: batch)
+        while true {
+            var from = sockaddr_in()
+            let got = buffer.withUnsafeMutableBufferPointer { bytes in
+                fidosim_receive_datagrams(fd, bytes.baseAddress, UInt32(stride), &lengths, UInt32(batch), &from)
+            }
+            guard got > 0 else { break }
+            peer = from
+            hasPeer = true
+            for i in 0..<Int(got) {
+                let datagram = Array(buffer[i * stride..<i * stride + Int(lengths[i])])
+                events.append(datagram == Self.powerCycleDatagram ? .powerCycle : .report(datagram))
+            }
+            if got < batch { break }
+        }
+        return events
+    }
+
     /// Nothing to unplug on UDP.
     public func replug() throws(TransportError) {}
 

@@ -473,7 +473,8 @@ struct UDPBench {
         let clock = ContinuousClock()
         let deadline = clock.now + .milliseconds(timeoutMs)
         while clock.now < deadline {
-            if let datagram = socket.receiveDatagram() {
+            // Everything waiting, in one recvmmsg.
+            for case .report(let datagram) in socket.receiveAll() {
                 // Only this channel's answer to this command: a late answer to an earlier INIT (the start-up loop
                 // retries every 2 ms, and a slow machine answers some of them after the next request went out)
                 // must not be taken for it.
@@ -485,7 +486,6 @@ struct UDPBench {
                     throw BenchError(description: "CTAPHID error \(message.first.map { String($0) } ?? "?")")
                 }
                 assembler = HIDAssembler()
-                continue
             }
             // Sleep until a datagram arrives (or the deadline).
             var pfd = pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)
@@ -527,24 +527,30 @@ struct UDPBench {
         for cid in channels { sentAt[cid] = clock.now }
         var inFlight = depth
         while inFlight > 0 {
-            guard let datagram = socket.receiveDatagram() else {
+            // Everything waiting in one recvmmsg; the next requests of the answers it completes in one sendmmsg.
+            let events = socket.receiveAll()
+            if events.isEmpty {
                 var pfd = pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)
                 guard poll(&pfd, 1, 2000) > 0 else { throw BenchError(description: "no UDP response (pipelined)") }
                 continue
             }
-            guard let cid = HIDAssembler.channel(of: datagram), let started = sentAt[cid],
-                let (_, message) = assemblers[cid, default: HIDAssembler()].add(datagram)
-            else { continue }
-            assemblers[cid] = HIDAssembler()
-            guard message.first == 0 else { throw BenchError(description: "getAssertion failed (pipelined)") }
-            let now = clock.now
-            latencies.append(fidosim.seconds(now - started) * 1000)
-            if now < end {
-                sentAt[cid] = now
-                socket.sendTo(port: port, batch: CTAPHIDMachine.reports(channel: cid, command: .cbor, payload: request))
-            } else {
-                inFlight -= 1
+            var next: [[UInt8]] = []
+            for case .report(let datagram) in events {
+                guard let cid = HIDAssembler.channel(of: datagram), let started = sentAt[cid],
+                    let (_, message) = assemblers[cid, default: HIDAssembler()].add(datagram)
+                else { continue }
+                assemblers[cid] = HIDAssembler()
+                guard message.first == 0 else { throw BenchError(description: "getAssertion failed (pipelined)") }
+                let now = clock.now
+                latencies.append(fidosim.seconds(now - started) * 1000)
+                if now < end {
+                    sentAt[cid] = now
+                    next += CTAPHIDMachine.reports(channel: cid, command: .cbor, payload: request)
+                } else {
+                    inFlight -= 1
+                }
             }
+            if !next.isEmpty { socket.sendTo(port: port, batch: next) }
         }
         channel = channels[0]
         return latencies
