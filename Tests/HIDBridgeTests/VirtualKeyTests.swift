@@ -259,6 +259,34 @@ let keepalive: UInt8 = 0xBB
         #expect(back == [UInt8](repeating: 0xA5, count: 64))
     }
 
+    @Test func receiveAllDrainsMoreThanOneBatchInOrder() throws {
+        let transport = try UDPTransport(host: "127.0.0.1", port: 0)
+        let client = try UDPTransport(host: "127.0.0.1", port: 0)
+        // 40 reports (more than one recvmmsg's 32), an oversized datagram cut to 65 bytes, the power-cycle datagram.
+        var sent = (0..<40).map { [UInt8](repeating: UInt8($0), count: 64) }
+        sent.append([UInt8](repeating: 0xEE, count: 100))
+        sent.append(UDPTransport.powerCycleDatagram)
+        client.sendTo(port: transport.port, batch: sent)
+        var events: [TransportEvent] = []
+        for _ in 0..<200 where events.count < sent.count {
+            events += transport.receiveAll()
+            if events.count < sent.count { usleep(1000) }
+        }
+        var expected = (0..<40).map { TransportEvent.report([UInt8](repeating: UInt8($0), count: 64)) }
+        expected.append(.report([UInt8](repeating: 0xEE, count: 65)))
+        expected.append(.powerCycle)
+        #expect(events == expected)
+        #expect(transport.receiveAll().isEmpty)
+        // The sender became the peer: an answer reaches the client.
+        transport.send([UInt8](repeating: 0xA5, count: 64))
+        var back: [TransportEvent] = []
+        for _ in 0..<100 where back.isEmpty {
+            back = client.receiveAll()
+            if back.isEmpty { usleep(1000) }
+        }
+        #expect(back == [.report([UInt8](repeating: 0xA5, count: 64))])
+    }
+
     @Test func badHostIsAClearError() {
         #expect(throws: TransportError.self) { try UDPTransport(host: "not an address", port: 0) }
     }
