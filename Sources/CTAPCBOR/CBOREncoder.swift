@@ -16,6 +16,12 @@ public enum CBOREncoder {
         return output
     }
 
+    /// Appends the CTAP2 canonical encoding of `value` to `output` (after a status byte, say, without copying the
+    /// encoding into a new array).
+    public static func encode(_ value: CBORValue, appendingTo output: inout [UInt8]) {
+        self.append(value, to: &output)
+    }
+
     /// Whether the encoded key `lhs` sorts before the encoded key `rhs` in CTAP2 canonical order.
     ///
     /// Keys of a lower major type come first, then shorter encodings, then the byte-wise lower encoding.
@@ -56,13 +62,14 @@ public enum CBOREncoder {
             // negative), then by argument, since a shortest-form head grows with its argument; text sorts by
             // UTF-8 length, then bytes.
             if entries.keys.allSatisfy({ $0.integerSortKey != nil }) {
-                let sorted = entries.sorted {
-                    let l = $0.key.integerSortKey!, r = $1.key.integerSortKey!
-                    return l.major != r.major ? l.major < r.major : l.argument < r.argument
-                }
-                for (key, value) in sorted {
-                    self.append(key, to: &output)
-                    self.append(value, to: &output)
+                // Unsigned n sorts as n, negative n after every unsigned: one integer to compare per key.
+                let sorted = entries.map { entry in
+                    let key = entry.key.integerSortKey!
+                    return (order: (UInt128(key.major) << 64) | UInt128(key.argument), entry: entry)
+                }.sorted { $0.order < $1.order }
+                for (_, entry) in sorted {
+                    self.append(entry.key, to: &output)
+                    self.append(entry.value, to: &output)
                 }
             } else if entries.keys.allSatisfy({ $0.textValue != nil }) {
                 let sorted = entries.sorted {

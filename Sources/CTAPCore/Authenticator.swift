@@ -259,7 +259,10 @@ public struct Authenticator: Sendable {
     }
 
     static func success(_ value: CBORValue) -> [UInt8] {
-        [CTAPStatus.ok.rawValue] + value.encoded()
+        var out = [CTAPStatus.ok.rawValue]
+        out.reserveCapacity(256)
+        CBOREncoder.encode(value, appendingTo: &out)
+        return out
     }
 
     /// A fresh P-256 key from the injected entropy.

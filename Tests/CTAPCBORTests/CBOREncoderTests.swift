@@ -38,6 +38,26 @@ struct CBOREncoderTests {
         #expect(hexString(map.encoded()) == expected)
     }
 
+    @Test("integer-keyed maps sort as their encoded keys do, across every head width")
+    func integerKeysSortAsEncodedKeys() {
+        var generator = SystemRandomNumberGenerator()
+        let edges: [UInt64] = [0, 23, 24, 255, 256, 65535, 65536, 0xFFFF_FFFF, 0x1_0000_0000, .max]
+        for _ in 0..<200 {
+            var entries: [CBORValue: CBORValue] = [:]
+            for index in 0..<Int.random(in: 1...12, using: &generator) {
+                let argument = Bool.random(using: &generator)
+                    ? edges.randomElement(using: &generator)! : UInt64.random(in: 0...UInt64.max, using: &generator)
+                let key: CBORValue = Bool.random(using: &generator) ? .unsigned(argument) : .negative(argument)
+                entries[key] = CBORValue(index)
+            }
+            // The order of the general path: each key encoded, then compared byte-wise by canonicalKeyPrecedes.
+            let expected = entries.map { (key: CBOREncoder.encode($0.key), value: $0.value) }
+                .sorted { CBOREncoder.canonicalKeyPrecedes($0.key, $1.key) }
+                .flatMap { $0.key + CBOREncoder.encode($0.value) }
+            #expect(Array(CBORValue.map(entries).encoded().dropFirst(entries.count < 24 ? 1 : 2)) == expected)
+        }
+    }
+
     @Test("major type sorts before length, and length before bytes")
     func sortPrecedence() {
         // 1000 takes three bytes and -1 one, but major type 0 sorts first.

@@ -154,7 +154,7 @@ for target in "${targets[@]}"; do
     else
         echo "fuzz $target: FAILED (exit $status) after ${runs:-?} executions; see $out/$target.log and $out/artifacts/"
         grep -E "ERROR|Fatal error|Precondition|SUMMARY" "$out/$target.log" | head -5
-        echo "  replay with allocation stacks: ASAN_OPTIONS=malloc_context_size=30 $out/$target $out/artifacts/$target-*"
+        [ $status = 72 ] || echo "  replay with allocation stacks: ASAN_OPTIONS=malloc_context_size=30 $out/$target $out/artifacts/$target-*"
         fail=$((fail + 1))
     fi
 done
