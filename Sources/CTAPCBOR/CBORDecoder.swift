@@ -45,6 +45,24 @@ public enum CBORDecoder {
         return try parser.parseItem()
     }
 
+    /// Decodes a map that spans all of `bytes` into its entries in the order they came, without building a
+    /// dictionary for it: a CTAP request's parameters, whose few members are each looked up once or twice. Returns
+    /// `nil` for a well-formed item that is not a map.
+    ///
+    /// The checks are those of ``decode(_:maxDepth:)``, duplicate keys included, with the same error codes and
+    /// offsets.
+    public static func decodeMapEntries(
+        _ bytes: ArraySlice<UInt8>,
+        maxDepth: Int = 4
+    ) throws(CBORDecodingError) -> [(key: CBORValue, value: CBORValue)]? {
+        guard maxDepth > 0, let initialByte = bytes.first, initialByte >> 5 == 5 else {
+            _ = try self.decode(bytes, maxDepth: maxDepth)
+            return nil
+        }
+        var parser = Parser(bytes: bytes, maxDepth: maxDepth)
+        return try parser.parseMapEntries()
+    }
+
     /// Whether `bytes` decodes and is already in CTAP2 canonical form, including map key order.
     public static func isCanonical(_ bytes: [UInt8], maxDepth: Int = 4) -> Bool {
         self.isCanonical(bytes[...], maxDepth: maxDepth)
@@ -141,6 +159,46 @@ private struct Parser {
 
     /// Reads one complete item, which must end exactly at the end of the input.
     mutating func parseItem() throws(CBORDecodingError) -> CBORValue {
+        let value = try self.parseNextItem()
+        guard self.remainingBytes == 0 else {
+            throw CBORDecodingError(code: .trailingBytes, offset: self.offset)
+        }
+        return value
+    }
+
+    /// Reads a map's head and then its entries one item at a time (the map itself counts as an open container for
+    /// the depth limit); the map must end exactly at the end of the input.
+    mutating func parseMapEntries() throws(CBORDecodingError) -> [(key: CBORValue, value: CBORValue)] {
+        let mapOffset = self.offset
+        guard case .mapHead(let count) = try self.readHead() else {
+            throw CBORDecodingError(code: .truncated, offset: mapOffset)  // not reached: the caller saw a map head
+        }
+        // Stands for the map while its entries are read, so that nested containers count it.
+        self.openContainers.append(OpenContainer(isMap: false, offset: mapOffset, remainingItems: 0))
+        let base = self.openContainers.count
+        var entries: [(key: CBORValue, value: CBORValue)] = []
+        entries.reserveCapacity(count)
+        // A few keys are compared one by one; past that, a set keeps a hostile request's thousands of keys linear.
+        var keys: Set<CBORValue>? = count > 16 ? [] : nil
+        for _ in 0..<count {
+            let keyOffset = self.offset
+            let key = try self.parseNextItem(above: base)
+            let value = try self.parseNextItem(above: base)
+            // After the value, as decode(_:) finds it, and by the same equality (text by canonical equivalence).
+            let duplicate = keys?.insert(key).inserted == false || (keys == nil && entries.contains { $0.key == key })
+            if duplicate {
+                throw CBORDecodingError(code: .duplicateMapKey, offset: keyOffset)
+            }
+            entries.append((key: key, value: value))
+        }
+        guard self.remainingBytes == 0 else {
+            throw CBORDecodingError(code: .trailingBytes, offset: self.offset)
+        }
+        return entries
+    }
+
+    /// Reads one complete item from the cursor, leaving the containers below `base` on the stack alone.
+    private mutating func parseNextItem(above base: Int = 0) throws(CBORDecodingError) -> CBORValue {
         while true {
             var itemOffset = self.offset
             var value: CBORValue
@@ -160,7 +218,7 @@ private struct Parser {
             }
 
             // `value` is complete: hand it to the innermost open container, closing each one it completes.
-            while let top = self.openContainers.indices.last {
+            while self.openContainers.count > base, let top = self.openContainers.indices.last {
                 guard let finished = try self.openContainers[top].add(value, at: itemOffset) else {
                     break
                 }
@@ -168,10 +226,7 @@ private struct Parser {
                 value = finished
                 self.openContainers.removeLast()
             }
-            if self.openContainers.isEmpty {
-                guard self.remainingBytes == 0 else {
-                    throw CBORDecodingError(code: .trailingBytes, offset: self.offset)
-                }
+            if self.openContainers.count == base {
                 return value
             }
         }

@@ -4,23 +4,27 @@ import CTAPCBOR
 /// CTAP2_ERR_MISSING_PARAMETER for an absent required member, CTAP2_ERR_CBOR_UNEXPECTED_TYPE for a member
 /// of the wrong type, CTAP2_ERR_INVALID_CBOR for bytes that are not CBOR.
 struct RequestParameters {
-    let map: [CBORValue: CBORValue]
+    /// The members in the order they came. A request has a dozen at most, each looked up once or twice: a scan
+    /// costs less than building a dictionary and hashing a key for every lookup.
+    let members: [(key: CBORValue, value: CBORValue)]
 
     init(cbor bytes: ArraySlice<UInt8>) throws(CTAPError) {
         guard !bytes.isEmpty else { throw CTAPError(.missingParameter, "request has no parameters") }
-        let value: CBORValue
+        let members: [(key: CBORValue, value: CBORValue)]?
         do {
-            value = try CBORDecoder.decode(bytes)
+            members = try CBORDecoder.decodeMapEntries(bytes)
         } catch {
             throw CTAPError(.invalidCBOR, "\(error)")
         }
-        guard let map = value.mapValue else { throw CTAPError(.cborUnexpectedType, "parameters are not a map") }
-        self.map = map
+        guard let members else { throw CTAPError(.cborUnexpectedType, "parameters are not a map") }
+        self.members = members
     }
 
-    init(map: [CBORValue: CBORValue]) { self.map = map }
-
-    func value(_ key: Int) -> CBORValue? { map[CBORValue(key)] }
+    func value(_ key: Int) -> CBORValue? {
+        let wanted = CBORValue(key)
+        for member in members where member.key == wanted { return member.value }
+        return nil
+    }
 
     func required(_ key: Int, _ name: String) throws(CTAPError) -> CBORValue {
         guard let v = value(key) else { throw CTAPError(.missingParameter, "\(name) missing") }

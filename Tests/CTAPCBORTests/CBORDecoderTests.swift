@@ -374,3 +374,82 @@ struct CBORDecoderAcceptanceTests {
         #expect(error != CBORDecodingError(code: .duplicateMapKey, offset: 13))
     }
 }
+
+@Suite("Decoding a map as its entries")
+struct CBORDecoderMapEntriesTests {
+    /// decodeMapEntries against decode: the same error, or the same members (nil for a value that is not a map).
+    private func expectAgreement(_ bytes: ArraySlice<UInt8>, maxDepth: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+        let whole = Result { () throws(CBORDecodingError) in try CBORDecoder.decode(bytes, maxDepth: maxDepth) }
+        let entries = Result { () throws(CBORDecodingError) in
+            try CBORDecoder.decodeMapEntries(bytes, maxDepth: maxDepth)
+        }
+        switch (whole, entries) {
+        case (.failure(let a), .failure(let b)):
+            #expect(a == b, "\(hexString(bytes)) at depth \(maxDepth)", sourceLocation: sourceLocation)
+        case (.success(let value), .success(let members)):
+            if let members {
+                #expect(Set(members.map(\.key)).count == members.count, sourceLocation: sourceLocation)
+                #expect(value == .map(Dictionary(members, uniquingKeysWith: { a, _ in a })), sourceLocation: sourceLocation)
+            } else {
+                #expect(value.mapValue == nil, "\(hexString(bytes))", sourceLocation: sourceLocation)
+            }
+        default:
+            Issue.record("disagree on \(hexString(bytes)) at depth \(maxDepth): \(whole) / \(entries)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("a request's members come in wire order")
+    func wireOrder() throws {
+        let request = hex("a3" + "03" + "a1" + "627570" + "f4" + "01" + "63612e62" + "02" + "4104")
+        let members = try #require(try CBORDecoder.decodeMapEntries(request[...]))
+        #expect(members.map(\.key) == [3, 1, 2])
+        #expect(members.map(\.value) == [["up": false], "a.b", .byteString([4])])
+        #expect(try CBORDecoder.decodeMapEntries(hex("a0")[...])?.isEmpty == true)
+        #expect(try CBORDecoder.decodeMapEntries(hex("8101")[...]) == nil)
+    }
+
+    @Test("duplicates, depth, truncation and trailing bytes are reported as decode reports them")
+    func sameErrors() {
+        var inputs = [
+            "a2" + "0101" + "0102",  // duplicate integer key
+            "a2" + "0101" + "01" + "18",  // duplicate key whose value is cut: the cut is reported, as by decode
+            "a2" + "63" + "65cc81" + "00" + "62" + "c3a9" + "01",  // canonically equivalent text keys
+            "a1" + "01" + "a1" + "a1" + "a1" + "0101",  // too deep for 4 but not for 5
+            "a1" + "a1" + "0101" + "02",  // a map as a key
+            "a1" + "0101" + "00",  // trailing byte
+            "a3" + "0101",  // fewer entries than the head says
+            "a1" + "01", "a1", "", "01", "81" + "a1" + "0101", "f6", "bf", "a1" + "ff",
+        ]
+        // More than 16 keys go through a set; a duplicate at the end and one at the start.
+        let many = (0..<20).map { hexString([UInt8($0)]) + "00" }
+        inputs.append("b4" + many.joined())
+        inputs.append("b5" + many.joined() + "0500")
+        inputs.append("b5" + "0000" + many.joined())
+        for input in inputs {
+            for depth in 0...5 { expectAgreement(hex(input)[...], maxDepth: depth) }
+        }
+    }
+
+    @Test("mutations of a getAssertion request agree with decode")
+    func mutations() {
+        let request = hex(
+            "a4" + "01" + "6b" + "6578616d706c652e636f6d" + "02" + "5820" + String(repeating: "11", count: 32)
+                + "03" + "81" + "a2" + "626964" + "4401020304" + "6474797065" + "6a7075626c69632d6b6579"
+                + "05" + "a1" + "627570" + "f4")
+        expectAgreement(request[...], maxDepth: 4)
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<3000 {
+            var bytes = request
+            for _ in 0..<Int.random(in: 1...3, using: &generator) {
+                let index = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[index] = UInt8.random(in: 0...255, using: &generator)
+                case 1: bytes.removeSubrange(index...)
+                default: bytes.insert(bytes[index], at: index)
+                }
+                if bytes.isEmpty { break }
+            }
+            expectAgreement(bytes[...], maxDepth: Int.random(in: 1...4, using: &generator))
+        }
+    }
+}
