@@ -52,7 +52,9 @@ enum CTAPHIDPacket: Equatable, Sendable {
             max(0, payload.count - Self.initializationDataSize + Self.continuationDataSize - 1) / Self.continuationDataSize
         var reports: [[UInt8]] = []
         reports.reserveCapacity(1 + continuations)
-        func report(header: UInt8, _ extra: [UInt8], _ data: ArraySlice<UInt8>) -> [UInt8] {
+        // `length` is the initialization packet's BCNT; the payload's bytes are copied one by one, which costs less
+        // than the generic replaceSubrange (a type metadata lookup on every call).
+        func report(header: UInt8, length: Int?, _ data: ArraySlice<UInt8>) -> [UInt8] {
             var bytes = [UInt8](repeating: 0, count: Self.reportSize)
             bytes[0] = UInt8(truncatingIfNeeded: channel >> 24)
             bytes[1] = UInt8(truncatingIfNeeded: channel >> 16)
@@ -60,21 +62,23 @@ enum CTAPHIDPacket: Equatable, Sendable {
             bytes[3] = UInt8(truncatingIfNeeded: channel)
             bytes[4] = header
             var index = 5
-            for byte in extra {
+            if let length {
+                bytes[5] = UInt8(truncatingIfNeeded: length >> 8)
+                bytes[6] = UInt8(truncatingIfNeeded: length)
+                index = 7
+            }
+            for byte in data {
                 bytes[index] = byte
                 index += 1
             }
-            bytes.replaceSubrange(index..<index + data.count, with: data)
             return bytes
         }
         var offset = min(payload.count, Self.initializationDataSize)
-        reports.append(
-            report(
-                header: command | 0x80, [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)], payload[0..<offset]))
+        reports.append(report(header: command | 0x80, length: payload.count, payload[0..<offset]))
         var sequence: UInt8 = 0
         while offset < payload.count {
             let end = min(payload.count, offset + Self.continuationDataSize)
-            reports.append(report(header: sequence, [], payload[offset..<end]))
+            reports.append(report(header: sequence, length: nil, payload[offset..<end]))
             offset = end
             sequence += 1
         }
