@@ -4,8 +4,9 @@ import CTAPCBOR
 /// CTAP2_ERR_MISSING_PARAMETER for an absent required member, CTAP2_ERR_CBOR_UNEXPECTED_TYPE for a member
 /// of the wrong type, CTAP2_ERR_INVALID_CBOR for bytes that are not CBOR.
 struct RequestParameters {
-    /// The members in the order they came. A request has a dozen at most, each looked up once or twice: a scan
-    /// costs less than building a dictionary and hashing a key for every lookup.
+    /// The members in the order they came. A well-formed request has a dozen at most, each looked up once or
+    /// twice: a scan costs less than building a dictionary and hashing a key for every lookup (and a hostile one of
+    /// thousands of members costs a few scans of one message).
     let members: [(key: CBORValue, value: CBORValue)]
 
     init(cbor bytes: ArraySlice<UInt8>) throws(CTAPError) {

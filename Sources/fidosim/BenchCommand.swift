@@ -535,6 +535,7 @@ struct UDPBench {
                 continue
             }
             var next: [[UInt8]] = []
+            var resent: [UInt32] = []
             for case .report(let datagram) in events {
                 guard let cid = HIDAssembler.channel(of: datagram), let started = sentAt[cid],
                     let (_, message) = assemblers[cid, default: HIDAssembler()].add(datagram)
@@ -544,13 +545,16 @@ struct UDPBench {
                 let now = clock.now
                 latencies.append(fidosim.seconds(now - started) * 1000)
                 if now < end {
-                    sentAt[cid] = now
+                    resent.append(cid)
                     next += CTAPHIDMachine.reports(channel: cid, command: .cbor, payload: request)
                 } else {
                     inFlight -= 1
                 }
             }
             if !next.isEmpty { socket.sendTo(port: port, batch: next) }
+            // A request's latency starts when it is sent, after the rest of the batch was handled.
+            let sent = clock.now
+            for cid in resent { sentAt[cid] = sent }
         }
         channel = channels[0]
         return latencies

@@ -20,7 +20,7 @@ public func fuzzCBOR(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     default:
         fatalError("decodeMapEntries and decode disagree on whether the input is well-formed")
     }
-    guard let value = try? CBORDecoder.decode(bytes) else { return 0 }
+    guard case .success(let value) = whole else { return 0 }
     let encoded = value.encoded()
     guard let again = try? CBORDecoder.decode(encoded, maxDepth: 64) else {
         fatalError("a decoded value did not decode after re-encoding")
