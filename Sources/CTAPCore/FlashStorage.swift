@@ -301,11 +301,15 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         let gone = Set([key, replaced].compactMap { $0 }).filter { residents[$0] != nil }
             .map { (key: $0, id: self.credential(at: $0)?.id) }
         try write(updates, fullIs: .keyStoreFull)
+        // The new serial first: replacing the newest record (the same user registering again) then leaves forget
+        // nothing to recompute, where it would scan every record.
+        newestSerial = max(newestSerial, credential.creationSerial)
         for old in gone { forget(key: old.key, id: old.id) }
         let summary = ResidentSummary(credential)
         residents[key] = summary
         owners.insert(summary, key: key)
         keysById[credential.id] = key
+        // Again, in case an imported credential's serial was below the one forget just gave up.
         newestSerial = max(newestSerial, credential.creationSerial)
     }
 
