@@ -26,6 +26,31 @@ public struct HIDDeviceInfo: Sendable, Equatable {
     public static let fidoUsagePage: UInt16 = 0xF1D0
 }
 
+extension DeviceAddress {
+    /// The path of the HID device this address names among `devices`, or nil. `hid:VID:PID` takes the first
+    /// device with those IDs, `hid:auto` the first on the FIDO usage page, `hid:PATH` that path.
+    ///
+    /// `knownSerial` is the serial number of the key opened first, when it has one. Then only a device with that
+    /// serial number is taken, whatever the address: after an unplug and replug the key may come back under another
+    /// path, and until it is back its old path may belong to another key.
+    public func hidDevicePath(among devices: [HIDDeviceInfo], knownSerial: String?) -> String? {
+        var candidates = devices
+        switch self {
+        case .hidID(let vendor, let product): candidates = devices.filter { $0.vendorID == vendor && $0.productID == product }
+        case .hidAuto: candidates = devices.filter { $0.usagePage == HIDDeviceInfo.fidoUsagePage }
+        case .hidPath, .udp: break
+        }
+        if let knownSerial, !knownSerial.isEmpty {
+            return candidates.first { $0.serial == knownSerial }?.path
+        }
+        switch self {
+        case .hidPath(let given): return given
+        case .udp: return nil
+        case .hidID, .hidAuto: return candidates.first?.path
+        }
+    }
+}
+
 /// The hidapi calls FIDOClient makes, from the linked hidraw library or from a dlopened libusb one.
 struct HIDAPI: @unchecked Sendable {
     // @unchecked: C function pointers, immutable after loading.

@@ -89,21 +89,11 @@ struct ConformCommand: ParsableCommand {
             case .udp(let host, let port):
                 return CTAPHIDClient(channel: try UDPReportChannel(host: host, port: port))
             case .hidPath, .hidAuto, .hidID:
-                var devices = try HIDAPIReportChannel.devices(backend: backend, fidoOnly: false)
-                if case .hidID(let vendor, let product) = address {
-                    devices = devices.filter { $0.vendorID == vendor && $0.productID == product }
-                } else if case .hidAuto = address {
-                    devices = devices.filter { $0.usagePage == HIDDeviceInfo.fidoUsagePage }
-                }
-                var path: String?
-                if let known = serial.value, let again = devices.first(where: { $0.serial == known }) {
-                    path = again.path
-                } else if case .hidPath(let given) = address {
-                    path = given
-                } else {
-                    path = devices.first?.path
-                }
-                guard let path else {
+                let devices = try HIDAPIReportChannel.devices(backend: backend, fidoOnly: false)
+                guard let path = address.hidDevicePath(among: devices, knownSerial: serial.value) else {
+                    if let known = serial.value {
+                        throw ClientError.transport("\(address): the key with serial number \(known) is not connected")
+                    }
                     throw ClientError.transport("\(address): no such HID device (fidosim conform --list-devices shows them)")
                 }
                 if serial.value == nil, let info = devices.first(where: { $0.path == path }), !info.serial.isEmpty {

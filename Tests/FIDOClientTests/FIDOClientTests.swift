@@ -86,6 +86,32 @@ final class ScriptedChannel: ReportChannel {
         #expect(info.deviceVersion == (1, 2, 3))
     }
 
+    @Test func aKeyWhoseSerialIsKnownIsFoundOnlyByIt() {
+        func device(_ path: String, _ serial: String, usagePage: UInt16 = HIDDeviceInfo.fidoUsagePage, product: UInt16 = 0xF1D0)
+            -> HIDDeviceInfo
+        {
+            HIDDeviceInfo(
+                path: path, vendorID: 0x1209, productID: product, usagePage: usagePage, usage: 1, product: "", manufacturer: "",
+                serial: serial)
+        }
+        let other = device("/dev/hidraw1", "B")
+        let mouse = device("/dev/hidraw0", "M", usagePage: 1, product: 0x0001)
+        let ours = device("/dev/hidraw3", "A")
+        // Before the first open: the path given, the first FIDO device, the first with the IDs.
+        #expect(DeviceAddress.hidPath("/dev/hidraw1").hidDevicePath(among: [mouse, other, ours], knownSerial: nil) == "/dev/hidraw1")
+        #expect(DeviceAddress.hidAuto.hidDevicePath(among: [mouse, other, ours], knownSerial: nil) == "/dev/hidraw1")
+        #expect(DeviceAddress.hidID(vendor: 0x1209, product: 0x0001).hidDevicePath(among: [other, mouse], knownSerial: nil) == "/dev/hidraw0")
+        #expect(DeviceAddress.hidAuto.hidDevicePath(among: [mouse], knownSerial: nil) == nil)
+        #expect(DeviceAddress.udp(host: "h", port: 1).hidDevicePath(among: [other], knownSerial: nil) == nil)
+        // Key A was opened at /dev/hidraw1 and unplugged; another key B now has that node. A is not taken for B.
+        for address in [DeviceAddress.hidPath("/dev/hidraw1"), .hidAuto, .hidID(vendor: 0x1209, product: 0xF1D0)] {
+            #expect(address.hidDevicePath(among: [mouse, other], knownSerial: "A") == nil, "\(address)")
+            #expect(address.hidDevicePath(among: [mouse, other, ours], knownSerial: "A") == "/dev/hidraw3", "\(address)")
+        }
+        // A key without a serial number is found again by its address.
+        #expect(DeviceAddress.hidPath("/dev/hidraw1").hidDevicePath(among: [other], knownSerial: "") == "/dev/hidraw1")
+    }
+
     @Test func deviceAddressesParseOrSayWhatIsExpected() throws {
         #expect(try DeviceAddress(parsing: "udp:127.0.0.1:8111") == .udp(host: "127.0.0.1", port: 8111))
         #expect(try DeviceAddress(parsing: "hid:/dev/hidraw3") == .hidPath("/dev/hidraw3"))
