@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 from websockets.sync.client import connect
@@ -197,9 +198,18 @@ def wait_for_devtools(profile: str, chromium: subprocess.Popen, timeout: float) 
 def page_websocket(http_base: str, url: str, timeout: float) -> str:
     """The websocket of the tab Chromium opened with the start page (not one of its own chrome:// pages)."""
     deadline = time.monotonic() + timeout
+    targets: list = []
     while True:
-        with urllib.request.urlopen(f"{http_base}/json/list", timeout=30) as r:
-            targets = json.load(r)
+        # Just after start-up, under emulation, Chromium can take longer than one request's timeout to answer
+        # (it did, in CI: 30 s): a request that times out is asked again until the deadline.
+        try:
+            with urllib.request.urlopen(f"{http_base}/json/list", timeout=min(30.0, max(1.0, deadline - time.monotonic()))) as r:
+                targets = json.load(r)
+        except (TimeoutError, urllib.error.URLError) as e:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"chromium's DevTools did not list its tabs within {timeout:.0f} s: {e!r}") from e
+            note(f"DevTools tab list: {e!r}; asking again")
+            continue
         pages = [t for t in targets if t.get("type") == "page" and t.get("url", "").startswith(url)]
         if pages:
             return pages[0]["webSocketDebuggerUrl"]

@@ -58,19 +58,41 @@ finish() {
 
 modprobe uhid || { echo "modprobe uhid failed"; fail=1; finish; }
 
+# --- files in the guest's memory ----------------------------------------------------------------
+# The guest reads the host's files over 9p without a cache, and under emulation every page of a program's code that
+# it touches for the first time costs a round trip: Chromium took 36 s to start cold against 8 s from memory. Large
+# sequential reads are cheap, so the browsers are copied into the guest's RAM (tmpfs) and mounted over their own
+# directories, in the background while the other groups run; the fidosim binary is copied before anything starts.
+in_memory() { # in_memory DIR: DIR's files from RAM from now on
+    local copy=/run/in-memory$1
+    mkdir -p "$copy" && cp -a "$1/." "$copy/" && mount --bind "$copy" "$1"
+}
+mkdir -p /run/in-memory && cp "$bin" /run/in-memory/fidosim && bin=/run/in-memory/fidosim
+copy_pid=
+if want browser; then
+    ( for d in /usr/lib/chromium /usr/lib/firefox-esr; do
+        [ -d "$d" ] && { in_memory "$d" || echo "copying $d to memory failed"; }
+      done ) >"$out/in-memory.log" 2>&1 &
+    copy_pid=$!
+fi
+
 serve_pid=
+# start_key SERIAL [serve options]: a key with that serial number, found as $DEV by it (HID_UNIQ): the python-fido2
+# and conform keys of the second lane come and go at the same time.
 start_key() {
-    "$bin" serve --transport auto --presence approve --log-level info "$@" >"$out/serve.log" 2>&1 &
+    local serial=$1
+    shift
+    "$bin" serve --transport auto --presence approve --log-level info --serial "$serial" "$@" >"$out/serve-$serial.log" 2>&1 &
     serve_pid=$!
     for _ in $(seq 1 300); do
-        dev=$(grep -l "HID_NAME=fidosim" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
+        dev=$(grep -l "^HID_UNIQ=$serial\$" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
         if [ -n "$dev" ]; then
             DEV=/dev/$(basename "$(dirname "$(dirname "$dev")")")
             [ -c "$DEV" ] && return 0
         fi
         sleep 0.1
     done
-    echo "the key did not appear"; cat "$out/serve.log"
+    echo "the key did not appear"; cat "$out/serve-$serial.log"
     return 1
 }
 stop_key() {
@@ -80,9 +102,79 @@ stop_key() {
     return $rc
 }
 
+# --- lanes ------------------------------------------------------------------------------------------
+# The guest has two CPUs and a step mostly keeps one busy, so the python-fido2 suite (the longest group) and conform
+# run in a second lane, in the background, beside libfido2, the bridge and the gadget. That is safe because every
+# client in these groups opens only its own key's device (by path, serial number or USB IDs). OpenSSH and the
+# browsers send requests to every FIDO device they find, so they run after the lane has ended, each with only
+# its own key present. A lane's steps are printed when it is joined.
+declare -A lane_pid
+run_lane() { # run_lane NAME FUNCTION
+    (
+        pass=0 fail=0 failed=()
+        "$2"
+        { echo "$pass $fail"; for f in "${failed[@]}"; do echo "$f"; done; } >"$out/lane-$1.result"
+    ) >"$out/lane-$1.out" 2>&1 &
+    lane_pid[$1]=$!
+}
+join_lane() { # join_lane NAME: waits for the lane, prints its steps and counts its results
+    [ -n "${lane_pid[$1]:-}" ] || return 0
+    wait "${lane_pid[$1]}"
+    cat "$out/lane-$1.out"
+    if [ ! -s "$out/lane-$1.result" ]; then
+        echo "FAIL  lane $1 ended without its results"
+        fail=$((fail + 1))
+        failed+=("lane-$1")
+        return
+    fi
+    local p f name
+    { read -r p f; while read -r name; do failed+=("$name"); done; } <"$out/lane-$1.result"
+    pass=$((pass + p))
+    fail=$((fail + f))
+}
+
+# --- python-fido2 over its own hidraw backend: the interop suite (second lane) --------------------------
+# Under emulation every test pays a few seconds to start a key, so the VM runs the part of the suite whose outcome
+# depends on the transport: the core flows and CTAPHID behaviour (test_udp_interop), PIN protocols 1 and 2 with
+# their blocks and power cycles, credential management, hmac-secret, a large blob (long fragmented messages), and
+# of the control socket the touches, events and power cycles that go through the real hidraw device. The rest of
+# the suite (bio, config, CTAP 2.2, profiles, attestation, several keys, restarts) is about transport-independent
+# firmware features and runs over UDP in `make test`. Each test's key has its own serial number, by which the
+# fixtures find its hidraw device.
+vm_python_tests=(
+    test_udp_interop.py
+    "test_pin_interop.py::test_set_change_pin_and_retries"
+    "test_pin_interop.py::test_three_wrong_pins_block_until_power_cycle_and_retries_persist"
+    "test_pin_interop.py::test_client_register_and_authenticate_with_pin"
+    "test_pin_interop.py::test_credential_management"
+    "test_pin_interop.py::test_hmac_secret_and_prf"
+    "test_blob_config_interop.py::test_large_blob_extension_with_fido2_client"
+    "test_control_interop.py::test_prompt_mode_waits_for_a_touch_announced_by_an_event"
+    "test_control_interop.py::test_deny_and_approve_next"
+    "test_control_interop.py::test_power_cycle_lifts_the_three_wrong_pins_block"
+)
+# --- fidosim conform over /dev/hidraw through hidapi ---------------------------------------------------
+# Every check, destructive ones included; touches, refusals and power cycles (a uhid unplug and replug, after
+# which the runner finds the key again by its serial number) go through the key's control socket. In the second
+# lane, after python-fido2, which keeps the two lanes about as long as each other.
+conform_group() {
+    step start-key-conform start_key e2e-conform --flash memory --name conform
+    step conform-hidraw "$bin" conform --device "hid:$DEV" --name conform --allow-destructive --report "$out/conform"
+    # getAssertion through hidraw against the raw signing rate, measured in this VM (emulated, debug build).
+    step bench-hidraw bash -c "'$bin' bench --hid-device '$DEV' --seconds 3 | tee '$out/bench-hidraw.md'"
+    step stop-key-conform stop_key
+}
+
+second_lane() {
+    want python && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest \
+        -p no:benchmark -p no:cacheprovider -q "${vm_python_tests[@]/#/$repo/tools/interop/}"
+    want conform && conform_group
+}
+{ want python || want conform; } && run_lane second second_lane
+
 # --- the device ---------------------------------------------------------------------------------
-step start-key start_key
-step auto-transport-picks-uhid grep -q "using uhid" "$out/serve.log"
+step start-key start_key e2e-libfido2
+step auto-transport-picks-uhid grep -q "using uhid" "$out/serve-e2e-libfido2.log"
 step fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$DEV: vendor=0x1209, product=0xf1d0'"
 step fido2-token-info bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
 
@@ -153,66 +245,7 @@ step fido2-token-list-credentials list_creds
 step fido2-token-delete-credential delete_cred
 fi
 
-# --- OpenSSH: FIDO keys, signatures verified by ssh-keygen ---------------------------------------
-if want ssh; then
-ssh_sign_verify() { # $1 key file
-    echo "a message for $1" >"$1.msg"
-    ssh-keygen -Y sign -f "$1" -n file "$1.msg" &&
-        echo "alice@fidosim $(cut -d' ' -f1,2 "$1.pub")" >"$1.allowed" &&
-        ssh-keygen -Y verify -f "$1.allowed" -I alice@fidosim -n file -s "$1.msg.sig" <"$1.msg"
-}
-ensure_pin() { fido2-token -I "$DEV" | grep -qw clientPin || pin fido2-token -S "$DEV"; }
-download_resident() { # ssh-keygen -K writes the resident key's handle files; the public key must match
-    mkdir -p rk && cd rk || return 1
-    pin ssh-keygen -K -N "" || return 1
-    ls -l
-    local got
-    got=$(cut -d' ' -f2 id_ecdsa_sk_rk_e2e.pub)
-    cd .. && [ "$got" = "$(cut -d' ' -f2 id_rk.pub)" ]
-}
-step ssh-keygen-ecdsa-sk ssh-keygen -t ecdsa-sk -f id_ecdsa_sk -N "" -C e2e
-step ssh-sign-verify-ecdsa-sk ssh_sign_verify id_ecdsa_sk
-step ssh-keygen-ed25519-sk ssh-keygen -t ed25519-sk -f id_ed25519_sk -N "" -C e2e
-step ssh-sign-verify-ed25519-sk ssh_sign_verify id_ed25519_sk
-step ssh-ensure-pin ensure_pin
-step ssh-keygen-resident pin ssh-keygen -t ecdsa-sk -O resident -O application=ssh:e2e -f id_rk -N "" -C e2e
-step ssh-sign-verify-resident ssh_sign_verify id_rk
-step ssh-keygen-download-resident download_resident
-fi
 step stop-key stop_key
-
-# --- python-fido2 over its own hidraw backend: the interop suite ---------------------------------
-# Under emulation every test pays about 3 s to start a key, so the VM runs the part of the suite whose outcome
-# depends on the transport: the core flows and CTAPHID behaviour (test_udp_interop), PIN protocols 1 and 2 with
-# their blocks and power cycles, credential management, hmac-secret, a large blob (long fragmented messages), and
-# of the control socket the touches, events and power cycles that go through the real hidraw device. The rest of
-# the suite (bio, config, CTAP 2.2, profiles, attestation, several keys, restarts) is about transport-independent
-# firmware features and runs over UDP in `make test`.
-vm_python_tests=(
-    test_udp_interop.py
-    "test_pin_interop.py::test_set_change_pin_and_retries"
-    "test_pin_interop.py::test_three_wrong_pins_block_until_power_cycle_and_retries_persist"
-    "test_pin_interop.py::test_client_register_and_authenticate_with_pin"
-    "test_pin_interop.py::test_credential_management"
-    "test_pin_interop.py::test_hmac_secret_and_prf"
-    "test_blob_config_interop.py::test_large_blob_extension_with_fido2_client"
-    "test_control_interop.py::test_prompt_mode_waits_for_a_touch_announced_by_an_event"
-    "test_control_interop.py::test_deny_and_approve_next"
-    "test_control_interop.py::test_power_cycle_lifts_the_three_wrong_pins_block"
-)
-want python && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest -p no:benchmark \
-    -p no:cacheprovider -q "${vm_python_tests[@]/#/$repo/tools/interop/}"
-
-# --- fidosim conform over /dev/hidraw through hidapi ---------------------------------------------------
-# Every check, destructive ones included; touches, refusals and power cycles (a uhid unplug and replug, after
-# which the runner finds the key again by its serial number) go through the key's control socket.
-if want conform; then
-    step start-key-conform start_key --flash memory --name conform
-    step conform-hidraw "$bin" conform --device "hid:$DEV" --name conform --allow-destructive --report "$out/conform"
-    # getAssertion through hidraw against the raw signing rate, measured in this VM (emulated, debug build).
-    step bench-hidraw bash -c "'$bin' bench --hid-device '$DEV' --seconds 3 | tee '$out/bench-hidraw.md'"
-    step stop-key-conform stop_key
-fi
 
 # --- the firmware through a HID bridge board: serve --transport hid ------------------------------------
 # tools/bridge/board_fixture.py stands in for the board with two uhid devices: the board side (vendor usage page,
@@ -301,6 +334,37 @@ if want gadget; then
     step gadget-removed bash -c "! ls /sys/kernel/config/usb_gadget/fidosim-gadget 2>/dev/null"
 fi
 
+# --- OpenSSH: FIDO keys, signatures verified by ssh-keygen ---------------------------------------
+# After the second lane: ssh-keygen's middleware sends requests to every FIDO device it finds.
+join_lane second
+if want ssh; then
+step start-key-ssh start_key e2e-ssh
+ssh_sign_verify() { # $1 key file
+    echo "a message for $1" >"$1.msg"
+    ssh-keygen -Y sign -f "$1" -n file "$1.msg" &&
+        echo "alice@fidosim $(cut -d' ' -f1,2 "$1.pub")" >"$1.allowed" &&
+        ssh-keygen -Y verify -f "$1.allowed" -I alice@fidosim -n file -s "$1.msg.sig" <"$1.msg"
+}
+ensure_pin() { fido2-token -I "$DEV" | grep -qw clientPin || pin fido2-token -S "$DEV"; }
+download_resident() { # ssh-keygen -K writes the resident key's handle files; the public key must match
+    mkdir -p rk && cd rk || return 1
+    pin ssh-keygen -K -N "" || return 1
+    ls -l
+    local got
+    got=$(cut -d' ' -f2 id_ecdsa_sk_rk_e2e.pub)
+    cd .. && [ "$got" = "$(cut -d' ' -f2 id_rk.pub)" ]
+}
+step ssh-keygen-ecdsa-sk ssh-keygen -t ecdsa-sk -f id_ecdsa_sk -N "" -C e2e
+step ssh-sign-verify-ecdsa-sk ssh_sign_verify id_ecdsa_sk
+step ssh-keygen-ed25519-sk ssh-keygen -t ed25519-sk -f id_ed25519_sk -N "" -C e2e
+step ssh-sign-verify-ed25519-sk ssh_sign_verify id_ed25519_sk
+step ssh-ensure-pin ensure_pin
+step ssh-keygen-resident pin ssh-keygen -t ecdsa-sk -O resident -O application=ssh:e2e -f id_rk -N "" -C e2e
+step ssh-sign-verify-resident ssh_sign_verify id_rk
+step ssh-keygen-download-resident download_resident
+step stop-key-ssh stop_key
+fi
+
 # --- browsers ----------------------------------------------------------------------------------
 # The key must exist before a browser starts (Chromium enumerates hidraw devices at start-up). Each browser
 # gets a fresh key in memory (no PIN: a headless browser cannot show its PIN dialog) and runs its flows in one
@@ -322,9 +386,10 @@ key_args_for() {
     esac
 }
 if want browser; then
+    [ -n "$copy_pid" ] && wait "$copy_pid"
     for browser in ${E2E_BROWSERS:-chromium firefox}; do
         # shellcheck disable=SC2046 # the key arguments are words
-        step "start-key-$browser" start_key --flash memory $(key_args_for "$browser")
+        step "start-key-$browser" start_key "e2e-$browser" --flash memory $(key_args_for "$browser")
         step_retry "browser-$browser" env PYTHON="$python" BROWSER_FLOWS="$(flows_for "$browser")" \
             BROWSER_LOG_DIR="$out" "$repo/tools/browser/run-browsers.sh" "$browser"
         step "stop-key-$browser" stop_key

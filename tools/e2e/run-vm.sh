@@ -19,7 +19,7 @@ start=$(date +%s)
 echo "e2e: booting $kernel under virtme-ng (TCG, no KVM); results in $results"
 # The guest sees the host filesystem read-only, with $results writable.
 set +e
-timeout 1200 vng --run "$kernel" --disable-kvm --user root --memory 3G --cpus 2 --rwdir "$results" \
+timeout 1200 vng --run "$kernel" --disable-kvm --user root --memory 4G --cpus 2 --rwdir "$results" \
     --exec "PYTHON=$python E2E_GROUPS=${E2E_GROUPS:-libfido2,ssh,python,conform,bridge,gadget,browser} E2E_BROWSERS='${E2E_BROWSERS:-chromium firefox}' bash $here/inside-vm.sh $bin $results $repo" 2>&1 | grep -v -E '^\s*$'
 status=${PIPESTATUS[0]}
 set -e
