@@ -18,10 +18,15 @@ let powerCycleRequests = Atomic<Int>(0)
 public final class DeviceRunner {
     public let slots: [KeySlot]
     let logger: Logger
+    /// How long the loop keeps polling without sleeping after it handled something (`serve --busy-poll`).
+    /// Waking a sleeping thread when a datagram arrives from another core costs tens of microseconds on some
+    /// machines, more than handling a request; a request that comes within this window finds the loop awake.
+    let busyPoll: Duration
 
-    public init(slots: [KeySlot], logger: Logger) {
+    public init(slots: [KeySlot], logger: Logger, busyPoll: Duration = .zero) {
         self.slots = slots
         self.logger = logger
+        self.busyPoll = busyPoll
     }
 
     /// One key.
@@ -39,6 +44,8 @@ public final class DeviceRunner {
 
     /// Serves until SIGINT or SIGTERM.
     public func run() {
+        let clock = ContinuousClock()
+        var awakeUntil = clock.now
         while !stopRequested.load(ordering: .relaxed) {
             var fds: [pollfd] = []
             var ranges: [Range<Int>] = []
@@ -49,7 +56,9 @@ public final class DeviceRunner {
                 fds += own
                 timeoutMs = min(timeoutMs, slot.timeout(cap: 100))
             }
+            if busyPoll > .zero && clock.now < awakeUntil { timeoutMs = 0 }
             let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
+            if ready > 0 && busyPoll > .zero { awakeUntil = clock.now + busyPoll }
             if ready < 0 && errno != EINTR {
                 logger.error("poll failed: \(String(cString: strerror(errno)))")
                 break

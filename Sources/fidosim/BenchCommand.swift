@@ -56,6 +56,13 @@ struct BenchCommand: ParsableCommand {
     }
 
     func run() throws {
+        let cpuAtStart = CPUTimes.now()
+        defer {
+            if let start = cpuAtStart, let share = CPUTimes.now()?.stolenShare(since: start) {
+                print("")
+                print("CPU time the hypervisor gave to others during the run (steal): \(Int((share * 100).rounded()))%")
+            }
+        }
         // A signature as a key sends it: ECDSA over SHA-256, DER-encoded.
         let raw = measure(name: "raw ES256 signature, DER (swift-crypto)") { () throws -> Void in
             _ = try Self.rawKey.signature(for: Self.message).derRepresentation
@@ -86,6 +93,14 @@ struct BenchCommand: ParsableCommand {
                 try udp.pipelinedGetAssertions(credential: udpCredential, depth: 4, seconds: seconds)
             })
             udp.stop()
+            var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
+            let busyCredential = try busy.stopping { try $0.makeCredential() }
+            printLine("udp server pid \(busy.process.pid) (--busy-poll)")
+            rows.append(measure(name: Self.busyPollRow) { try busy.getAssertion(credential: busyCredential) })
+            rows.append(try pipelined(name: Self.busyPollPipelinedRow) {
+                try busy.pipelinedGetAssertions(credential: busyCredential, depth: 4, seconds: seconds)
+            })
+            busy.stop()
             printBrief(rows)
             return
         }
@@ -136,6 +151,13 @@ struct BenchCommand: ParsableCommand {
         let emptyRSS = udp.residentKiB()
         let emptyAnon = udp.residentKiB("RssAnon")
         udp.stop()
+        var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
+        let busyCredential = try busy.stopping { try $0.makeCredential() }
+        rows.append(measure(name: Self.busyPollRow) { try busy.getAssertion(credential: busyCredential) })
+        rows.append(try pipelined(name: Self.busyPollPipelinedRow) {
+            try busy.pipelinedGetAssertions(credential: busyCredential, depth: 4, seconds: seconds)
+        })
+        busy.stop()
 
         // The same key on a flash image (large geometry): empty, then with 10,000 discoverable credentials.
         let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
@@ -248,8 +270,35 @@ struct BenchCommand: ParsableCommand {
             p99: percentile(latencies, 99))
     }
 
+    /// The UDP rows again with `serve --busy-poll` (and the client polling as long).
+    static let busyPollMicroseconds = 200
+    static let busyPollRow = "getAssertion over UDP, serve --busy-poll \(busyPollMicroseconds)"
+    static let busyPollPipelinedRow = "getAssertion over UDP, --busy-poll \(busyPollMicroseconds), 4 channels in flight"
     static let rawKey = P256.Signing.PrivateKey()
     static let message = Array(repeating: UInt8(7), count: 69)
+}
+
+/// The machine's CPU time counters (the first line of /proc/stat, in clock ticks).
+struct CPUTimes {
+    var total: Int
+    var steal: Int
+
+    static func now() -> CPUTimes? {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+            let line = stat.split(separator: "\n").first, line.hasPrefix("cpu ")
+        else { return nil }
+        let fields = line.split(separator: " ").dropFirst().compactMap { Int($0) }
+        // user nice system idle iowait irq softirq steal (guest time is already counted in user and nice).
+        guard fields.count >= 8 else { return nil }
+        return CPUTimes(total: fields.prefix(8).reduce(0, +), steal: fields[7])
+    }
+
+    /// The share of all CPU time since `start` that was stolen: a busy host running other virtual machines
+    /// on this one's CPUs, which makes wake-ups and the UDP rows slow and uneven.
+    func stolenShare(since start: CPUTimes) -> Double? {
+        let total = total - start.total
+        return total > 0 ? Double(steal - start.steal) / Double(total) : nil
+    }
 }
 
 struct BenchError: Error, CustomStringConvertible {
@@ -425,8 +474,12 @@ struct UDPBench {
     var channel: UInt32 = 0xFFFF_FFFF
     /// Milliseconds from starting the process to its first INIT answer.
     var startup: Double = 0
+    /// `serve --busy-poll`, and as long the client polls for an answer before it sleeps: zero, or both sides
+    /// stay awake between back-to-back requests.
+    let busyPoll: Duration
 
-    init(flash: String = "memory") throws {
+    init(flash: String = "memory", busyPollMicroseconds: Int = 0) throws {
+        busyPoll = .microseconds(busyPollMicroseconds)
         // Pick a free port by binding one and closing it again, then let the server bind it.
         port = try { () throws -> UInt16 in try UDPTransport(host: "127.0.0.1", port: 0).port }()
         socket = try UDPTransport(host: "127.0.0.1", port: 0)
@@ -434,7 +487,7 @@ struct UDPBench {
         let started = clock.now
         process = try ChildProcess(arguments: [
             "serve", "--transport", "udp", "--port", String(port), "--flash", flash, "--presence-delay", "0",
-            "--log-level", "error", "--control", "off",
+            "--log-level", "error", "--control", "off", "--busy-poll", String(busyPollMicroseconds),
         ])
         var ready = false
         while !ready && clock.now - started < .seconds(10) {
@@ -471,7 +524,8 @@ struct UDPBench {
         socket.sendTo(port: port, batch: CTAPHIDMachine.reports(channel: cid, command: command, payload: payload))
         var assembler = HIDAssembler()
         let clock = ContinuousClock()
-        let deadline = clock.now + .milliseconds(timeoutMs)
+        let sent = clock.now
+        let deadline = sent + .milliseconds(timeoutMs)
         while clock.now < deadline {
             // Everything waiting, in one recvmmsg.
             for case .report(let datagram) in socket.receiveAll() {
@@ -487,7 +541,8 @@ struct UDPBench {
                 }
                 assembler = HIDAssembler()
             }
-            // Sleep until a datagram arrives (or the deadline).
+            // Sleep until a datagram arrives (or the deadline), unless still in the busy-poll window.
+            if clock.now - sent < busyPoll { continue }
             var pfd = pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)
             _ = poll(&pfd, 1, Int32(max(1, timeoutMs / 10)))
         }
@@ -526,14 +581,17 @@ struct UDPBench {
             port: port, batch: channels.flatMap { CTAPHIDMachine.reports(channel: $0, command: .cbor, payload: request) })
         for cid in channels { sentAt[cid] = clock.now }
         var inFlight = depth
+        var lastEvent = clock.now
         while inFlight > 0 {
             // Everything waiting in one recvmmsg; the next requests of the answers it completes in one sendmmsg.
             let events = socket.receiveAll()
+            if events.isEmpty && clock.now - lastEvent < busyPoll { continue }
             if events.isEmpty {
                 var pfd = pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)
                 guard poll(&pfd, 1, 2000) > 0 else { throw BenchError(description: "no UDP response (pipelined)") }
                 continue
             }
+            lastEvent = clock.now
             var next: [[UInt8]] = []
             var resent: [UInt32] = []
             for case .report(let datagram) in events {

@@ -151,8 +151,16 @@ struct Serve: ParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(
+        help: ArgumentHelp(
+            "After handling reports, poll without sleeping for this many microseconds (0 to 10000) before waiting: "
+                + "back-to-back requests then find the loop awake, for a core's time while they come.",
+            valueName: "microseconds"))
+    var busyPoll: Int = 0
+
     func validate() throws {
         guard (1...16).contains(keys) else { throw ValidationError("--keys must be 1 to 16") }
+        guard (0...10_000).contains(busyPoll) else { throw ValidationError("--busy-poll must be 0 to 10000 microseconds") }
         if config != nil && keys != 1 { throw ValidationError("give --keys or --config, not both") }
         guard uv == "none" || uv == "fingerprint" else {
             throw ValidationError("unknown --uv '\(uv)': use none or fingerprint")
@@ -283,7 +291,7 @@ struct Serve: ParsableCommand {
                 throw ExitCode(1)
             }
         }
-        DeviceRunner(slots: slots, logger: logger).run()
+        DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll)).run()
     }
 
     /// Opens one key's image, device, authenticator, control socket and trace.

@@ -1,9 +1,18 @@
 """`fidosim bench --only udp`: a fidosim serve child started without Foundation's Process (posix_spawn), driven over
-UDP one request at a time and with four channels in flight; every row is a real measurement (requests answered)."""
+UDP one request at a time and with four channels in flight; every row is a real measurement (requests answered).
+And `serve --busy-poll`: it answers as before, and stays awake only for its window."""
 
 import os
 import re
 import subprocess
+import time
+
+import pytest
+from fido2.ctap2 import Ctap2
+from fido2.webauthn import ResidentKeyRequirement
+
+from ctap_helpers import new_cdh
+from test_udp_interop import RP_ID, make_client, make_server, new_user, web_authenticate, web_register
 
 BIN = os.environ.get("FIDOSIM_BIN", ".build/debug/fidosim")
 
@@ -14,15 +23,53 @@ def test_bench_udp_rows_measure_answered_requests():
     assert run.returncode == 0, run.stderr
     rows = dict(re.findall(r"^(getAssertion over UDP[^:]*): (\d+)/s", run.stdout, re.M))
     assert set(rows) == {"getAssertion over UDP (client process -> fidosim serve)",
-                         "getAssertion over UDP, 4 channels in flight (throughput)"}, run.stdout
+                         "getAssertion over UDP, 4 channels in flight (throughput)",
+                         "getAssertion over UDP, serve --busy-poll 200",
+                         "getAssertion over UDP, --busy-poll 200, 4 channels in flight"}, run.stdout
     assert all(int(v) > 0 for v in rows.values()), run.stdout
     assert "failed" not in run.stdout
-    # The child is gone after the run (SIGTERM and waitpid).
-    pid = int(re.search(r"udp server pid (\d+)", run.stdout).group(1))
-    assert not os.path.exists(f"/proc/{pid}")
+    # What the hypervisor took from this machine during the run, which the UDP rows depend on.
+    assert re.search(r"^CPU time the hypervisor gave to others during the run \(steal\): \d+%$", run.stdout, re.M), run.stdout
+    # The children are gone after the run (SIGTERM and waitpid).
+    pids = [int(p) for p in re.findall(r"udp server pid (\d+)", run.stdout)]
+    assert len(pids) == 2, run.stdout
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
 
 
 def test_bench_refuses_an_unknown_only():
     run = subprocess.run([BIN, "bench", "--only", "nothing"], capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert "--only takes get-assertion, ctaphid or udp" in run.stderr
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.sim_args("--busy-poll", "2000")
+def test_busy_poll_answers_and_sleeps_when_idle(sim):
+    dev = sim.device()
+    server, client = make_server(), make_client(dev)
+    result, auth_data = web_register(server, client, new_user(), ResidentKeyRequirement.DISCOURAGED)
+    cred = auth_data.credential_data
+    for _ in range(20):
+        assert web_authenticate(server, client, [cred]).raw_id == cred.credential_id
+    assert Ctap2(dev).get_assertion(RP_ID, new_cdh(), [{"type": "public-key", "id": cred.credential_id}],
+                                    options={"up": False}).credential["id"] == cred.credential_id
+    # Idle: after its 2 ms window the loop sleeps in poll again. Spinning for the whole second would cost about a
+    # second of CPU time; sleeping costs the 100 ms wake-ups of the timer only.
+    pid = sim.process.pid
+    time.sleep(0.2)
+    before = cpu_seconds(pid)
+    time.sleep(1.0)
+    assert cpu_seconds(pid) - before < 0.2
+
+
+def test_busy_poll_out_of_range_is_refused():
+    run = subprocess.run([BIN, "serve", "--transport", "udp", "--port", "0", "--flash", "memory", "--control", "off",
+                          "--busy-poll", "10001"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 64, run
+    assert "--busy-poll must be 0 to 10000 microseconds" in run.stderr
