@@ -51,12 +51,22 @@ build_single() { # $1 target, $2 module
 build_authenticator() {
     local mods=$out/authenticator-modules
     mkdir -p "$mods"
-    # swift-crypto's objects from the debug build (which make test has anyway). Its release objects linked into
-    # the instrumented modules crash at the first signature (an ABI mismatch not chased yet), so every run uses
-    # debug: the authenticator target signs at a few hundred executions per second.
-    local config=${FUZZ_DEPS:-debug}
-    swift build -c "$config" --product fidosim || return 1
-    local deps=.build/$config
+    # swift-crypto's objects: from the debug build for the smoke test (make test has it anyway), and for long runs
+    # from a debug build whose C code (BoringSSL) is compiled with -O2 (.build/fuzz-deps, FUZZ_DEPS=fast): the
+    # Swift side is the debug build's, so the instrumented modules link with it as they do with debug, and
+    # signing runs at BoringSSL's optimized speed. The release build's objects crash at the first signature when
+    # linked into the instrumented modules (a null type metadata inside ECDSASignature.derRepresentation).
+    local config=${FUZZ_DEPS:-$([ "$smoke" = 1 ] && echo debug || echo fast)}
+    local deps
+    case $config in
+        fast)
+            swift build --build-path .build/fuzz-deps -Xcc -O2 --product fidosim || return 1
+            deps=.build/fuzz-deps/debug ;;
+        debug | release)
+            swift build -c "$config" --product fidosim || return 1
+            deps=.build/$config ;;
+        *) echo "FUZZ_DEPS: fast, debug or release"; return 1 ;;
+    esac
     echo "swift-crypto from $deps"
     local module
     for module in CTAPCBOR FlashStore CTAPCore; do
