@@ -58,7 +58,6 @@ public final class DeviceRunner {
             }
             if busyPoll > .zero && clock.now < awakeUntil { timeoutMs = 0 }
             let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
-            if ready > 0 && busyPoll > .zero { awakeUntil = clock.now + busyPoll }
             if ready < 0 && errno != EINTR {
                 logger.error("poll failed: \(String(cString: strerror(errno)))")
                 break
@@ -68,6 +67,8 @@ public final class DeviceRunner {
                 if ready <= 0 { for i in range { fds[i].revents = 0 } }
                 slot.service(fds[range], powerCycles: cycles)
             }
+            // The window opens when the handling is done, so a slow request does not use it up.
+            if ready > 0 && busyPoll > .zero { awakeUntil = clock.now + busyPoll }
         }
         for slot in slots { slot.tracer = nil }
         logger.info("stopping")

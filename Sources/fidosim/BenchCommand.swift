@@ -86,20 +86,12 @@ struct BenchCommand: ParsableCommand {
             var udp = try UDPBench()
             let udpCredential = try udp.stopping { try $0.makeCredential() }
             printLine("udp server pid \(udp.process.pid)")
-            rows.append(measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
-                try udp.getAssertion(credential: udpCredential)
-            })
-            rows.append(try pipelined(name: "getAssertion over UDP, 4 channels in flight (throughput)") {
-                try udp.pipelinedGetAssertions(credential: udpCredential, depth: 4, seconds: seconds)
-            })
+            rows += try udpRows(&udp, credential: udpCredential)
             udp.stop()
             var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
             let busyCredential = try busy.stopping { try $0.makeCredential() }
             printLine("udp server pid \(busy.process.pid) (--busy-poll)")
-            rows.append(measure(name: Self.busyPollRow) { try busy.getAssertion(credential: busyCredential) })
-            rows.append(try pipelined(name: Self.busyPollPipelinedRow) {
-                try busy.pipelinedGetAssertions(credential: busyCredential, depth: 4, seconds: seconds)
-            })
+            rows += try busyPollRows(&busy, credential: busyCredential)
             busy.stop()
             printBrief(rows)
             return
@@ -138,12 +130,7 @@ struct BenchCommand: ParsableCommand {
         })
         var udp = try UDPBench()
         let udpCredential = try udp.stopping { try $0.makeCredential() }
-        rows.append(measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
-            try udp.getAssertion(credential: udpCredential)
-        })
-        rows.append(try pipelined(name: "getAssertion over UDP, 4 channels in flight (throughput)") {
-            try udp.pipelinedGetAssertions(credential: udpCredential, depth: 4, seconds: seconds)
-        })
+        rows += try udpRows(&udp, credential: udpCredential)
         rows.append(measure(name: "CTAPHID PING over UDP, one report each way (the transport's floor)") {
             try udp.ping()
         })
@@ -153,10 +140,7 @@ struct BenchCommand: ParsableCommand {
         udp.stop()
         var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
         let busyCredential = try busy.stopping { try $0.makeCredential() }
-        rows.append(measure(name: Self.busyPollRow) { try busy.getAssertion(credential: busyCredential) })
-        rows.append(try pipelined(name: Self.busyPollPipelinedRow) {
-            try busy.pipelinedGetAssertions(credential: busyCredential, depth: 4, seconds: seconds)
-        })
+        rows += try busyPollRows(&busy, credential: busyCredential)
         busy.stop()
 
         // The same key on a flash image (large geometry): empty, then with 10,000 discoverable credentials.
@@ -252,6 +236,32 @@ struct BenchCommand: ParsableCommand {
     }
 
     /// One line per row, for the --only runs.
+    /// getAssertion over UDP one at a time and with 4 channels in flight; the server is stopped if one fails.
+    func udpRows(_ udp: inout UDPBench, credential: [UInt8]) throws -> [Row] {
+        try udp.stopping { udp in
+            [
+                measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
+                    try udp.getAssertion(credential: credential)
+                },
+                try pipelined(name: "getAssertion over UDP, 4 channels in flight (throughput)") {
+                    try udp.pipelinedGetAssertions(credential: credential, depth: 4, seconds: seconds)
+                },
+            ]
+        }
+    }
+
+    /// The two UDP rows against `serve --busy-poll`; the server is stopped if one fails.
+    func busyPollRows(_ busy: inout UDPBench, credential: [UInt8]) throws -> [Row] {
+        try busy.stopping { busy in
+            [
+                measure(name: Self.busyPollRow) { try busy.getAssertion(credential: credential) },
+                try pipelined(name: Self.busyPollPipelinedRow) {
+                    try busy.pipelinedGetAssertions(credential: credential, depth: 4, seconds: seconds)
+                },
+            ]
+        }
+    }
+
     func printBrief(_ rows: [Row]) {
         for row in rows {
             let ratio = row.reference.map { _ in ", \(row.ratio(toRaw: row))% of raw signing interleaved" } ?? ""

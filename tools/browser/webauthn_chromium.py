@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
+import http.client
 import urllib.request
 
 from websockets.sync.client import connect
@@ -205,10 +205,13 @@ def page_websocket(http_base: str, url: str, timeout: float) -> str:
         try:
             with urllib.request.urlopen(f"{http_base}/json/list", timeout=min(30.0, max(1.0, deadline - time.monotonic()))) as r:
                 targets = json.load(r)
-        except (TimeoutError, urllib.error.URLError) as e:
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            # Timeouts, refused or reset connections, a cut-off answer (URLError, RemoteDisconnected and
+            # ConnectionResetError are OSErrors; IncompleteRead an HTTPException; a cut-off JSON body a ValueError).
             if time.monotonic() > deadline:
                 raise TimeoutError(f"chromium's DevTools did not list its tabs within {timeout:.0f} s: {e!r}") from e
             note(f"DevTools tab list: {e!r}; asking again")
+            time.sleep(0.5)
             continue
         pages = [t for t in targets if t.get("type") == "page" and t.get("url", "").startswith(url)]
         if pages:

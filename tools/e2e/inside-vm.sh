@@ -70,13 +70,15 @@ in_memory() { # in_memory DIR: DIR's files from RAM from now on
 mkdir -p /run/in-memory && cp "$bin" /run/in-memory/fidosim && bin=/run/in-memory/fidosim
 copy_pid=
 if want browser; then
-    ( for d in /usr/lib/chromium /usr/lib/firefox-esr; do
-        [ -d "$d" ] && { in_memory "$d" || echo "copying $d to memory failed"; }
+    ( for browser in ${E2E_BROWSERS:-chromium firefox}; do
+        case $browser in chromium) d=/usr/lib/chromium ;; firefox) d=/usr/lib/firefox-esr ;; *) continue ;; esac
+        [ -d "$d" ] && { in_memory "$d" || echo "copying $d to memory failed (the browser runs from 9p)"; }
       done ) >"$out/in-memory.log" 2>&1 &
     copy_pid=$!
 fi
 
 serve_pid=
+DEV=
 # start_key SERIAL [serve options]: a key with that serial number, found as $DEV by it (HID_UNIQ): the python-fido2
 # and conform keys of the second lane come and go at the same time.
 start_key() {
@@ -93,6 +95,8 @@ start_key() {
         sleep 0.1
     done
     echo "the key did not appear"; cat "$out/serve-$serial.log"
+    kill "$serve_pid" 2>/dev/null && wait "$serve_pid"  # no stray key for the steps that talk to every key
+    serve_pid=
     return 1
 }
 stop_key() {
@@ -158,7 +162,7 @@ vm_python_tests=(
 # which the runner finds the key again by its serial number) go through the key's control socket. In the second
 # lane, after python-fido2, which keeps the two lanes about as long as each other.
 conform_group() {
-    step start-key-conform start_key e2e-conform --flash memory --name conform
+    step start-key-conform start_key e2e-conform --flash memory --name conform || return
     step conform-hidraw "$bin" conform --device "hid:$DEV" --name conform --allow-destructive --report "$out/conform"
     # getAssertion through hidraw against the raw signing rate, measured in this VM (emulated, debug build).
     step bench-hidraw bash -c "'$bin' bench --hid-device '$DEV' --seconds 3 | tee '$out/bench-hidraw.md'"
@@ -386,7 +390,7 @@ key_args_for() {
     esac
 }
 if want browser; then
-    [ -n "$copy_pid" ] && wait "$copy_pid"
+    [ -n "$copy_pid" ] && wait "$copy_pid" && cat "$out/in-memory.log"
     for browser in ${E2E_BROWSERS:-chromium firefox}; do
         # shellcheck disable=SC2046 # the key arguments are words
         step "start-key-$browser" start_key "e2e-$browser" --flash memory $(key_args_for "$browser")

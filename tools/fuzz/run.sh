@@ -60,7 +60,7 @@ build_authenticator() {
     local deps
     case $config in
         fast)
-            swift build --build-path .build/fuzz-deps -Xcc -O2 --product fidosim || return 1
+            swift build --scratch-path .build/fuzz-deps -Xcc -O2 --product fidosim || return 1
             deps=.build/fuzz-deps/debug ;;
         debug | release)
             swift build -c "$config" --product fidosim || return 1

@@ -49,8 +49,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-@pytest.mark.sim_args("--busy-poll", "2000")
-def test_busy_poll_answers_and_sleeps_when_idle(sim):
+def cpu_while_pinging(sim, seconds: float = 1.0, gap: float = 0.005) -> float:
+    """The key's CPU time while it is pinged every `gap` seconds for `seconds`."""
+    dev = sim.device()
+    before = cpu_seconds(sim.process.pid)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        assert dev.ping(b"awake?") == b"awake?"
+        time.sleep(gap)
+    return cpu_seconds(sim.process.pid) - before
+
+
+@pytest.mark.sim_args("--busy-poll", "10000")
+def test_busy_poll_answers_stays_awake_between_requests_and_sleeps_when_idle(sim):
     dev = sim.device()
     server, client = make_server(), make_client(dev)
     result, auth_data = web_register(server, client, new_user(), ResidentKeyRequirement.DISCOURAGED)
@@ -59,13 +70,20 @@ def test_busy_poll_answers_and_sleeps_when_idle(sim):
         assert web_authenticate(server, client, [cred]).raw_id == cred.credential_id
     assert Ctap2(dev).get_assertion(RP_ID, new_cdh(), [{"type": "public-key", "id": cred.credential_id}],
                                     options={"up": False}).credential["id"] == cred.credential_id
-    # Idle: after its 2 ms window the loop sleeps in poll again. Spinning for the whole second would cost about a
+    # Requests 5 ms apart, inside the 10 ms window: the loop never sleeps, about a second of CPU time in a second
+    # (the same pings cost a key without busy-poll a few hundredths: the next test).
+    assert cpu_while_pinging(sim) > 0.4
+    # Idle: after its window the loop sleeps in poll again. Spinning for the whole second would cost about a
     # second of CPU time; sleeping costs the 100 ms wake-ups of the timer only.
     pid = sim.process.pid
     time.sleep(0.2)
     before = cpu_seconds(pid)
     time.sleep(1.0)
     assert cpu_seconds(pid) - before < 0.2
+
+
+def test_without_busy_poll_the_key_sleeps_between_requests(sim):
+    assert cpu_while_pinging(sim) < 0.25
 
 
 def test_busy_poll_out_of_range_is_refused():
