@@ -165,11 +165,14 @@ for target in "${targets[@]}"; do
     if [ $status = 0 ]; then
         echo "fuzz $target: ${runs:-?} executions, ${cov:-no coverage line}, 0 crashes"
         pass=$((pass + 1))
+    elif [ $status = 72 ]; then
+        # libFuzzer's exit status when interrupted (SIGINT): no crash, nothing to replay; still not a pass.
+        echo "fuzz $target: interrupted after ${runs:-?} executions, ${cov:-no coverage line}, 0 crashes"
+        fail=$((fail + 1))
     else
         echo "fuzz $target: FAILED (exit $status) after ${runs:-?} executions; see $out/$target.log and $out/artifacts/"
         grep -E "ERROR|Fatal error|Precondition|SUMMARY" "$out/$target.log" | head -5
-        # 72 is libFuzzer's exit status when interrupted (SIGINT): nothing to replay.
-        [ $status = 72 ] || echo "  replay with allocation stacks: ASAN_OPTIONS=malloc_context_size=30 $out/$target $out/artifacts/$target-*"
+        echo "  replay with allocation stacks: ASAN_OPTIONS=malloc_context_size=30 $out/$target $out/artifacts/$target-*"
         fail=$((fail + 1))
     fi
 done
