@@ -91,7 +91,7 @@ struct BenchCommand: ParsableCommand {
             var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
             let busyCredential = try busy.stopping { try $0.makeCredential() }
             printLine("udp server pid \(busy.process.pid) (--busy-poll)")
-            rows += try busyPollRows(&busy, credential: busyCredential)
+            rows += try udpRows(&busy, credential: busyCredential, names: (Self.busyPollRow, Self.busyPollPipelinedRow))
             busy.stop()
             printBrief(rows)
             return
@@ -140,7 +140,7 @@ struct BenchCommand: ParsableCommand {
         udp.stop()
         var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
         let busyCredential = try busy.stopping { try $0.makeCredential() }
-        rows += try busyPollRows(&busy, credential: busyCredential)
+        rows += try udpRows(&busy, credential: busyCredential, names: (Self.busyPollRow, Self.busyPollPipelinedRow))
         busy.stop()
 
         // The same key on a flash image (large geometry): empty, then with 10,000 discoverable credentials.
@@ -235,33 +235,26 @@ struct BenchCommand: ParsableCommand {
             p99: percentile(latencies, 99), reference: Double(signatures) / fidosim.seconds(rawTime))
     }
 
-    /// One line per row, for the --only runs.
-    /// getAssertion over UDP one at a time and with 4 channels in flight; the server is stopped if one fails.
-    func udpRows(_ udp: inout UDPBench, credential: [UInt8]) throws -> [Row] {
+    /// getAssertion over UDP one at a time and with 4 channels in flight, under the given row names (the plain
+    /// server's by default); the server is stopped if one fails.
+    func udpRows(
+        _ udp: inout UDPBench, credential: [UInt8],
+        names: (String, String) = (
+            "getAssertion over UDP (client process -> fidosim serve)",
+            "getAssertion over UDP, 4 channels in flight (throughput)"
+        )
+    ) throws -> [Row] {
         try udp.stopping { udp in
             [
-                measure(name: "getAssertion over UDP (client process -> fidosim serve)") {
-                    try udp.getAssertion(credential: credential)
-                },
-                try pipelined(name: "getAssertion over UDP, 4 channels in flight (throughput)") {
+                measure(name: names.0) { try udp.getAssertion(credential: credential) },
+                try pipelined(name: names.1) {
                     try udp.pipelinedGetAssertions(credential: credential, depth: 4, seconds: seconds)
                 },
             ]
         }
     }
 
-    /// The two UDP rows against `serve --busy-poll`; the server is stopped if one fails.
-    func busyPollRows(_ busy: inout UDPBench, credential: [UInt8]) throws -> [Row] {
-        try busy.stopping { busy in
-            [
-                measure(name: Self.busyPollRow) { try busy.getAssertion(credential: credential) },
-                try pipelined(name: Self.busyPollPipelinedRow) {
-                    try busy.pipelinedGetAssertions(credential: credential, depth: 4, seconds: seconds)
-                },
-            ]
-        }
-    }
-
+    /// One line per row, for the --only runs.
     func printBrief(_ rows: [Row]) {
         for row in rows {
             let ratio = row.reference.map { _ in ", \(row.ratio(toRaw: row))% of raw signing interleaved" } ?? ""
