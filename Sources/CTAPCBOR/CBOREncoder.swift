@@ -37,7 +37,7 @@ public enum CBOREncoder {
         return lhs.lexicographicallyPrecedes(rhs)
     }
 
-    private static func append(_ value: CBORValue, to output: inout [UInt8]) {
+    static func append(_ value: CBORValue, to output: inout [UInt8]) {
         switch value {
         case .unsigned(let n):
             self.appendHead(majorType: 0, argument: n, to: &output)
@@ -99,7 +99,7 @@ public enum CBOREncoder {
 
     /// Appends the shortest head for `majorType` and `argument`.
     @inline(__always)
-    private static func appendHead(majorType: UInt8, argument: UInt64, to output: inout [UInt8]) {
+    static func appendHead(majorType: UInt8, argument: UInt64, to output: inout [UInt8]) {
         let major = majorType << 5
         switch argument {
         case 0..<24:

@@ -249,7 +249,7 @@ public struct Authenticator: Sendable {
         case .pinProbe: return [storage.pin == nil ? CTAPStatus.pinNotSet.rawValue : CTAPStatus.pinInvalid.rawValue]
         case .getAssertion(let plan):
             consumeTokenFlags()
-            return Self.success(try finishGetAssertion(plan, now: now))
+            return try finishGetAssertion(plan, now: now)
         case .reset: return try finishReset()
         case .selection: return [CTAPStatus.ok.rawValue]
         case .u2fRegister(let request): return try finishU2FRegister(request)
