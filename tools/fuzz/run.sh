@@ -7,6 +7,9 @@
 #   FUZZ_RUNS=N tools/fuzz/run.sh  every target for N executions instead of a time
 #   FUZZ_CORPUS=DIR tools/fuzz/run.sh  keep each target's corpus in DIR/TARGET (seeded on first use), so that a
 #                                      later run goes on from what earlier ones found (not with --smoke)
+#   FUZZ_JOBS=N tools/fuzz/run.sh  run N libFuzzer processes side by side on the one corpus (-jobs=N -workers=N),
+#                                  each for FUZZ_RUNS/N executions or for FUZZ_SECONDS; executions are summed
+#                                  (not with --smoke)
 # Crashes are written to .build/fuzz/artifacts/; a crash fails the run. Inputs in tools/fuzz/regressions/TARGET
 # (once a crash, hang or slow unit) are replayed first. Prints executions and coverage per target and a closing
 # line "fuzz: N passed, N failed".
@@ -24,6 +27,7 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
+case ${FUZZ_JOBS:-1} in *[!0-9]* | 0) echo "FUZZ_JOBS: a number of processes, 1 or more"; exit 64 ;; esac
 [ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore authenticator control client)
 swiftc=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)
 
@@ -156,21 +160,45 @@ for target in "${targets[@]}"; do
     max_len=8192
     [ "$target" = control ] && max_len=1024
     [ "$target" = flashstore ] && max_len=2048
-    ASAN_OPTIONS=$options "$out/$target" "${limit[@]}" "${dict[@]}" -print_final_stats=1 -max_len=$max_len -timeout=10 -rss_limit_mb=4096 \
-        -artifact_prefix="$out/artifacts/$target-" "$work" >"$out/$target.log" 2>&1
-    status=$?
-    runs=$(grep -E "^stat::number_of_executed_units" "$out/$target.log" | awk '{print $2}')
+    jobs=${FUZZ_JOBS:-1}
+    in_jobs=""
+    [ $smoke = 1 ] && jobs=1
+    if [ "$jobs" -gt 1 ]; then
+        # Each process writes its own log (fuzz-N.log, in the directory it starts in) and its finds into the
+        # shared corpus; a worker that finds a crash stops, and the run fails.
+        [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs=$(((FUZZ_RUNS + jobs - 1) / jobs)))
+        logs=$out/jobs-$target
+        rm -rf "$logs" && mkdir -p "$logs"
+        root=$(pwd)
+        case $work in /*) ;; *) work=$root/$work ;; esac
+        dict=("${dict[@]/#-dict=/-dict=$root/}")
+        (cd "$logs" && ASAN_OPTIONS=$options "$root/$out/$target" "${limit[@]}" "${dict[@]}" -jobs="$jobs" \
+            -workers="$jobs" -print_final_stats=1 -max_len=$max_len -timeout=10 -rss_limit_mb=4096 \
+            -artifact_prefix="$root/$out/artifacts/$target-" "$work") >"$out/$target.log" 2>&1
+        status=$?
+        cat "$logs"/fuzz-*.log >>"$out/$target.log" 2>/dev/null
+        runs=$(cat "$logs"/fuzz-*.log 2>/dev/null | grep -E "^stat::number_of_executed_units" |
+            awk '{n += $2} END {if (NR) print n}')
+        [ -n "$runs" ] && in_jobs=" in $jobs processes"
+        # libFuzzer's parent says nothing of a worker's crash but its log: look for one.
+        [ $status = 0 ] && grep -qE "^==[0-9]+==ERROR|^SUMMARY|Fatal error|deadly signal" "$logs"/fuzz-*.log && status=1
+    else
+        ASAN_OPTIONS=$options "$out/$target" "${limit[@]}" "${dict[@]}" -print_final_stats=1 -max_len=$max_len -timeout=10 -rss_limit_mb=4096 \
+            -artifact_prefix="$out/artifacts/$target-" "$work" >"$out/$target.log" 2>&1
+        status=$?
+        runs=$(grep -E "^stat::number_of_executed_units" "$out/$target.log" | awk '{print $2}')
+    fi
     cov=$(grep -oE "cov: [0-9]+ ft: [0-9]+" "$out/$target.log" | tail -n 1)
     [ -n "${FUZZ_CORPUS:-}" ] && [ $smoke = 0 ] || rm -rf "$work"
     if [ $status = 0 ]; then
-        echo "fuzz $target: ${runs:-?} executions, ${cov:-no coverage line}, 0 crashes"
+        echo "fuzz $target: ${runs:-?} executions$in_jobs, ${cov:-no coverage line}, 0 crashes"
         pass=$((pass + 1))
     elif [ $status = 72 ]; then
         # libFuzzer's exit status when interrupted (SIGINT): no crash, nothing to replay; still not a pass.
-        echo "fuzz $target: interrupted after ${runs:-?} executions, ${cov:-no coverage line}, 0 crashes"
+        echo "fuzz $target: interrupted after ${runs:-?} executions$in_jobs, ${cov:-no coverage line}, 0 crashes"
         fail=$((fail + 1))
     else
-        echo "fuzz $target: FAILED (exit $status) after ${runs:-?} executions; see $out/$target.log and $out/artifacts/"
+        echo "fuzz $target: FAILED (exit $status) after ${runs:-?} executions$in_jobs; see $out/$target.log and $out/artifacts/"
         grep -E "ERROR|Fatal error|Precondition|SUMMARY" "$out/$target.log" | head -5
         echo "  replay with allocation stacks: ASAN_OPTIONS=malloc_context_size=30 $out/$target $out/artifacts/$target-*"
         fail=$((fail + 1))
