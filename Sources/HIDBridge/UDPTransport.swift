@@ -20,6 +20,8 @@ public final class UDPTransport: ReportTransport {
     let fd: Int32
     var peer = sockaddr_in()
     var hasPeer = false
+    /// Whether batches go out with UDP segmentation offload; cleared when the kernel refuses it.
+    var segments = true
 
     /// Binds a UDP socket on `host:port` (IPv4 dotted quad or `localhost`).
     public init(host: String, port: UInt16) throws(TransportError) {
@@ -137,10 +139,24 @@ public final class UDPTransport: ReportTransport {
 
     /// Sends the reports to the latest sender in one `sendmmsg`: the peer, woken by the first, finds the rest
     /// already queued instead of sleeping and waking again for each.
+    ///
+    /// Reports of one size (CTAPHID's are all 64 bytes) go out with UDP segmentation offload: one sendmsg whose
+    /// datagrams the kernel cuts apart only where they are delivered, so the receiver still reads one report per
+    /// datagram. Where the kernel or the route refuses it, sendmmsg from then on.
     public func send(batch reports: [[UInt8]]) {
         guard hasPeer, !reports.isEmpty else { return }
         if reports.count == 1 { return send(reports[0]) }
         let joined = reports.flatMap { $0 }
+        let size = reports[0].count
+        if segments, size > 0, reports.dropLast().allSatisfy({ $0.count == size }), reports[reports.count - 1].count <= size {
+            let sent = withUnsafePointer(to: &peer) { to in
+                fidosim_send_segmented(fd, to, joined, UInt32(size), UInt32(reports.count), UInt32(joined.count))
+            }
+            // Refused by the kernel (no UDP_SEGMENT) or the route (no checksum offload): sendmmsg from now on. Any
+            // other failure is a dropped answer, as UDP may drop one.
+            guard sent < 0, [EINVAL, ENOPROTOOPT, EOPNOTSUPP, EIO].contains(errno) else { return }
+            segments = false
+        }
         let lengths = reports.map { UInt32($0.count) }
         _ = withUnsafePointer(to: &peer) { to in
             fidosim_send_datagrams(fd, to, joined, lengths, UInt32(lengths.count))

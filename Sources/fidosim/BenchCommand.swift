@@ -2,6 +2,7 @@ import ArgumentParser
 import CTAPCBOR
 import CTAPCore
 import CTAPHID
+import CUHID
 import Crypto
 import FlashStore
 #if canImport(FoundationEssentials)
@@ -48,11 +49,15 @@ struct BenchCommand: ParsableCommand {
         var perSecond: Double
         var p50: Double
         var p99: Double
-        /// For rows measured in process: the raw signing rate measured in slices alternating with the row's own,
-        /// so that a change in the machine's speed during the run moves both alike.
+        /// For interleaved rows: the raw signing rate measured in slices alternating with the row's own, so that a
+        /// change in the machine's speed during the run moves both alike.
         var reference: Double? = nil
 
-        func ratio(toRaw raw: Row) -> Int { Int((perSecond / (reference ?? raw.perSecond) * 100).rounded()) }
+        /// The row's rate in percent of the raw signing rate (0 when there is none to compare with).
+        func ratio(toRaw raw: Row) -> Int {
+            let base = reference ?? raw.perSecond
+            return base > 0 ? Int((perSecond / base * 100).rounded()) : 0
+        }
     }
 
     func run() throws {
@@ -90,7 +95,7 @@ struct BenchCommand: ParsableCommand {
             udp.stop()
             var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
             let busyCredential = try busy.stopping { try $0.makeCredential() }
-            printLine("udp server pid \(busy.process.pid) (--busy-poll)")
+            printLine("udp server pid \(busy.process.pid) (--busy-poll)" + busy.placement)
             rows += try udpRows(&busy, credential: busyCredential, names: (Self.busyPollRow, Self.busyPollPipelinedRow))
             busy.stop()
             printBrief(rows)
@@ -140,6 +145,7 @@ struct BenchCommand: ParsableCommand {
         udp.stop()
         var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
         let busyCredential = try busy.stopping { try $0.makeCredential() }
+        let busyPlacement = busy.placement
         rows += try udpRows(&busy, credential: busyCredential, names: (Self.busyPollRow, Self.busyPollPipelinedRow))
         busy.stop()
 
@@ -163,7 +169,7 @@ struct BenchCommand: ParsableCommand {
             _ = try full.makeCredential(resident: true, user: replaced)
         })
         let fullUDP = try UDPBench(flash: image)
-        rows.append(measure(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
+        rows.append(measureInterleaved(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
             try fullUDP.getAssertion(credential: flashResident)
         })
         let fullStart = fullUDP.startup
@@ -177,6 +183,9 @@ struct BenchCommand: ParsableCommand {
             print("| \(row.name) | \(Int(row.perSecond)) | \(format2(row.p50)) | \(format2(row.p99)) | "
                 + "\(row.ratio(toRaw: raw))% |")
         }
+        print("")
+        print("Ratios are to raw signing in slices alternating with the row's own (the raw row: measured alone first).")
+        print("Busy-poll rows\(busyPlacement.isEmpty ? "" : ":" + busyPlacement.dropFirst()).")
         print("")
         print("| fidosim serve | start to first INIT answered | resident memory after the run | of it, the process's own (RssAnon) |")
         print("|---|---|---|---|")
@@ -207,7 +216,23 @@ struct BenchCommand: ParsableCommand {
     /// ratio is to the raw rate of the same stretch of time.
     func measureInterleaved(name: String, _ body: () throws -> Void) -> Row {
         let clock = ContinuousClock()
-        let slice = Duration.milliseconds(25)
+        return interleaved(name: name, slice: .milliseconds(25)) { slice in
+            var latencies: [Double] = []
+            let start = clock.now
+            while clock.now - start < slice {
+                let t = clock.now
+                try body()
+                latencies.append(fidosim.seconds(clock.now - t) * 1000)
+            }
+            return latencies
+        }
+    }
+
+    /// Slices of `runSlice` (given the slice's length; returns the latencies in milliseconds of what it completed)
+    /// alternating with slices of raw signing of the same length, until the row has run `seconds`. The ratio is to
+    /// the raw rate of the same stretch of time: a busy host or a sibling hyperthread slows both alike.
+    func interleaved(name: String, slice: Duration, _ runSlice: (Duration) throws -> [Double]) -> Row {
+        let clock = ContinuousClock()
         var latencies: [Double] = []
         var bodyTime = Duration.zero
         var signatures = 0
@@ -220,13 +245,11 @@ struct BenchCommand: ParsableCommand {
             }
             rawTime += clock.now - start
             start = clock.now
-            while clock.now - start < slice {
-                let t = clock.now
-                do { try body() } catch {
-                    print("\(name): failed: \(error)")
-                    return Row(name: name, perSecond: 0, p50: 0, p99: 0)
-                }
-                latencies.append(fidosim.seconds(clock.now - t) * 1000)
+            do {
+                latencies += try runSlice(slice)
+            } catch {
+                print("\(name): failed: \(error)")
+                return Row(name: name, perSecond: 0, p50: 0, p99: 0)
             }
             bodyTime += clock.now - start
         }
@@ -245,10 +268,12 @@ struct BenchCommand: ParsableCommand {
         )
     ) throws -> [Row] {
         try udp.stopping { udp in
-            [
-                measure(name: names.0) { try udp.getAssertion(credential: credential) },
-                try pipelined(name: names.1) {
-                    try udp.pipelinedGetAssertions(credential: credential, depth: 4, seconds: seconds)
+            let channels = try udp.openChannels(4)
+            return [
+                measureInterleaved(name: names.0) { try udp.getAssertion(credential: credential) },
+                // Longer slices: each one fills the pipeline and drains it.
+                interleaved(name: names.1, slice: .milliseconds(50)) { slice in
+                    try udp.pipelinedGetAssertions(credential: credential, channels: channels, seconds: slice)
                 },
             ]
         }
@@ -260,17 +285,6 @@ struct BenchCommand: ParsableCommand {
             let ratio = row.reference.map { _ in ", \(row.ratio(toRaw: row))% of raw signing interleaved" } ?? ""
             print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms\(ratio)")
         }
-    }
-
-    /// A row from a run that measures itself: requests completed per second of its run, and their latencies.
-    func pipelined(name: String, _ body: () throws -> [Double]) throws -> Row {
-        let clock = ContinuousClock()
-        let start = clock.now
-        let latencies = try body()
-        let total = fidosim.seconds(clock.now - start)
-        return Row(
-            name: name, perSecond: Double(latencies.count) / total, p50: percentile(latencies, 50),
-            p99: percentile(latencies, 99))
     }
 
     /// The UDP rows again with `serve --busy-poll` (and the client polling as long).
@@ -498,7 +512,27 @@ struct UDPBench {
         }
         guard ready else { throw BenchError(description: "fidosim serve did not answer INIT") }
         startup = fidosim.seconds(clock.now - started) * 1000
+        // Two processes that spin must not share a CPU: the kernel wakes a server on its client's CPU when it finds
+        // no idle one (say, beside a fuzzer), and the two then take turns in scheduler slices of milliseconds.
+        savedAffinity = CPUAffinity.current()
+        if busyPollMicroseconds > 0, let cpus = savedAffinity.map(CPUAffinity.cpus), cpus.count >= 2,
+            CPUAffinity.pin(0, to: cpus[0]), CPUAffinity.pin(process.pid, to: cpus[1])
+        {
+            pinnedCPUs = (cpus[0], cpus[1])
+        }
     }
+
+    /// Where a busy-poll bench runs, for its report line.
+    var placement: String {
+        guard busyPoll > .zero else { return "" }
+        guard let cpus = pinnedCPUs else { return "; client and server not pinned (one CPU, or affinity refused)" }
+        return "; client on CPU \(cpus.client), server on CPU \(cpus.server)"
+    }
+
+    /// This process's CPUs before a busy-poll bench pinned it, restored by ``stop()``.
+    var savedAffinity: fidosim_cpu_mask?
+    /// With busy-poll on a machine of two CPUs or more: the CPU of this process (the client) and of the server.
+    var pinnedCPUs: (client: Int, server: Int)?
 
     /// The server's resident set size in KiB (VmRSS).
     /// A field of /proc/PID/status in KiB: VmRSS (all resident pages, shared libraries' included) or RssAnon
@@ -568,18 +602,16 @@ struct UDPBench {
     /// transaction at a time per channel, and fidosim handles each whole message as it completes); what this
     /// removes is the idle time of one-at-a-time ping-pong between two processes. Returns each request's latency
     /// in milliseconds.
-    mutating func pipelinedGetAssertions(credential: [UInt8], depth: Int, seconds: Double) throws -> [Double] {
-        var channels: [UInt32] = []
-        for _ in 0..<depth {
-            try initialize()
-            channels.append(channel)
-        }
+    mutating func pipelinedGetAssertions(
+        credential: [UInt8], channels: [UInt32], seconds: Duration
+    ) throws -> [Double] {
+        let depth = channels.count
         let request = memo.request(credential)
         let clock = ContinuousClock()
         var assemblers = [UInt32: HIDAssembler]()
         var sentAt = [UInt32: ContinuousClock.Instant]()
         var latencies: [Double] = []
-        let end = clock.now + .milliseconds(Int(seconds * 1000))
+        let end = clock.now + seconds
         socket.sendTo(
             port: port, batch: channels.flatMap { CTAPHIDMachine.reports(channel: $0, command: .cbor, payload: request) })
         for cid in channels { sentAt[cid] = clock.now }
@@ -617,8 +649,18 @@ struct UDPBench {
             let sent = clock.now
             for cid in resent { sentAt[cid] = sent }
         }
-        channel = channels[0]
         return latencies
+    }
+
+    /// `count` channels of their own (INIT for each), for requests in flight side by side; the last one stays the
+    /// bench's channel.
+    mutating func openChannels(_ count: Int) throws -> [UInt32] {
+        var channels: [UInt32] = []
+        for _ in 0..<count {
+            try initialize()
+            channels.append(channel)
+        }
+        return channels
     }
 
     /// Runs `body`; when it throws, the server process is stopped before the error goes on.
@@ -633,6 +675,35 @@ struct UDPBench {
 
     func stop() {
         process.stop()
+        if pinnedCPUs != nil, var saved = savedAffinity { _ = fidosim_set_affinity(0, &saved) }
+    }
+}
+
+/// CPU affinity of processes (Linux).
+enum CPUAffinity {
+    /// The CPUs the calling process may run on now; nil when the kernel does not say.
+    static func current() -> fidosim_cpu_mask? {
+        var mask = fidosim_cpu_mask()
+        return fidosim_get_affinity(0, &mask) == 0 ? mask : nil
+    }
+
+    /// The CPU numbers in `mask`, ascending.
+    static func cpus(_ mask: fidosim_cpu_mask) -> [Int] {
+        withUnsafeBytes(of: mask.bits) { raw in
+            let words = raw.bindMemory(to: UInt.self)
+            return words.indices.flatMap { w in
+                (0..<UInt.bitWidth).filter { words[w] & (1 << $0) != 0 }.map { w * UInt.bitWidth + $0 }
+            }
+        }
+    }
+
+    /// Lets process `pid` (0: this one) run on `cpu` only.
+    static func pin(_ pid: Int32, to cpu: Int) -> Bool {
+        var mask = fidosim_cpu_mask()
+        withUnsafeMutableBytes(of: &mask.bits) { raw in
+            raw.bindMemory(to: UInt.self)[cpu / UInt.bitWidth] |= 1 << (cpu % UInt.bitWidth)
+        }
+        return fidosim_set_affinity(pid, &mask) == 0
     }
 }
 

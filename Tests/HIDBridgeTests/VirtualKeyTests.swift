@@ -287,6 +287,23 @@ let keepalive: UInt8 = 0xBB
         #expect(back == [.report([UInt8](repeating: 0xA5, count: 64))])
     }
 
+    @Test func aBatchOfOneSizeGoesOutSegmentedAndArrivesAsOneDatagramPerReport() throws {
+        let transport = try UDPTransport(host: "127.0.0.1", port: 0)
+        let client = try UDPTransport(host: "127.0.0.1", port: 0)
+        // 130 reports: three sendmsg calls of at most 64 segments; then a batch whose last datagram is shorter.
+        let reports = (0..<130).map { i in (0..<64).map { UInt8(truncatingIfNeeded: i &* 7 &+ $0) } }
+        client.sendTo(port: transport.port, batch: reports)
+        client.sendTo(port: transport.port, batch: [[UInt8](repeating: 1, count: 64), [UInt8](repeating: 2, count: 20)])
+        // Read one datagram at a time, as a client that knows nothing of segmentation does.
+        var received: [[UInt8]] = []
+        for _ in 0..<2000 where received.count < 132 {
+            if let datagram = transport.receiveDatagram() { received.append(datagram) } else { usleep(1000) }
+        }
+        #expect(received == reports + [[UInt8](repeating: 1, count: 64), [UInt8](repeating: 2, count: 20)])
+        // The kernel took the segmented sends (this one has UDP_SEGMENT): no fall back to sendmmsg.
+        #expect(client.segments)
+    }
+
     @Test func badHostIsAClearError() {
         #expect(throws: TransportError.self) { try UDPTransport(host: "not an address", port: 0) }
     }
