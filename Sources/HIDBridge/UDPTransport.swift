@@ -73,35 +73,44 @@ public final class UDPTransport: ReportTransport {
 
     /// Reads one datagram without blocking: a report, or the power-cycle datagram.
     public func receive() -> TransportEvent? {
-        guard let datagram = receiveDatagram() else { return nil }
-        return datagram == Self.powerCycleDatagram ? .powerCycle : .report(datagram)
+        receiveDatagram().map(Self.event)
+    }
+
+    /// What a datagram is: the power-cycle datagram, or a report.
+    static func event(_ datagram: [UInt8]) -> TransportEvent {
+        datagram == powerCycleDatagram ? .powerCycle : .report(datagram)
     }
 
     /// Reads every waiting datagram, up to 32 in each recvmmsg: one system call for the reports of a request
     /// (and one more only when a full batch came back), where reading them one by one took a call for each and a
     /// last one to find the queue empty. The latest sender becomes the peer, as with ``receive()``.
     public func receiveAll() -> [TransportEvent] {
-        let stride = 65
-        let batch = 32
+        let stride = Self.receiveStride
+        let batch = Self.receiveBatch
         var events: [TransportEvent] = []
-        var buffer = [UInt8](repeating: 0, count: stride * batch)
-        var lengths = [UInt32](repeating: 0, count: batch)
         while true {
             var from = sockaddr_in()
-            let got = buffer.withUnsafeMutableBufferPointer { bytes in
-                fidosim_receive_datagrams(fd, bytes.baseAddress, UInt32(stride), &lengths, UInt32(batch), &from)
+            let got = receiveBuffer.withUnsafeMutableBufferPointer { bytes in
+                fidosim_receive_datagrams(fd, bytes.baseAddress, UInt32(stride), &receiveLengths, UInt32(batch), &from)
             }
             guard got > 0 else { break }
             peer = from
             hasPeer = true
             for i in 0..<Int(got) {
-                let datagram = Array(buffer[i * stride..<i * stride + Int(lengths[i])])
-                events.append(datagram == Self.powerCycleDatagram ? .powerCycle : .report(datagram))
+                events.append(Self.event(Array(receiveBuffer[i * stride..<i * stride + Int(receiveLengths[i])])))
             }
             if got < batch { break }
         }
         return events
     }
+
+    /// Bytes kept for each datagram by ``receiveAll()``: a report and one more, so that a longer datagram shows.
+    static let receiveStride = 65
+    /// Datagrams read by one recvmmsg.
+    static let receiveBatch = 32
+    /// ``receiveAll()``'s buffers, made once.
+    private var receiveBuffer = [UInt8](repeating: 0, count: receiveStride * receiveBatch)
+    private var receiveLengths = [UInt32](repeating: 0, count: receiveBatch)
 
     /// Nothing to unplug on UDP.
     public func replug() throws(TransportError) {}
