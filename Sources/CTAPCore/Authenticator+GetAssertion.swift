@@ -206,7 +206,7 @@ extension Authenticator {
         if numberOfCredentials != nil { members += 1 }
         if largeBlobKey != nil { members += 1 }
 
-        var response = CBORWriter(prefix: [CTAPStatus.ok.rawValue], capacity: 64 + candidate.id.count + authData.count)
+        var response = CBORWriter(prefix: [CTAPStatus.ok.rawValue], capacity: 160 + candidate.id.count + authData.count)
         response.mapHead(count: members)
         // 0x01 credential: {"id", "type"} (text keys sort by length: "id" before "type").
         response.unsigned(1)

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 #include <string.h>
+#include <errno.h>
 
 struct fidosim_mmsghdr {
     struct msghdr msg_hdr;
@@ -47,9 +48,17 @@ static inline int fidosim_send_datagrams(int fd, const struct sockaddr_in *to, c
 #define FIDOSIM_SOL_UDP 17
 #define FIDOSIM_UDP_SEGMENT 103
 
+/// Whether the kernel knows UDP_SEGMENT on `fd` (Linux 4.18 and later answer the option; older kernels refuse it,
+/// and would send a segmented batch as one long datagram, ignoring the control message).
+static inline int fidosim_udp_segmentation_supported(int fd) {
+    int size = 0;
+    socklen_t length = sizeof(size);
+    return getsockopt(fd, FIDOSIM_SOL_UDP, FIDOSIM_UDP_SEGMENT, &size, &length) == 0;
+}
+
 /// Sends `count` datagrams of `segment` bytes each (the last may be shorter; `total` bytes in all, one after another
-/// in `bytes`) to `to`, 64 to a sendmsg with UDP_SEGMENT. Returns how many the kernel took, or -1 when the first
-/// call failed (errno set: EINVAL, ENOPROTOOPT or EIO when the kernel or the route cannot segment).
+/// in `bytes`) to `to`, 64 to a sendmsg with UDP_SEGMENT. Returns how many the kernel took, or, when the first call
+/// failed, minus its errno (EINVAL, ENOPROTOOPT or EIO when the kernel or the route cannot segment).
 static inline int fidosim_send_segmented(int fd, const struct sockaddr_in *to, const unsigned char *bytes,
                                          unsigned int segment, unsigned int count, unsigned int total) {
     unsigned int sent = 0;
@@ -71,7 +80,7 @@ static inline int fidosim_send_segmented(int fd, const struct sockaddr_in *to, c
         header->cmsg_len = CMSG_LEN(sizeof(unsigned short));
         unsigned short size = (unsigned short)segment;
         memcpy(CMSG_DATA(header), &size, sizeof(size));
-        if (sendmsg(fd, &message, 0) < 0) return sent == 0 ? -1 : (int)sent;
+        if (sendmsg(fd, &message, 0) < 0) return sent == 0 ? -errno : (int)sent;
         sent += n;
     }
     return (int)sent;

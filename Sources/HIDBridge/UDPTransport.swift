@@ -57,6 +57,7 @@ public final class UDPTransport: ReportTransport {
         }
         self.port = UInt16(bigEndian: actual.sin_port)
         self.fd = fd
+        segments = fidosim_udp_segmentation_supported(fd) != 0
     }
 
     deinit { close(fd) }
@@ -157,13 +158,14 @@ public final class UDPTransport: ReportTransport {
         if reports.count == 1 { return send(reports[0]) }
         let joined = reports.flatMap { $0 }
         let size = reports[0].count
-        if segments, size > 0, reports.dropLast().allSatisfy({ $0.count == size }), reports[reports.count - 1].count <= size {
+        let last = reports[reports.count - 1].count
+        if segments, size > 0, reports.dropLast().allSatisfy({ $0.count == size }), last > 0, last <= size {
             let sent = withUnsafePointer(to: &peer) { to in
                 fidosim_send_segmented(fd, to, joined, UInt32(size), UInt32(reports.count), UInt32(joined.count))
             }
-            // Refused by the kernel (no UDP_SEGMENT) or the route (no checksum offload): sendmmsg from now on. Any
-            // other failure is a dropped answer, as UDP may drop one.
-            guard sent < 0, [EINVAL, ENOPROTOOPT, EOPNOTSUPP, EIO].contains(errno) else { return }
+            // Refused by the kernel or the route (no checksum offload): sendmmsg from now on. Any other failure is a
+            // dropped answer, as UDP may drop one.
+            guard sent < 0, [EINVAL, ENOPROTOOPT, EOPNOTSUPP, EIO].contains(-sent) else { return }
             segments = false
         }
         let lengths = reports.map { UInt32($0.count) }

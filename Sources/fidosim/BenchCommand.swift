@@ -42,6 +42,10 @@ struct BenchCommand: ParsableCommand {
         if let only, !["get-assertion", "ctaphid", "udp"].contains(only) {
             throw ValidationError("--only takes get-assertion, ctaphid or udp")
         }
+        // A row runs in slices of 25-50 ms; less than one gives no figure at all.
+        guard seconds >= 0.05, seconds <= 3600 else {
+            throw ValidationError("--seconds takes 0.05 to 3600")
+        }
     }
 
     struct Row {
@@ -184,7 +188,8 @@ struct BenchCommand: ParsableCommand {
                 + "\(row.ratio(toRaw: raw))% |")
         }
         print("")
-        print("Ratios are to raw signing in slices alternating with the row's own (the raw row: measured alone first).")
+        print("Ratios are to raw signing in slices alternating with the row's own; the PING row's, to the raw row "
+            + "(measured alone first).")
         print("Busy-poll rows\(busyPlacement.isEmpty ? "" : ":" + busyPlacement.dropFirst()).")
         print("")
         print("| fidosim serve | start to first INIT answered | resident memory after the run | of it, the process's own (RssAnon) |")
@@ -515,10 +520,14 @@ struct UDPBench {
         // Two processes that spin must not share a CPU: the kernel wakes a server on its client's CPU when it finds
         // no idle one (say, beside a fuzzer), and the two then take turns in scheduler slices of milliseconds.
         savedAffinity = CPUAffinity.current()
-        if busyPollMicroseconds > 0, let cpus = savedAffinity.map(CPUAffinity.cpus), cpus.count >= 2,
-            CPUAffinity.pin(0, to: cpus[0]), CPUAffinity.pin(process.pid, to: cpus[1])
+        if busyPollMicroseconds > 0, var saved = savedAffinity, case let cpus = CPUAffinity.cpus(saved), cpus.count >= 2,
+            CPUAffinity.pin(0, to: cpus[0])
         {
-            pinnedCPUs = (cpus[0], cpus[1])
+            if CPUAffinity.pin(process.pid, to: cpus[1]) {
+                pinnedCPUs = (cpus[0], cpus[1])
+            } else {
+                _ = fidosim_set_affinity(0, &saved)  // both or neither
+            }
         }
     }
 

@@ -27,7 +27,8 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
-case ${FUZZ_JOBS:-1} in *[!0-9]* | 0) echo "FUZZ_JOBS: a number of processes, 1 or more"; exit 64 ;; esac
+case ${FUZZ_JOBS:-1} in *[!0-9]*) FUZZ_JOBS=0 ;; esac
+[ $((10#${FUZZ_JOBS:-1})) -ge 1 ] || { echo "FUZZ_JOBS: a number of processes, 1 or more"; exit 64; }
 [ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore authenticator control client)
 swiftc=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)
 
@@ -160,7 +161,7 @@ for target in "${targets[@]}"; do
     max_len=8192
     [ "$target" = control ] && max_len=1024
     [ "$target" = flashstore ] && max_len=2048
-    jobs=${FUZZ_JOBS:-1}
+    jobs=$((10#${FUZZ_JOBS:-1}))  # decimal, also with a leading zero
     in_jobs=""
     [ $smoke = 1 ] && jobs=1
     if [ "$jobs" -gt 1 ]; then
@@ -176,11 +177,15 @@ for target in "${targets[@]}"; do
             -workers="$jobs" -print_final_stats=1 -max_len=$max_len -timeout=10 -rss_limit_mb=4096 \
             -artifact_prefix="$root/$out/artifacts/$target-" "$work") >"$out/$target.log" 2>&1
         status=$?
-        cat "$logs"/fuzz-*.log >>"$out/$target.log" 2>/dev/null
+        # (libFuzzer's parent copies each worker's log into its own output as the worker ends: $out/$target.log.)
         runs=$(cat "$logs"/fuzz-*.log 2>/dev/null | grep -E "^stat::number_of_executed_units" |
             awk '{n += $2} END {if (NR) print n}')
         [ -n "$runs" ] && in_jobs=" in $jobs processes"
-        # libFuzzer's parent says nothing of a worker's crash but its log: look for one.
+        # The parent exits 1 when a worker did not end with 0, and writes "Job N exited with exit code S" for each.
+        # Workers interrupted by SIGINT end with 72: when all did, the run is reported as interrupted, like a single
+        # process; the workers' logs are searched for a crash as well.
+        ends=$(grep -oE "Job [0-9]+ exited with exit code -?[0-9]+" "$out/$target.log" | awk '{print $NF}' | sort -u)
+        [ $status != 0 ] && [ "$ends" = 72 ] && status=72
         [ $status = 0 ] && grep -qE "^==[0-9]+==ERROR|^SUMMARY|Fatal error|deadly signal" "$logs"/fuzz-*.log && status=1
     else
         ASAN_OPTIONS=$options "$out/$target" "${limit[@]}" "${dict[@]}" -print_final_stats=1 -max_len=$max_len -timeout=10 -rss_limit_mb=4096 \

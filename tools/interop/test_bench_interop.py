@@ -28,12 +28,24 @@ def test_bench_udp_rows_measure_answered_requests():
                          "getAssertion over UDP, --busy-poll 200, 4 channels in flight"}, run.stdout
     assert all(int(v) > 0 for v in rows.values()), run.stdout
     assert "failed" not in run.stdout
+    # Each UDP row is compared with raw signing in slices alternating with its own.
+    assert len(re.findall(r"^getAssertion over UDP.*% of raw signing interleaved$", run.stdout, re.M)) == 4, run.stdout
+    # The busy-poll server and the bench get a CPU each where there are two.
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert re.search(r"udp server pid \d+ \(--busy-poll\); client on CPU \d+, server on CPU \d+$", run.stdout,
+                         re.M), run.stdout
     # What the hypervisor took from this machine during the run, which the UDP rows depend on.
     assert re.search(r"^CPU time the hypervisor gave to others during the run \(steal\): \d+%$", run.stdout, re.M), run.stdout
     # The children are gone after the run (SIGTERM and waitpid).
     pids = [int(p) for p in re.findall(r"udp server pid (\d+)", run.stdout)]
     assert len(pids) == 2, run.stdout
     assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
+def test_bench_refuses_a_measurement_too_short_to_run():
+    run = subprocess.run([BIN, "bench", "--seconds", "0"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 64, run
+    assert "--seconds takes 0.05 to 3600" in run.stderr
 
 
 def test_bench_refuses_an_unknown_only():
