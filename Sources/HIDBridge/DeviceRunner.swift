@@ -237,7 +237,7 @@ public final class KeySlot {
     }
 
     func emit(_ outputs: [KeyOutput]) {
-        // The reports of one answer go out together (one sendmmsg over UDP), before anything that follows them.
+        // The reports of one answer go out together (one system call over UDP), before anything that follows them.
         var reports: [[UInt8]] = []
         defer { if !reports.isEmpty { transport.send(batch: reports) } }
         for output in outputs {

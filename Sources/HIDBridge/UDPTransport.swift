@@ -147,12 +147,12 @@ public final class UDPTransport: ReportTransport {
         }
     }
 
-    /// Sends the reports to the latest sender in one `sendmmsg`: the peer, woken by the first, finds the rest
+    /// Sends the reports to the latest sender together: the peer, woken by the first, finds the rest
     /// already queued instead of sleeping and waking again for each.
     ///
     /// Reports of one size (CTAPHID's are all 64 bytes) go out with UDP segmentation offload: one sendmsg whose
     /// datagrams the kernel cuts apart only where they are delivered, so the receiver still reads one report per
-    /// datagram. Where the kernel or the route refuses it, sendmmsg from then on.
+    /// datagram. Where the kernel (before Linux 4.18) or the route refuses it, one `sendmmsg` from then on.
     public func send(batch reports: [[UInt8]]) {
         guard hasPeer, !reports.isEmpty else { return }
         if reports.count == 1 { return send(reports[0]) }

@@ -566,7 +566,7 @@ struct UDPBench {
     }
 
     func exchange(command: CTAPHIDCommand, payload: [UInt8], on cid: UInt32, timeoutMs: Int = 2000) throws -> [UInt8] {
-        // A whole request in one sendmmsg, as fidosim answers: one wake-up each way.
+        // A whole request in one send, as fidosim answers: one wake-up each way.
         socket.sendTo(port: port, batch: CTAPHIDMachine.reports(channel: cid, command: command, payload: payload))
         var assembler = HIDAssembler()
         let clock = ContinuousClock()
@@ -627,7 +627,7 @@ struct UDPBench {
         var inFlight = depth
         var lastEvent = clock.now
         while inFlight > 0 {
-            // Everything waiting in one recvmmsg; the next requests of the answers it completes in one sendmmsg.
+            // Everything waiting in one recvmmsg; the next requests of the answers it completes in one send.
             let events = socket.receiveAll()
             if events.isEmpty && clock.now - lastEvent < busyPoll { continue }
             if events.isEmpty {
