@@ -83,6 +83,14 @@ struct BenchCommand: ParsableCommand {
             rows.append(measure(name: "getAssertion over hidraw (client process -> uhid key)") {
                 try hid.getAssertion(credential: credential)
             })
+            rows.append(measure(name: "makeCredential over hidraw (non-discoverable)") {
+                _ = try hid.makeCredential()
+            })
+            var user = 0
+            rows.append(measure(name: "makeCredential over hidraw (discoverable, 100 users)") {
+                user = user % 100 + 1
+                _ = try hid.makeCredential(resident: true, user: user)
+            })
             print("| measurement | per second | p50 ms | p99 ms | of raw signing |")
             print("|---|---|---|---|---|")
             for row in rows {
@@ -123,23 +131,23 @@ struct BenchCommand: ParsableCommand {
             printBrief(rows)
             return
         }
-        rows.append(measureInterleaved(name: "makeCredential in process (non-discoverable)") {
-            _ = try key.makeCredential(resident: false)
-        })
-        // Discoverable: each request replaces the stored credential of one of 100 users, so the store stays small.
-        var user = 0
-        rows.append(measureInterleaved(name: "makeCredential in process (discoverable, 100 users)") {
-            user = user % 100 + 1
-            _ = try key.makeCredential(resident: true, user: user)
-        })
+        rows += makeCredentialRows(path: "in process") { resident, user in
+            _ = try key.makeCredential(resident: resident, user: user)
+        }
         var hid = try BenchVirtualKey()
         let hidCredential = try hid.makeCredential()
         rows.append(measureInterleaved(name: "getAssertion through CTAPHID in process") {
             try hid.getAssertion(credential: hidCredential)
         })
+        rows += makeCredentialRows(path: "through CTAPHID in process") { resident, user in
+            _ = try hid.makeCredential(resident: resident, user: user)
+        }
         var udp = try UDPBench()
         let udpCredential = try udp.stopping { try $0.makeCredential() }
         rows += try udpRows(&udp, credential: udpCredential)
+        rows += makeCredentialRows(path: "over UDP") { resident, user in
+            _ = try udp.makeCredential(resident: resident, user: user)
+        }
         rows.append(measure(name: "CTAPHID PING over UDP, one report each way (the transport's floor)") {
             try udp.ping()
         })
@@ -261,6 +269,20 @@ struct BenchCommand: ParsableCommand {
         return Row(
             name: name, perSecond: Double(latencies.count) / fidosim.seconds(bodyTime), p50: percentile(latencies, 50),
             p99: percentile(latencies, 99), reference: Double(signatures) / fidosim.seconds(rawTime))
+    }
+
+    /// makeCredential by `path`, non-discoverable and then discoverable (each request replaces the stored credential
+    /// of one of 100 users, so the store stays small): `body` makes one, given whether it is discoverable and for which
+    /// user.
+    func makeCredentialRows(path: String, _ body: (_ resident: Bool, _ user: Int) throws -> Void) -> [Row] {
+        var user = 0
+        return [
+            measureInterleaved(name: "makeCredential \(path) (non-discoverable)") { try body(false, 1) },
+            measureInterleaved(name: "makeCredential \(path) (discoverable, 100 users)") {
+                user = user % 100 + 1
+                try body(true, user)
+            },
+        ]
     }
 
     /// getAssertion over UDP one at a time and with 4 channels in flight, under the given row names (the plain
@@ -476,8 +498,8 @@ struct BenchVirtualKey {
         throw BenchError(description: "no CTAPHID response")
     }
 
-    mutating func makeCredential() throws -> [UInt8] {
-        try BenchRequests.credentialId(call(BenchRequests.makeCredential(resident: false, user: 1)))
+    mutating func makeCredential(resident: Bool = false, user: Int = 1) throws -> [UInt8] {
+        try BenchRequests.credentialId(call(BenchRequests.makeCredential(resident: resident, user: user)))
     }
 
     mutating func getAssertion(credential: [UInt8]) throws {
@@ -595,9 +617,9 @@ struct UDPBench {
         throw BenchError(description: "no UDP response")
     }
 
-    mutating func makeCredential() throws -> [UInt8] {
+    mutating func makeCredential(resident: Bool = false, user: Int = 1) throws -> [UInt8] {
         try BenchRequests.credentialId(
-            exchange(command: .cbor, payload: BenchRequests.makeCredential(resident: false, user: 1), on: channel))
+            exchange(command: .cbor, payload: BenchRequests.makeCredential(resident: resident, user: user), on: channel))
     }
 
     func getAssertion(credential: [UInt8]) throws {
@@ -767,8 +789,8 @@ struct HIDBench {
         return [0] + response.body
     }
 
-    mutating func makeCredential() throws -> [UInt8] {
-        try BenchRequests.credentialId(try call(BenchRequests.makeCredential(resident: false, user: 1)))
+    mutating func makeCredential(resident: Bool = false, user: Int = 1) throws -> [UInt8] {
+        try BenchRequests.credentialId(try call(BenchRequests.makeCredential(resident: resident, user: user)))
     }
 
     func getAssertion(credential: [UInt8]) throws {

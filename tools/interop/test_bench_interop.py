@@ -42,6 +42,34 @@ def test_bench_udp_rows_measure_answered_requests():
     assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
 
 
+def test_full_bench_measures_every_row():
+    """`make bench`'s table: getAssertion and both makeCredentials in process, through CTAPHID and over UDP, the
+    busy-poll and flash rows, each a real measurement, then start-up time and memory of `serve`."""
+    run = subprocess.run([BIN, "bench", "--seconds", "0.05"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "failed" not in run.stdout, run.stdout
+    rows = {name: (int(rate), int(ratio)) for name, rate, ratio in
+            re.findall(r"^\| ([^|]+?) \| (\d+) \| [\d.]+ \| [\d.]+ \| (\d+)% \|$", run.stdout, re.M)}
+    expected = ["raw ES256 signature, DER (swift-crypto)", "getAssertion in process (allowList, up=false)",
+                "getAssertion through CTAPHID in process", "getAssertion over UDP (client process -> fidosim serve)",
+                "getAssertion over UDP, 4 channels in flight (throughput)",
+                "CTAPHID PING over UDP, one report each way (the transport's floor)",
+                "getAssertion over UDP, serve --busy-poll 200",
+                "getAssertion over UDP, --busy-poll 200, 4 channels in flight",
+                "getAssertion in process, 1 discoverable stored (flash)",
+                "getAssertion in process, 10,000 discoverable stored (flash)",
+                "makeCredential in process (discoverable), 10,000 stored (flash)",
+                "getAssertion over UDP, 10,000 discoverable stored (flash)"]
+    for path in ["in process", "through CTAPHID in process", "over UDP"]:
+        expected += [f"makeCredential {path} (non-discoverable)", f"makeCredential {path} (discoverable, 100 users)"]
+    assert sorted(rows) == sorted(expected), run.stdout
+    assert all(rate > 0 and ratio > 0 for rate, ratio in rows.values()), run.stdout
+    assert rows["raw ES256 signature, DER (swift-crypto)"][1] == 100
+    assert re.search(r"^\| empty store \(--flash memory\) \| [\d.]+ ms \| \d+ MiB \| \d+ MiB \|$", run.stdout, re.M)
+    assert re.search(r"^\| 10,000 discoverable credentials \(flash image\) \| [\d.]+ ms \| \d+ MiB \| \d+ MiB \|$",
+                     run.stdout, re.M)
+
+
 def test_bench_refuses_a_measurement_too_short_to_run():
     run = subprocess.run([BIN, "bench", "--seconds", "0"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 64, run
