@@ -31,7 +31,8 @@ help:
 	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, the authenticator, the control parser"
 	@echo "                   and the conformance client's readers of what a key sends"
 	@echo "                   (FUZZ_SECONDS each, default 300; or FUZZ_RUNS executions each; FUZZ_CORPUS=DIR keeps the corpora;"
-	@echo "                   FUZZ_JOBS=N runs N processes per target, which share FUZZ_RUNS)"
+	@echo "                   FUZZ_JOBS=N runs N processes per target, which share FUZZ_RUNS;"
+	@echo "                   FUZZ_TIMEOUT=S: seconds an input may run, default 10)"
 
 deps:
 	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install Swift 6.3 (swift.org) and put it on PATH"; exit 1; }

@@ -7,6 +7,9 @@
 #   FUZZ_RUNS=N tools/fuzz/run.sh  every target for N executions instead of a time
 #   FUZZ_CORPUS=DIR tools/fuzz/run.sh  keep each target's corpus in DIR/TARGET (seeded on first use), so that a
 #                                      later run goes on from what earlier ones found (not with --smoke)
+#   FUZZ_TIMEOUT=S tools/fuzz/run.sh  a hang is an input that runs S seconds (default 10). libFuzzer counts wall-clock
+#                                     time: a campaign at nice 19 beside other work needs more (an input of 92 ms was
+#                                     reported as a 37 s timeout while a VM run held both CPUs)
 #   FUZZ_JOBS=N tools/fuzz/run.sh  run N libFuzzer processes side by side on the one corpus (-jobs=N -workers=N),
 #                                  each for FUZZ_RUNS/N executions or for FUZZ_SECONDS; executions are summed
 #                                  (not with --smoke)
@@ -27,6 +30,8 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
+case ${FUZZ_TIMEOUT:-10} in '' | *[!0-9]* | 0) echo "FUZZ_TIMEOUT: a number of seconds, 1 or more"; exit 64 ;; esac
+timeout=$((10#${FUZZ_TIMEOUT:-10}))
 case ${FUZZ_JOBS:-1} in *[!0-9]*) FUZZ_JOBS=0 ;; esac
 [ $((10#${FUZZ_JOBS:-1})) -ge 1 ] || { echo "FUZZ_JOBS: a number of processes, 1 or more"; exit 64; }
 [ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore authenticator control client)
@@ -174,7 +179,7 @@ for target in "${targets[@]}"; do
         case $work in /*) ;; *) work=$root/$work ;; esac
         dict=("${dict[@]/#-dict=/-dict=$root/}")
         (cd "$logs" && ASAN_OPTIONS=$options "$root/$out/$target" "${limit[@]}" "${dict[@]}" -jobs="$jobs" \
-            -workers="$jobs" -print_final_stats=1 -max_len=$max_len -timeout=10 -rss_limit_mb=4096 \
+            -workers="$jobs" -print_final_stats=1 -max_len=$max_len -timeout="$timeout" -rss_limit_mb=4096 \
             -artifact_prefix="$root/$out/artifacts/$target-" "$work") >"$out/$target.log" 2>&1
         status=$?
         # (libFuzzer's parent copies each worker's log into its own output as the worker ends: $out/$target.log.)
@@ -188,7 +193,7 @@ for target in "${targets[@]}"; do
         [ $status != 0 ] && [ "$ends" = 72 ] && status=72
         [ $status = 0 ] && grep -qE "^==[0-9]+==ERROR|^SUMMARY|Fatal error|deadly signal" "$logs"/fuzz-*.log && status=1
     else
-        ASAN_OPTIONS=$options "$out/$target" "${limit[@]}" "${dict[@]}" -print_final_stats=1 -max_len=$max_len -timeout=10 -rss_limit_mb=4096 \
+        ASAN_OPTIONS=$options "$out/$target" "${limit[@]}" "${dict[@]}" -print_final_stats=1 -max_len=$max_len -timeout="$timeout" -rss_limit_mb=4096 \
             -artifact_prefix="$out/artifacts/$target-" "$work" >"$out/$target.log" 2>&1
         status=$?
         runs=$(grep -E "^stat::number_of_executed_units" "$out/$target.log" | awk '{print $2}')
