@@ -21,7 +21,7 @@ public final class UDPTransport: ReportTransport {
     var peer = sockaddr_in()
     var hasPeer = false
     /// Whether batches go out with UDP segmentation offload; cleared when the kernel refuses it.
-    var segments = true
+    var segments: Bool
 
     /// Binds a UDP socket on `host:port` (IPv4 dotted quad or `localhost`).
     public init(host: String, port: UInt16) throws(TransportError) {
