@@ -63,6 +63,9 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// What RAM keeps of each stored credential, by record key; the credential itself is decoded from its record
     /// when a request needs it.
     var residents: [UInt16: ResidentSummary]
+    /// Every credential record key below this one is taken: a free key is looked for from here, so that filling
+    /// the store does not probe every taken key again for each new credential.
+    var freeKeyHint = StorageKey.firstCredential
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var batchAttestation: BatchAttestationKey?
@@ -309,6 +312,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         residents[key] = summary
         owners.insert(summary, key: key)
         keysById[credential.id] = key
+        while freeKeyHint < StorageKey.lastCredential, residents[freeKeyHint] != nil { freeKeyHint += 1 }
         // Again, in case an imported credential's serial was below the one forget just gave up.
         newestSerial = max(newestSerial, credential.creationSerial)
     }
@@ -316,6 +320,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// Drops the record in `key` (holding credential `id`) from the RAM indexes, once the store no longer has it.
     mutating func forget(key: UInt16, id: [UInt8]?) {
         guard let old = residents.removeValue(forKey: key) else { return }
+        freeKeyHint = min(freeKeyHint, key)
         owners.remove(old, key: key)
         if let id, keysById[id] == key { keysById[id] = nil }
         if old.creationSerial == newestSerial { newestSerial = residents.values.map(\.creationSerial).max() ?? 0 }
@@ -453,6 +458,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         uvRetries = StoredPIN.maxUvRetries
         persistentToken = nil
         residents.removeAll()
+        freeKeyHint = StorageKey.firstCredential
         keysById.removeAll()
         owners = OwnerIndex()
         newestSerial = 0
@@ -462,7 +468,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     }
 
     func freeCredentialKey() -> UInt16? {
-        var key = StorageKey.firstCredential
+        var key = freeKeyHint
         while key <= StorageKey.lastCredential {
             if residents[key] == nil { return key }
             key += 1

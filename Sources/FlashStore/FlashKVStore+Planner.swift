@@ -31,7 +31,7 @@ extension FlashKVStore {
             tail = store.tail
             nextSequence = store.nextSequence
             headSequence = store.headSequence
-            freeCount = store.pages.count(where: { $0.kind == .free })
+            freeCount = FlashKVStore.count(of: .free, in: store.pages)
         }
 
         mutating func plan(transaction: Transaction, device: Device, index: [UInt16: Location]) throws(StoreError) {

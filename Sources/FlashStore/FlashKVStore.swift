@@ -109,9 +109,18 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
 
     /// How full the store is.
     public var capacity: StoreCapacity {
-        let usable = pages.count(where: { $0.kind != .retired })
+        let usable = pages.count - Self.count(of: .retired, in: pages)
         let total = max(0, (usable - 1) * (format.payload - format.headReserve) - format.slack)
         return StoreCapacity(totalBytes: total, usedBytes: usedBytes, wordSize: format.wordSize)
+    }
+
+    /// How many of `pages` are of `kind`. A plain loop: `count(where:)` ran unspecialized here, walking the array
+    /// through witness tables, and counting the free pages for each write was 17% of a getAssertion on a 4 MiB
+    /// image (the signature counter is written on every one).
+    static func count(of kind: PageInfo.Kind, in pages: [PageInfo]) -> Int {
+        var n = 0
+        for i in pages.indices where pages[i].kind == kind { n += 1 }
+        return n
     }
 
     /// Wear as recorded in the page headers.

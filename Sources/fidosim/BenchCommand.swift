@@ -26,8 +26,9 @@ struct BenchCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Only the raw row and one other, to profile it: get-assertion (in process), ctaphid (in process) or udp "
-                + "(perf record -g fidosim bench --only get-assertion; perf record -p on the serve child for udp).",
+            "Only the raw row and one other, to profile it: get-assertion (in process), ctaphid (in process), flash "
+                + "(in process, on a flash image) or udp (perf record -g fidosim bench --only get-assertion; "
+                + "perf record -p on the serve child for udp).",
             valueName: "row"))
     var only: String?
 
@@ -39,8 +40,8 @@ struct BenchCommand: ParsableCommand {
     var hidDevice: String?
 
     func validate() throws {
-        if let only, !["get-assertion", "ctaphid", "udp"].contains(only) {
-            throw ValidationError("--only takes get-assertion, ctaphid or udp")
+        if let only, !["get-assertion", "ctaphid", "flash", "udp"].contains(only) {
+            throw ValidationError("--only takes get-assertion, ctaphid, flash or udp")
         }
         // A row runs in slices of 25-50 ms; less than one gives no figure at all.
         guard seconds >= 0.05, seconds <= 3600 else {
@@ -118,6 +119,13 @@ struct BenchCommand: ParsableCommand {
             printBrief(rows)
             return
         }
+        if only == "flash" {
+            let image = Self.temporaryImage()
+            defer { unlink(image) }
+            rows += try flashRows(image: image).rows
+            printBrief(rows)
+            return
+        }
         var key = try BenchKey()
         let credential = try key.makeCredential(resident: false)
         rows.append(measureInterleaved(name: "getAssertion in process (allowList, up=false)") {
@@ -158,24 +166,10 @@ struct BenchCommand: ParsableCommand {
         busy.stop()
 
         // The same key on a flash image (large geometry): empty, then with 10,000 discoverable credentials.
-        let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        let image = temporary + "/fidosim-bench-\(getpid()).img"
+        let image = Self.temporaryImage()
         defer { unlink(image) }
-        var (emptyFlash, emptyFlashResident) = try BenchKey.filled(image: image, count: 1)
-        rows.append(measureInterleaved(name: "getAssertion in process, 1 discoverable stored (flash)") {
-            try emptyFlash.getAssertion(credential: emptyFlashResident)
-        })
-        let (flashKey, flashResident) = try BenchKey.filled(image: image, count: 10_000)
-        var full = flashKey
-        rows.append(measureInterleaved(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
-            try full.getAssertion(credential: flashResident)
-        })
-        // Replacing users 1...9,999 of the 10,000 keeps the count and leaves the last one, which the UDP row uses.
-        var replaced = 0
-        rows.append(measureInterleaved(name: "makeCredential in process (discoverable), 10,000 stored (flash)") {
-            replaced = replaced % 9_999 + 1
-            _ = try full.makeCredential(resident: true, user: replaced)
-        })
+        let (flashRows, flashResident) = try flashRows(image: image)
+        rows += flashRows
         let fullUDP = try UDPBench(flash: image)
         rows.append(measureInterleaved(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
             try fullUDP.getAssertion(credential: flashResident)
@@ -270,6 +264,34 @@ struct BenchCommand: ParsableCommand {
     /// makeCredential by `path`, non-discoverable and then discoverable (each request replaces the stored credential
     /// of one of 100 users, so the store stays small): `body` makes one, given whether it is discoverable and for which
     /// user.
+    /// getAssertion in process on a flash image (large geometry) holding 1 and then 10,000 discoverable
+    /// credentials, and makeCredential with 10,000 stored; also the id of a credential stored in the image at
+    /// `image`, which is left holding the 10,000.
+    func flashRows(image: String) throws -> (rows: [Row], resident: [UInt8]) {
+        var rows: [Row] = []
+        var (emptyFlash, emptyFlashResident) = try BenchKey.filled(image: image, count: 1)
+        rows.append(measureInterleaved(name: "getAssertion in process, 1 discoverable stored (flash)") {
+            try emptyFlash.getAssertion(credential: emptyFlashResident)
+        })
+        var (full, flashResident) = try BenchKey.filled(image: image, count: 10_000)
+        rows.append(measureInterleaved(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
+            try full.getAssertion(credential: flashResident)
+        })
+        // Replacing users 1...9,999 of the 10,000 keeps the count and leaves the last one, which the UDP row uses.
+        var replaced = 0
+        rows.append(measureInterleaved(name: "makeCredential in process (discoverable), 10,000 stored (flash)") {
+            replaced = replaced % 9_999 + 1
+            _ = try full.makeCredential(resident: true, user: replaced)
+        })
+        return (rows, flashResident)
+    }
+
+    /// A path for the flash rows' image: in $TMPDIR (or /tmp), named after this process.
+    static func temporaryImage() -> String {
+        let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        return temporary + "/fidosim-bench-\(getpid()).img"
+    }
+
     func makeCredentialRows(
         path: String, measuring: ((String, () throws -> Void) -> Row)? = nil,
         _ body: (_ resident: Bool, _ user: Int) throws -> Void

@@ -227,6 +227,9 @@ import Testing
             for id in UInt8(0)..<12 {
                 #expect(flash.residentCredential(id: [id, id]) == memory.residentCredential(id: [id, id]))
             }
+            // A new credential takes the lowest free record key, as a scan from the first one would find it.
+            let lowestFree = (StorageKey.firstCredential...StorageKey.lastCredential).first { flash.residents[$0] == nil }
+            #expect(flash.freeCredentialKey() == lowestFree)
         }
         for step in 0..<300 {
             let n = UInt8(random.next() % 12)

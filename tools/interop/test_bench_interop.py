@@ -79,7 +79,7 @@ def test_bench_refuses_a_measurement_too_short_to_run():
 def test_bench_refuses_an_unknown_only():
     run = subprocess.run([BIN, "bench", "--only", "nothing"], capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
-    assert "--only takes get-assertion, ctaphid or udp" in run.stderr
+    assert "--only takes get-assertion, ctaphid, flash or udp" in run.stderr
 
 
 def cpu_seconds(pid: int) -> float:
