@@ -307,12 +307,17 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         // The new serial first: replacing the newest record (the same user registering again) then leaves forget
         // nothing to recompute, where it would scan every record.
         newestSerial = max(newestSerial, credential.creationSerial)
+        let hint = freeKeyHint
         for old in gone { forget(key: old.key, id: old.id) }
         let summary = ResidentSummary(credential)
         residents[key] = summary
         owners.insert(summary, key: key)
         keysById[credential.id] = key
-        while freeKeyHint < StorageKey.lastCredential, residents[freeKeyHint] != nil { freeKeyHint += 1 }
+        // forget lowered the hint to each record it dropped; `key` is taken again, only a replaced other one is free.
+        freeKeyHint = hint
+        for old in gone where old.key != key { freeKeyHint = min(freeKeyHint, old.key) }
+        // A free key was the first free one from the hint: every key up to it is taken now.
+        if sameId == nil && replaced == nil { freeKeyHint = min(key + 1, StorageKey.lastCredential) }
         // Again, in case an imported credential's serial was below the one forget just gave up.
         newestSerial = max(newestSerial, credential.creationSerial)
     }
