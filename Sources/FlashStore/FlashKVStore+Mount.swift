@@ -1,4 +1,6 @@
 extension FlashKVStore {
+    typealias Repairs = MountRepairs
+
     /// Mounts the store in `device`, repairing what an interrupted operation left: the operation is either
     /// finished or rolled back (a transaction is all or nothing), dead values are wiped, and pages left
     /// over by an interrupted erase or compaction are erased. Mounting is itself safe to interrupt, never
@@ -25,16 +27,6 @@ extension FlashKVStore {
         }
         device = store.device
         return store
-    }
-
-    /// What mounting must fix after the scan.
-    struct Repairs {
-        var tornTails: [Range<Int>] = []
-        var uncommitted: [Range<Int>] = []
-        var deadValues: [Location] = []
-        var found: [FoundPage] = []
-        var knownMaxErase = 0
-        var head: UInt32 = 0
     }
 
     /// Reads the whole flash and rebuilds the index, without writing.
@@ -242,4 +234,14 @@ enum FoundPage {
     case log(sequence: UInt32, slotA: Int?, records: [StoreFormat.Record], end: StoreFormat.PageEnd)
     case garbage(slotA: Int?)
 
+}
+
+/// What mounting must fix after the scan.
+struct MountRepairs {
+    var tornTails: [Range<Int>] = []
+    var uncommitted: [Range<Int>] = []
+    var deadValues: [StoreLocation] = []
+    var found: [FoundPage] = []
+    var knownMaxErase = 0
+    var head: UInt32 = 0
 }

@@ -1,15 +1,5 @@
 extension FlashKVStore {
-    /// One flash-level step of a plan.
-    enum Step: Sendable {
-        /// Make a free page the new log tail: program slot B of its header.
-        case open(page: Int, sequence: UInt32)
-        /// Copy live values (compaction) into a record at `offset` of `page`, optionally advancing the head.
-        case copy(page: Int, offset: Int, entries: [(key: UInt16, location: Location)], head: UInt32?)
-        /// Erase a compacted page and program its slot A with the new erase count.
-        case erase(page: Int, eraseCount: Int)
-        /// Write and commit the transaction record at `offset` of `page`, then wipe what it replaced.
-        case transaction(page: Int, offset: Int)
-    }
+    typealias Step = StoreStep
 
     /// Decides, without writing, which pages to open and compact so that a record fits, keeping one free
     /// page in reserve for compaction. The same plan is used to answer ``canApply(_:clearingFirst:)`` and
@@ -182,4 +172,16 @@ extension FlashKVStore {
             return live
         }
     }
+}
+
+/// One flash-level step of a plan.
+enum StoreStep: Sendable {
+    /// Make a free page the new log tail: program slot B of its header.
+    case open(page: Int, sequence: UInt32)
+    /// Copy live values (compaction) into a record at `offset` of `page`, optionally advancing the head.
+    case copy(page: Int, offset: Int, entries: [(key: UInt16, location: StoreLocation)], head: UInt32?)
+    /// Erase a compacted page and program its slot A with the new erase count.
+    case erase(page: Int, eraseCount: Int)
+    /// Write and commit the transaction record at `offset` of `page`, then wipe what it replaced.
+    case transaction(page: Int, offset: Int)
 }

@@ -12,6 +12,13 @@
 /// device (``StoreError/Code/powerCut``): then the value is stale and the device must be mounted again
 /// with ``init(mounting:)``, which finishes or rolls back the interrupted operation.
 public struct FlashKVStore<Device: FlashDevice>: Sendable {
+    // The store's bookkeeping types do not depend on the device: declared outside this generic type, arrays and
+    // dictionaries of them are specialized. Nested here, every page array access in unspecialized store code went
+    // through generic metadata (counting the free pages before each write cost more than the write).
+    typealias Location = StoreLocation
+    typealias PageInfo = StorePageInfo
+    typealias Transaction = StoreTransaction
+
     /// The flash the store lives in.
     public internal(set) var device: Device
     let format: StoreFormat
@@ -24,26 +31,6 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     var isStale = false
     /// What the mount that produced this store repaired.
     public internal(set) var recovery: RecoveryReport
-
-    /// Where a live value is.
-    struct Location: Hashable, Sendable {
-        var page: Int
-        /// Absolute byte offset of the value.
-        var offset: Int
-        var length: Int
-    }
-
-    /// The store's view of one page.
-    struct PageInfo: Hashable, Sendable {
-        enum Kind: Hashable, Sendable { case free, log, retired }
-        var kind: Kind
-        var eraseCount: Int
-        /// Whether slot A (the erase count) is written; a free page without it is blank.
-        var hasSlotA: Bool
-        var sequence: UInt32 = 0
-        /// Page-relative offset where the next record goes (log pages); `pageSize` when sealed.
-        var writeOffset: Int = 0
-    }
 
     /// Gives `body` the device to change things the store does not see, such as arming a power cut.
     /// Changing the flash contents behind the store's back is undefined; mount again after that.
@@ -114,9 +101,7 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
         return StoreCapacity(totalBytes: total, usedBytes: usedBytes, wordSize: format.wordSize)
     }
 
-    /// How many of `pages` are of `kind`. A plain loop: `count(where:)` ran unspecialized here, walking the array
-    /// through witness tables, and counting the free pages for each write was 17% of a getAssertion on a 4 MiB
-    /// image (the signature counter is written on every one).
+    /// How many of `pages` are of `kind` (a plain loop: the generic `count(where:)` was left unspecialized here).
     static func count(of kind: PageInfo.Kind, in pages: [PageInfo]) -> Int {
         var n = 0
         for i in pages.indices where pages[i].kind == kind { n += 1 }
@@ -199,15 +184,6 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
         }
     }
 
-    /// A transaction, normalized: one update per key, removes of absent keys dropped.
-    struct Transaction: Sendable {
-        var clear: Bool
-        var updates: [StoreUpdate]
-        var recordSize: Int
-        /// Whether the live footprint grows (then the slack must remain free after it).
-        var grows: Bool
-    }
-
     func prepare(_ updates: [StoreUpdate], clearingFirst: Bool) throws(StoreError) -> Transaction? {
         var last: [UInt16: Int] = [:]
         for (i, u) in updates.enumerated() { last[u.key] = i }
@@ -243,4 +219,33 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
         }
         return Transaction(clear: clearingFirst, updates: kept, recordSize: size, grows: growth > 0)
     }
+}
+
+/// Where a live value is.
+struct StoreLocation: Hashable, Sendable {
+    var page: Int
+    /// Absolute byte offset of the value.
+    var offset: Int
+    var length: Int
+}
+
+/// The store's view of one page.
+struct StorePageInfo: Hashable, Sendable {
+    enum Kind: Hashable, Sendable { case free, log, retired }
+    var kind: Kind
+    var eraseCount: Int
+    /// Whether slot A (the erase count) is written; a free page without it is blank.
+    var hasSlotA: Bool
+    var sequence: UInt32 = 0
+    /// Page-relative offset where the next record goes (log pages); `pageSize` when sealed.
+    var writeOffset: Int = 0
+}
+
+/// A transaction, normalized: one update per key, removes of absent keys dropped.
+struct StoreTransaction: Sendable {
+    var clear: Bool
+    var updates: [StoreUpdate]
+    var recordSize: Int
+    /// Whether the live footprint grows (then the slack must remain free after it).
+    var grows: Bool
 }
