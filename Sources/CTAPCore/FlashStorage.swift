@@ -63,8 +63,8 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// What RAM keeps of each stored credential, by record key; the credential itself is decoded from its record
     /// when a request needs it.
     var residents: [UInt16: ResidentSummary]
-    /// Every credential record key below this one is taken: a free key is looked for from here, so that filling
-    /// the store does not probe every taken key again for each new credential.
+    /// Every credential record key below this one is taken (this one may be too): a free key is looked for from
+    /// here, so that filling the store does not probe every taken key again for each new credential.
     var freeKeyHint = StorageKey.firstCredential
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?

@@ -168,8 +168,9 @@ struct BenchCommand: ParsableCommand {
         // The same key on a flash image (large geometry): empty, then with 10,000 discoverable credentials.
         let image = Self.temporaryImage()
         defer { unlink(image) }
-        let (flashRows, flashResident) = try flashRows(image: image)
-        rows += flashRows
+        let flash = try flashRows(image: image)
+        rows += flash.rows
+        let flashResident = flash.resident
         let fullUDP = try UDPBench(flash: image)
         rows.append(measureInterleaved(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
             try fullUDP.getAssertion(credential: flashResident)
@@ -261,19 +262,18 @@ struct BenchCommand: ParsableCommand {
             p99: percentile(latencies, 99), reference: Double(signatures) / fidosim.seconds(rawTime))
     }
 
-    /// makeCredential by `path`, non-discoverable and then discoverable (each request replaces the stored credential
-    /// of one of 100 users, so the store stays small): `body` makes one, given whether it is discoverable and for which
-    /// user.
     /// getAssertion in process on a flash image (large geometry) holding 1 and then 10,000 discoverable
     /// credentials, and makeCredential with 10,000 stored; also the id of a credential stored in the image at
     /// `image`, which is left holding the 10,000.
     func flashRows(image: String) throws -> (rows: [Row], resident: [UInt8]) {
         var rows: [Row] = []
-        var (emptyFlash, emptyFlashResident) = try BenchKey.filled(image: image, count: 1)
+        let (emptyKey, emptyResident) = try BenchKey.filled(image: image, count: 1)
+        var emptyFlash = emptyKey
         rows.append(measureInterleaved(name: "getAssertion in process, 1 discoverable stored (flash)") {
-            try emptyFlash.getAssertion(credential: emptyFlashResident)
+            try emptyFlash.getAssertion(credential: emptyResident)
         })
-        var (full, flashResident) = try BenchKey.filled(image: image, count: 10_000)
+        let (filled, flashResident) = try BenchKey.filled(image: image, count: 10_000)
+        var full = filled
         rows.append(measureInterleaved(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
             try full.getAssertion(credential: flashResident)
         })
@@ -292,6 +292,10 @@ struct BenchCommand: ParsableCommand {
         return temporary + "/fidosim-bench-\(getpid()).img"
     }
 
+    /// makeCredential by `path`, non-discoverable and then discoverable (each request replaces the stored credential
+    /// of one of 100 users, so the store stays small): `body` makes one, given whether it is discoverable and for which
+    /// user.
+    /// `measuring` is how each row is measured (interleaved with raw signing unless given).
     func makeCredentialRows(
         path: String, measuring: ((String, () throws -> Void) -> Row)? = nil,
         _ body: (_ resident: Bool, _ user: Int) throws -> Void
