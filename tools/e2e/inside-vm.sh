@@ -81,19 +81,25 @@ serve_pid=
 DEV=
 # start_key SERIAL [serve options]: a key with that serial number, found as $DEV by it (HID_UNIQ): the python-fido2
 # and conform keys of the second lane come and go at the same time.
+# wait_for COMMAND [ARGS...]: runs the command every 0.1 s until it succeeds, for up to 30 s.
+wait_for() {
+    local _
+    for _ in $(seq 1 300); do "$@" && return 0; sleep 0.1; done
+    return 1
+}
+key_with_serial() { # sets DEV to the hidraw node of the key whose HID_UNIQ is $1
+    local f
+    f=$(grep -l "^HID_UNIQ=$1\$" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
+    [ -n "$f" ] || return 1
+    DEV=/dev/$(basename "$(dirname "$(dirname "$f")")")
+    [ -c "$DEV" ]
+}
 start_key() {
     local serial=$1
     shift
     "$bin" serve --transport auto --presence approve --log-level info --serial "$serial" "$@" >"$out/serve-$serial.log" 2>&1 &
     serve_pid=$!
-    for _ in $(seq 1 300); do
-        dev=$(grep -l "^HID_UNIQ=$serial\$" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
-        if [ -n "$dev" ]; then
-            DEV=/dev/$(basename "$(dirname "$(dirname "$dev")")")
-            [ -c "$DEV" ] && return 0
-        fi
-        sleep 0.1
-    done
+    wait_for key_with_serial "$serial" && return 0
     echo "the key did not appear"; cat "$out/serve-$serial.log"
     kill "$serve_pid" 2>/dev/null && wait "$serve_pid"  # no stray key for the steps that talk to every key
     serve_pid=
@@ -259,6 +265,10 @@ hidraw_named() { # the /dev/hidrawN whose HID_NAME is $1
     f=$(grep -l "HID_NAME=$1\$" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
     [ -n "$f" ] && echo "/dev/$(basename "$(dirname "$(dirname "$f")")")"
 }
+bridge_ready() { # sets BDEV to the board's host-side hidraw node once fidosim serves through the board
+    BDEV=$(hidraw_named "fidosim bridge board (host side)")
+    [ -n "$BDEV" ] && grep -q "serving a virtual key on hid " "$out/serve-bridge.log"
+}
 # start_bridge [fixture options] [-- serve options]: the board fixture, then fidosim serving through its board side.
 start_bridge() {
     local fixture=() serve=()
@@ -270,15 +280,11 @@ start_bridge() {
     # 7,609-byte PING (129 reports) once lost reports to it.
     nice -n -10 "$python" "$repo/tools/bridge/board_fixture.py" "${fixture[@]}" >"$out/board.log" 2>&1 &
     board_pid=$!
-    for _ in $(seq 1 300); do grep -q "bridge board ready" "$out/board.log" && break; sleep 0.1; done
+    wait_for grep -q "bridge board ready" "$out/board.log"  # if not, serve fails below and the logs are printed
     "$bin" serve --transport hid --device 1209:0001 "${serve[@]}" --flash memory --presence approve --name bridge \
         --log-level info >"$out/serve-bridge.log" 2>&1 &
     serve_pid=$!
-    for _ in $(seq 1 300); do
-        BDEV=$(hidraw_named "fidosim bridge board (host side)")
-        if [ -n "$BDEV" ] && grep -q "serving a virtual key on hid " "$out/serve-bridge.log"; then return 0; fi
-        sleep 0.1
-    done
+    wait_for bridge_ready && return 0
     cat "$out/board.log" "$out/serve-bridge.log"
     return 1
 }
@@ -312,17 +318,17 @@ fi
 # --- the firmware as a USB device: serve --transport gadget on dummy_hcd -------------------------------
 # configfs makes a gadget with one HID function; dummy_hcd is a loopback USB device controller whose host side is
 # this kernel: it enumerates the gadget over USB, binds usbhid, and the key appears as a hidraw device.
+gadget_ready() { # sets GDEV to the gadget key's hidraw node once usbhid has bound it
+    GDEV=$(hidraw_named "fidosim fidosim gadget key")
+    [ -n "$GDEV" ]
+}
 start_gadget() {
     modprobe dummy_hcd && modprobe libcomposite && modprobe usb_f_hid || return 1
     mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || return 1
     "$bin" serve --transport gadget --flash memory --presence approve --name gadget --device-name "fidosim gadget key" \
         --log-level info >"$out/serve-gadget.log" 2>&1 &
     serve_pid=$!
-    for _ in $(seq 1 300); do
-        GDEV=$(hidraw_named "fidosim fidosim gadget key")
-        if [ -n "$GDEV" ]; then return 0; fi
-        sleep 0.1
-    done
+    wait_for gadget_ready && return 0
     cat "$out/serve-gadget.log"; ls /sys/class/udc /sys/class/hidraw; grep -h HID_NAME /sys/class/hidraw/*/device/uevent
     return 1
 }
