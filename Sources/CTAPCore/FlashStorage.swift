@@ -63,7 +63,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// What RAM keeps of each stored credential, by record key; the credential itself is decoded from its record
     /// when a request needs it.
     var residents: [UInt16: ResidentSummary]
-    /// Every credential record key below this one is taken (this one may be too): a free key is looked for from
+    /// Every credential record key below this one holds a record (this one may too): a free key is looked for from
     /// here, so that filling the store does not probe every taken key again for each new credential.
     var freeKeyHint = StorageKey.firstCredential
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
@@ -439,8 +439,10 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     }
 
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
-        var updates: [StoreUpdate] = residents.keys.map { .remove(key: $0) }
+        // Every credential record, also one that did not decode at mount: it may still hold a private key.
         let present = Set(store.keys)
+        var updates: [StoreUpdate] = present.filter { $0 >= StorageKey.firstCredential && $0 <= StorageKey.lastCredential }
+            .sorted().map { .remove(key: $0) }
         for key in [
             StorageKey.pin, StorageKey.pinRetries, StorageKey.settings, StorageKey.largeBlobHeader,
             StorageKey.fingerprints, StorageKey.uvRetries, StorageKey.persistentToken,
@@ -472,10 +474,12 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         deviceSecret = newDeviceSecret
     }
 
+    /// The lowest credential record key that holds nothing: not a credential, and not a record that did not decode
+    /// at mount either, which a new credential would otherwise overwrite without a word.
     func freeCredentialKey() -> UInt16? {
         var key = freeKeyHint
         while key <= StorageKey.lastCredential {
-            if residents[key] == nil { return key }
+            if residents[key] == nil && !store.contains(key) { return key }
             key += 1
         }
         return nil

@@ -90,6 +90,29 @@ import Testing
         #expect(!found)
     }
 
+    /// A credential record that does not decode (from a newer format, say) is skipped at mount, but a new credential
+    /// does not overwrite it, and reset wipes it with the others: it may still hold a private key.
+    @Test func aRecordThatDoesNotDecodeIsKeptUntilResetWipesIt() throws {
+        var entropy = EntropySource(SeededGenerator(seed: 4))
+        var storage = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
+        let secret = Array(repeating: UInt8(0x5A), count: 32)
+        var store = storage.store
+        try store.insert([0xFF] + secret, for: StorageKey.firstCredential)  // 0xFF: not a CBOR map head
+        try store.insert([0xFF] + secret, for: StorageKey.firstCredential + 5)
+        storage = try FlashStorage(device: store.device, entropy: &entropy)
+        #expect(storage.residentCount == 0)
+        try storage.storeResident(credential(1))
+        #expect(storage.store.keys.filter { $0 >= StorageKey.firstCredential } == [
+            StorageKey.firstCredential, StorageKey.firstCredential + 1, StorageKey.firstCredential + 5,
+        ])
+        #expect(try storage.store.get(StorageKey.firstCredential) == [0xFF] + secret)
+        #expect(storage.residentCredentials == [credential(1)])
+        try storage.wipe(newDeviceSecret: Array(repeating: 9, count: 32))
+        #expect(storage.store.keys.allSatisfy { $0 < StorageKey.firstCredential })
+        let image = storage.store.device.image
+        #expect(!(0...(image.count - secret.count)).contains { Array(image[$0..<($0 + secret.count)]) == secret })
+    }
+
     @Test func authenticatorReportsRemainingCapacityInGetInfo() throws {
         var entropy = EntropySource(SeededGenerator(seed: 1))
         let storage = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
