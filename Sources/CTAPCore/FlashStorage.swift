@@ -307,15 +307,13 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         // The new serial first: replacing the newest record (the same user registering again) then leaves forget
         // nothing to recompute, where it would scan every record.
         newestSerial = max(newestSerial, credential.creationSerial)
-        let hint = freeKeyHint
         for old in gone { forget(key: old.key, id: old.id) }
         let summary = ResidentSummary(credential)
         residents[key] = summary
         owners.insert(summary, key: key)
         keysById[credential.id] = key
-        // forget lowered the hint to each record it dropped; `key` is taken again, only a replaced other one is free.
-        freeKeyHint = hint
-        for old in gone where old.key != key { freeKeyHint = min(freeKeyHint, old.key) }
+        // `key` is taken again; only a replaced credential under another key leaves its key free.
+        if let replaced, replaced != key { freeKeyHint = min(freeKeyHint, replaced) }
         // A free key was the first free one from the hint: every key up to it is taken now.
         if sameId == nil && replaced == nil { freeKeyHint = min(key + 1, StorageKey.lastCredential) }
         // Again, in case an imported credential's serial was below the one forget just gave up.
@@ -325,7 +323,6 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// Drops the record in `key` (holding credential `id`) from the RAM indexes, once the store no longer has it.
     mutating func forget(key: UInt16, id: [UInt8]?) {
         guard let old = residents.removeValue(forKey: key) else { return }
-        freeKeyHint = min(freeKeyHint, key)
         owners.remove(old, key: key)
         if let id, keysById[id] == key { keysById[id] = nil }
         if old.creationSerial == newestSerial { newestSerial = residents.values.map(\.creationSerial).max() ?? 0 }
@@ -336,6 +333,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         guard let key = keysById[id] else { return false }
         try write([.remove(key: key)])
         forget(key: key, id: id)
+        freeKeyHint = min(freeKeyHint, key)
         keysById[id] = nil
         return true
     }
@@ -479,7 +477,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     func freeCredentialKey() -> UInt16? {
         var key = freeKeyHint
         while key <= StorageKey.lastCredential {
-            if residents[key] == nil && !store.contains(key) { return key }
+            if !store.contains(key) { return key }  // every credential in `residents` has its record in the store
             key += 1
         }
         return nil
