@@ -25,6 +25,7 @@ help:
 	@echo "make unit-test  swift test only"
 	@echo "make interop    the python-fido2 interop suite against the built binary"
 	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
+	@echo "                (E2E_REPEAT=N: every group N times in one boot, with the failures per step)"
 	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
@@ -79,7 +80,7 @@ unit-test: deps
 	$(SWIFT) test
 
 interop: build
-	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/control
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/control tools/e2e/test_steps.py
 
 # make test ends with the VM end-to-end run when its tools can be installed (E2E=skip leaves it out).
 test: fuzz-smoke unit-test interop e2e-auto
@@ -90,6 +91,7 @@ E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* 
 	firefox-esr:firefox-esr
 E2E_PY := 'virtme_ng=virtme-ng' 'selenium=selenium' 'websockets=websockets'
 E2E_GROUPS ?= libfido2,ssh,python,conform,bridge,gadget,browser
+E2E_REPEAT ?= 1
 
 e2e-deps: deps
 	@missing=""; for pair in $(E2E_DEB); do pkg=$${pair%%:*}; probe=$${pair#*:}; \
@@ -103,13 +105,13 @@ e2e-deps: deps
 	done
 
 e2e: e2e-deps build
-	E2E_GROUPS=$(E2E_GROUPS) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN)
+	E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN)
 
 # e2e when the VM tools are there or can be installed; a machine that cannot install them skips it, saying why.
 e2e-auto: build
 	@if [ "$${E2E:-}" = skip ]; then echo "e2e: skipped (E2E=skip)"; \
 	elif ! $(MAKE) --no-print-directory e2e-deps; then echo "e2e: skipped: the VM tools could not be installed"; \
-	else E2E_GROUPS=$(E2E_GROUPS) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN); fi
+	else E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN); fi
 
 # Give the logged-in user and the fidosim group access to /dev/uhid and to the key's hidraw node.
 install-udev:

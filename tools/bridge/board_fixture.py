@@ -88,6 +88,43 @@ class Side:
         os.close(self.fd)
 
 
+def wait_until(what: str, condition, seconds: float = 30.0) -> None:
+    """Polls `condition` every 0.1 s until it holds; after `seconds` of wall-clock time, exits saying what it
+    waited for."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise SystemExit(f"waited {seconds:.0f} s for {what}: gave up")
+        time.sleep(0.1)
+
+
+def read_text(path: str) -> str | None:
+    """The file's text, or None when it is gone (sysfs entries vanish while a device is torn down)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError, ProcessLookupError, OSError):
+        return None
+
+
+def usb_hidraw_present(vendor: int, product: int) -> bool:
+    """Whether the USB host side has bound usbhid to the gadget: a hidraw node with its IDs on a USB bus (a uhid
+    device with the same IDs, say the previous step's board, does not count: its HID_PHYS is not usb-...)."""
+    try:
+        names = os.listdir("/sys/class/hidraw")
+    except FileNotFoundError:
+        return False
+    for name in names:
+        text = read_text(f"/sys/class/hidraw/{name}/device/uevent")
+        if text is None:
+            continue  # listed, then gone: not this one
+        lines = text.splitlines()
+        if any(line.endswith(f"{vendor:08X}:{product:08X}") for line in lines if line.startswith("HID_ID=")) and \
+                any(line.startswith("HID_PHYS=usb-") for line in lines):
+            return True
+    return False
+
+
 class GadgetSide:
     """The board side as a USB HID gadget: 64-byte reports both ways through /dev/hidgN."""
 
@@ -98,6 +135,25 @@ class GadgetSide:
         udcs = sorted(os.listdir("/sys/class/udc")) if os.path.isdir("/sys/class/udc") else []
         if not udcs:
             raise SystemExit("no USB device controller (modprobe dummy_hcd) and configfs at /sys/kernel/config")
+        if os.path.exists(root):
+            self.remove_gadget()  # left by a fixture that did not stop cleanly
+        self.fd = -1
+        try:
+            self.create(root, udcs[0], name, serial, vendor, product, usage_page)
+        except BaseException:
+            self.destroy()
+            raise
+
+    @staticmethod
+    def udc_free(udc: str) -> bool:
+        """No gadget in configfs is bound to `udc`."""
+        base = "/sys/kernel/config/usb_gadget"
+        for gadget in os.listdir(base) if os.path.isdir(base) else []:
+            if (read_text(f"{base}/{gadget}/UDC") or "").strip() == udc:
+                return False
+        return True
+
+    def create(self, root: str, udc: str, name: str, serial: str, vendor: int, product: int, usage_page: int):
         for d in ("", "/strings/0x409", "/configs/c.1", "/configs/c.1/strings/0x409", "/functions/hid.board"):
             os.makedirs(root + d, exist_ok=True)
         files = {
@@ -114,24 +170,33 @@ class GadgetSide:
             f.write(descriptor(usage_page))
         if not os.path.islink(f"{root}/configs/c.1/hid.board"):
             os.symlink(f"{root}/functions/hid.board", f"{root}/configs/c.1/hid.board")
+        # The controller is busy while another gadget (an earlier step's, being torn down) is still bound to it.
+        wait_until(f"the USB device controller {udc} to be free", lambda: self.udc_free(udc))
         with open(f"{root}/UDC", "w") as f:
-            f.write(udcs[0])
+            f.write(udc)
         with open(f"{root}/functions/hid.board/dev") as f:
             major, minor = (int(x) for x in f.read().split(":"))
-        node = next((f"/dev/{n}" for n in sorted(os.listdir("/dev")) if n.startswith("hidg")
-                     and os.stat(f"/dev/{n}").st_rdev == os.makedev(major, minor)), None)
-        if node is None:
-            raise SystemExit(f"no /dev/hidgN for {major}:{minor}")
+        node = None
+
+        def find_node() -> bool:
+            nonlocal node
+            for n in sorted(os.listdir("/dev")):
+                try:
+                    if n.startswith("hidg") and os.stat(f"/dev/{n}").st_rdev == os.makedev(major, minor):
+                        node = f"/dev/{n}"
+                        return True
+                except FileNotFoundError:
+                    continue
+            return False
+
+        wait_until(f"/dev/hidgN for {major}:{minor}", find_node, 10)
         self.fd = os.open(node, os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK)
         # Reports for the host, queued while the IN endpoint still holds the previous one. The other side (uhid)
         # has no flow control, so it is read at once whatever the USB side's pace (uhid drops what it cannot queue).
         self.pending: collections.deque[bytes] = collections.deque()
-        # Ready once the host has enumerated it (usbhid bound: a hidraw node for its ID).
-        for _ in range(300):
-            if any(f"{vendor:08X}:{product:08X}" in open(f"/sys/class/hidraw/{h}/device/uevent").read()
-                   for h in os.listdir("/sys/class/hidraw")):
-                break
-            time.sleep(0.1)
+        # Ready once the host has enumerated it (usbhid bound: a hidraw node for its IDs on the USB bus).
+        wait_until(f"the host to enumerate the board {vendor:04x}:{product:04x} (a hidraw node on USB)",
+                   lambda: usb_hidraw_present(vendor, product), 60)
 
     def input(self, report: bytes) -> None:
         self.pending.append(report)
@@ -154,12 +219,23 @@ class GadgetSide:
         return report or None
 
     def destroy(self) -> None:
-        os.close(self.fd)
-        with open(f"{self.ROOT}/UDC", "w") as f:
-            f.write("\n")
-        os.remove(f"{self.ROOT}/configs/c.1/hid.board")
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.remove_gadget()
+
+    @classmethod
+    def remove_gadget(cls) -> None:
+        """Unbinds the gadget and removes it from configfs, whatever part of it exists."""
+        root = cls.ROOT
+        if (read_text(f"{root}/UDC") or "").strip():
+            with open(f"{root}/UDC", "w") as f:
+                f.write("\n")
+        if os.path.islink(f"{root}/configs/c.1/hid.board"):
+            os.remove(f"{root}/configs/c.1/hid.board")
         for d in ("/configs/c.1/strings/0x409", "/configs/c.1", "/functions/hid.board", "/strings/0x409", ""):
-            os.rmdir(self.ROOT + d)
+            if os.path.isdir(root + d):
+                os.rmdir(root + d)
 
 
 def main() -> int:
@@ -171,16 +247,24 @@ def main() -> int:
     args = parser.parse_args()
     board_vid, board_pid = (int(x, 16) for x in args.board_id.split(":"))
     host_vid, host_pid = (int(x, 16) for x in args.host_id.split(":"))
-    board = (GadgetSide if args.board_usb else Side)("fidosim bridge board (board side)", "BOARD0001", board_vid, board_pid, 0xFF00)
-    host = Side("fidosim bridge board (host side)", "BRIDGE0001", host_vid, host_pid, 0xF1D0)
     stop = False
+    started = False
 
     def on_signal(*_):
         nonlocal stop
+        if not started:  # still setting up: unwind, removing what exists (a gadget must not stay bound)
+            raise SystemExit("stopped before the board was ready")
         stop = True
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    board = (GadgetSide if args.board_usb else Side)("fidosim bridge board (board side)", "BOARD0001", board_vid, board_pid, 0xFF00)
+    try:
+        host = Side("fidosim bridge board (host side)", "BRIDGE0001", host_vid, host_pid, 0xF1D0)
+    except BaseException:
+        board.destroy()
+        raise
+    started = True
     print("bridge board ready", flush=True)
     relayed = 0
     while not stop:

@@ -11,52 +11,27 @@ python=${PYTHON:-python3}
 pin() { "$python" "$repo/tools/e2e/answer_pin.py" 1234 "$@"; } # runs a command, typing PIN 1234 at its prompts
 groups=${E2E_GROUPS:-libfido2,ssh,python,conform,bridge,gadget,browser}
 want() { [[ ",$groups," == *",$1,"* ]]; }
-work=$(mktemp -d)
-export HOME=$work
-cd "$work" || exit 1
-pass=0
-fail=0
-failed=()
-
-step() {
-    local name=$1
-    shift
-    local t0
-    t0=$(date +%s%N)
-    if "$@" >"$out/$name.log" 2>&1; then
-        pass=$((pass + 1))
-        printf 'PASS  %-32s %6d ms\n' "$name" $((($(date +%s%N) - t0) / 1000000))
-    else
-        fail=$((fail + 1))
-        failed+=("$name")
-        printf 'FAIL  %-32s %6d ms\n' "$name" $((($(date +%s%N) - t0) / 1000000))
-        tail -n 25 "$out/$name.log" | sed 's/^/      | /'
-        return 1
-    fi
-}
-
-# A browser step gets one retry: a headless browser under TCG emulation sometimes takes longer to start than
-# its own timeout allows. A step that passes only on the retry says so, and its first log is kept.
-step_retry() {
-    local name=$1
-    if step "$name" "${@:2}"; then return 0; fi
-    mv "$out/$name.log" "$out/$name.first-try.log"
-    fail=$((fail - 1))
-    unset 'failed[-1]'
-    echo "      retrying $name once"
-    step "$name" "${@:2}"
-}
+rounds=${E2E_REPEAT:-1}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "E2E_REPEAT must be a positive number, not '$rounds'"; rounds=1; }
+results=$out
+# step, gate, group, cleanup, step_retry and the counters: tools/e2e/steps.sh (tested on the host by test_steps.sh).
+source "$repo/tools/e2e/steps.sh"
 
 finish() {
-    dmesg | grep -i -E "uhid|hid-generic|queue" >"$out/dmesg.log" 2>&1
+    dmesg | grep -i -E "uhid|hid-generic|queue|usb" >"$results/dmesg.log" 2>&1
     {
+        if [ "$rounds" -gt 1 ]; then
+            echo "failures per step over $rounds rounds:"
+            [ ${#failures[@]} -eq 0 ] && echo "  none"
+            for f in "${!failures[@]}"; do echo "  $f: failed in ${failures[$f]} of $rounds"; done
+        fi
         for f in "${failed[@]}"; do echo "failed: $f"; done
-        echo "e2e: $pass passed, $fail failed"
-    } | tee "$out/summary"
+        echo "e2e: $pass passed, $fail failed, $skip skipped (skipped because an earlier step of its group failed)$([ "$rounds" -gt 1 ] && echo ", $rounds rounds")"
+    } | tee "$results/summary"
     exit 0
 }
 
-modprobe uhid || { echo "modprobe uhid failed"; fail=1; finish; }
+modprobe uhid || { echo "modprobe uhid failed"; fail=1; failed+=(modprobe-uhid); finish; }
 
 # --- files in the guest's memory ----------------------------------------------------------------
 # The guest reads the host's files over 9p without a cache, and under emulation every page of a program's code that
@@ -73,43 +48,67 @@ if want browser; then
     ( for browser in ${E2E_BROWSERS:-chromium firefox}; do
         case $browser in chromium) d=/usr/lib/chromium ;; firefox) d=/usr/lib/firefox-esr ;; *) continue ;; esac
         [ -d "$d" ] && { in_memory "$d" || echo "copying $d to memory failed (the browser runs from 9p)"; }
-      done ) >"$out/in-memory.log" 2>&1 &
+      done ) >"$results/in-memory.log" 2>&1 &
     copy_pid=$!
 fi
 
 serve_pid=
+serve_gone=()  # the command that tells the running key's device is gone (stop_key waits for it)
 DEV=
-# start_key SERIAL [serve options]: a key with that serial number, found as $DEV by it (HID_UNIQ): the python-fido2
-# and conform keys of the second lane come and go at the same time.
-# wait_for COMMAND [ARGS...]: runs the command every 0.1 s until it succeeds, for up to 30 s.
+# wait_for SECONDS WHAT COMMAND [ARGS...]: runs the command every 0.1 s until it succeeds; after SECONDS of
+# wall-clock time (not a number of tries: under load one try can take long) it says what it waited for and fails.
+# Commands passed here treat a device node or sysfs entry that vanishes while they read it as "not yet".
 wait_for() {
-    local _
-    for _ in $(seq 1 300); do "$@" && return 0; sleep 0.1; done
+    local seconds=$1 what=$2
+    shift 2
+    local deadline=$(($(date +%s) + seconds))
+    while :; do
+        "$@" 2>/dev/null && return 0
+        [ "$(date +%s)" -ge "$deadline" ] && break
+        sleep 0.1
+    done
+    echo "waited ${seconds} s for $what: gave up"
     return 1
 }
-key_with_serial() { # sets DEV to the hidraw node of the key whose HID_UNIQ is $1
-    local f
-    f=$(grep -l "^HID_UNIQ=$1\$" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
-    [ -n "$f" ] || return 1
-    DEV=/dev/$(basename "$(dirname "$(dirname "$f")")")
-    [ -c "$DEV" ]
+hidraw_with() { # hidraw_with PATTERN: the /dev/hidrawN whose uevent has a line matching PATTERN (grep -x)
+    local f node
+    for f in /sys/class/hidraw/hidraw*/device/uevent; do
+        grep -qx -- "$1" "$f" 2>/dev/null || continue  # listed, then gone: not this one
+        node=/dev/$(basename "$(dirname "$(dirname "$f")")")
+        [ -c "$node" ] && { echo "$node"; return 0; }
+    done
+    return 1
 }
+no_hidraw_with() { ! hidraw_with "$1" >/dev/null; }
+key_with_serial() { DEV=$(hidraw_with "HID_UNIQ=$1"); } # sets DEV to the hidraw node of the key with serial $1
+# start_key SERIAL [serve options]: a key with that serial number, found as $DEV by it (HID_UNIQ): the python-fido2
+# and conform keys of the second lane come and go at the same time.
 start_key() {
     local serial=$1
     shift
+    # A key of the same serial from an earlier step or round must be gone, or DEV could name its node.
+    wait_for 30 "the previous key $serial to go" no_hidraw_with "HID_UNIQ=$serial" || return 1
     "$bin" serve --transport auto --presence approve --log-level info --serial "$serial" "$@" >"$out/serve-$serial.log" 2>&1 &
     serve_pid=$!
-    wait_for key_with_serial "$serial" && return 0
+    serve_gone=(no_hidraw_with "HID_UNIQ=$serial")
+    wait_for 60 "the hidraw node of key $serial" key_with_serial "$serial" && return 0
     echo "the key did not appear"; cat "$out/serve-$serial.log"
-    kill "$serve_pid" 2>/dev/null && wait "$serve_pid"  # no stray key for the steps that talk to every key
-    serve_pid=
+    stop_key  # no stray key for the steps that talk to every key
     return 1
 }
+# stop_key: stops the running key and waits until its device is gone, so the next step starts without it.
 stop_key() {
-    [ -n "$serve_pid" ] && kill "$serve_pid" && wait "$serve_pid"
+    [ -n "$serve_pid" ] || return 0
+    kill "$serve_pid" 2>/dev/null
+    wait "$serve_pid"
     local rc=$?
     serve_pid=
-    return $rc
+    [ "$rc" = 0 ] || echo "serve exited with status $rc (0 expected after SIGTERM)"
+    if [ ${#serve_gone[@]} -gt 0 ]; then
+        wait_for 30 "the stopped key's device to go" "${serve_gone[@]}" || rc=1
+        serve_gone=()
+    fi
+    [ "$rc" = 0 ]
 }
 
 # --- lanes ------------------------------------------------------------------------------------------
@@ -121,9 +120,10 @@ stop_key() {
 declare -A lane_pid
 run_lane() { # run_lane NAME FUNCTION
     (
-        pass=0 fail=0 failed=()
+        pass=0 fail=0 skip=0 failed=()
+        group
         "$2"
-        { echo "$pass $fail"; for f in "${failed[@]}"; do echo "$f"; done; } >"$out/lane-$1.result"
+        { echo "$pass $fail $skip"; for f in "${failed[@]}"; do echo "$f"; done; } >"$out/lane-$1.result"
     ) >"$out/lane-$1.out" 2>&1 &
     lane_pid[$1]=$!
 }
@@ -137,10 +137,11 @@ join_lane() { # join_lane NAME: waits for the lane, prints its steps and counts 
         failed+=("lane-$1")
         return
     fi
-    local p f name
-    { read -r p f; while read -r name; do failed+=("$name"); done; } <"$out/lane-$1.result"
+    local p f k name
+    { read -r p f k; while read -r name; do failed+=("$name"); done; } <"$out/lane-$1.result"
     pass=$((pass + p))
     fail=$((fail + f))
+    skip=$((skip + k))
 }
 
 # --- python-fido2 over its own hidraw backend: the interop suite (second lane) --------------------------
@@ -168,22 +169,28 @@ vm_python_tests=(
 # which the runner finds the key again by its serial number) go through the key's control socket. In the second
 # lane, after python-fido2, which keeps the two lanes about as long as each other.
 conform_group() {
-    step start-key-conform start_key e2e-conform --flash memory --name conform || return
+    group
+    gate start-key-conform start_key e2e-conform --flash memory --name conform
     step conform-hidraw "$bin" conform --device "hid:$DEV" --name conform --allow-destructive --report "$out/conform"
     # getAssertion through hidraw against the raw signing rate, measured in this VM (emulated, debug build).
     step bench-hidraw bash -c "'$bin' bench --hid-device '$DEV' --seconds 3 | tee '$out/bench-hidraw.md'"
-    step stop-key-conform stop_key
+    cleanup stop-key-conform stop_key
 }
 
 second_lane() {
-    want python && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest \
+    want python && group && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest \
         -p no:benchmark -p no:cacheprovider -q "${vm_python_tests[@]/#/$repo/tools/interop/}"
     want conform && conform_group
 }
+# --- one round of every group ------------------------------------------------------------------------
+# E2E_REPEAT=N runs every group N times in this boot, each round in a fresh home directory with its logs in
+# round-K/, and counts per step the rounds in which it failed.
+run_round() {
 { want python || want conform; } && run_lane second second_lane
 
 # --- the device ---------------------------------------------------------------------------------
-step start-key start_key e2e-libfido2
+group
+gate start-key start_key e2e-libfido2 --name libfido2
 step auto-transport-picks-uhid grep -q "using uhid" "$out/serve-e2e-libfido2.log"
 step fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$DEV: vendor=0x1209, product=0xf1d0'"
 step fido2-token-info bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
@@ -255,19 +262,33 @@ step fido2-token-list-credentials list_creds
 step fido2-token-delete-credential delete_cred
 fi
 
-step stop-key stop_key
+cleanup stop-key stop_key
 
 # --- the firmware through a HID bridge board: serve --transport hid ------------------------------------
 # tools/bridge/board_fixture.py stands in for the board with two uhid devices: the board side (vendor usage page,
 # 1209:0001) that fidosim opens through hidapi, and the host side (a FIDO key, 1209:F1D1) the clients use.
-hidraw_named() { # the /dev/hidrawN whose HID_NAME is $1
-    local f
-    f=$(grep -l "HID_NAME=$1\$" /sys/class/hidraw/hidraw*/device/uevent 2>/dev/null | head -n 1)
-    [ -n "$f" ] && echo "/dev/$(basename "$(dirname "$(dirname "$f")")")"
-}
+board_names=("HID_NAME=fidosim bridge board (host side)" "HID_NAME=fidosim bridge board (board side)"
+    "HID_NAME=fidosim fidosim bridge board (board side)")
 bridge_ready() { # sets BDEV to the board's host-side hidraw node once fidosim serves through the board
-    BDEV=$(hidraw_named "fidosim bridge board (host side)")
-    [ -n "$BDEV" ] && grep -q "serving a virtual key on hid " "$out/serve-bridge.log"
+    BDEV=$(hidraw_with "HID_NAME=fidosim bridge board (host side)") &&
+        grep -q "serving a virtual key on hid " "$out/serve-bridge.log"
+}
+board_started() { # the fixture said it is ready; 3 (give up) when it has exited instead
+    grep -q "bridge board ready" "$out/board.log" && return 0
+    kill -0 "$board_pid" 2>/dev/null || return 3
+    return 1
+}
+board_gone() { # no side of a board is left: neither hidraw node, nor the USB board's gadget in configfs
+    local name
+    for name in "${board_names[@]}"; do hidraw_with "$name" >/dev/null && return 1; done
+    [ ! -e /sys/kernel/config/usb_gadget/fidosim-board ]
+}
+udc_free() { # no gadget in configfs is bound to a USB device controller
+    local f
+    for f in /sys/kernel/config/usb_gadget/*/UDC; do
+        [ -e "$f" ] || continue
+        [ -z "$(tr -d '[:space:]' <"$f" 2>/dev/null)" ] || return 1
+    done
 }
 # start_bridge [fixture options] [-- serve options]: the board fixture, then fidosim serving through its board side.
 start_bridge() {
@@ -275,23 +296,39 @@ start_bridge() {
     while [ $# -gt 0 ] && [ "$1" != -- ]; do fixture+=("$1"); shift; done
     [ "${1:-}" = -- ] && shift
     serve=("$@")
+    wait_for 30 "the previous board to go" board_gone || return 1
+    wait_for 30 "the USB device controller to be free" udc_free || return 1
     # Raised priority: the fixture stands in for the board's own processor. It must drain its uhid devices'
     # kernel queues (32 reports, and uhid drops what does not fit) while the other lane keeps the CPUs busy; a
     # 7,609-byte PING (129 reports) once lost reports to it.
     nice -n -10 "$python" "$repo/tools/bridge/board_fixture.py" "${fixture[@]}" >"$out/board.log" 2>&1 &
     board_pid=$!
-    wait_for grep -q "bridge board ready" "$out/board.log"  # if not, serve fails below and the logs are printed
+    if ! wait_for 90 "the board fixture to be ready" board_started; then
+        cat "$out/board.log"
+        stop_board
+        return 1
+    fi
     "$bin" serve --transport hid --device 1209:0001 "${serve[@]}" --flash memory --presence approve --name bridge \
         --log-level info >"$out/serve-bridge.log" 2>&1 &
     serve_pid=$!
-    wait_for bridge_ready && return 0
+    wait_for 60 "fidosim to serve through the board" bridge_ready && return 0
     cat "$out/board.log" "$out/serve-bridge.log"
     return 1
+}
+stop_board() { # stops the fixture and waits until both its devices are gone
+    [ -n "${board_pid:-}" ] || return 0
+    kill "$board_pid" 2>/dev/null
+    wait "$board_pid"
+    local rc=$?
+    board_pid=
+    [ "$rc" = 0 ] || echo "the board fixture exited with status $rc"
+    wait_for 30 "the board's devices to go" board_gone || rc=1
+    [ "$rc" = 0 ]
 }
 stop_bridge() {
     stop_key
     local rc=$?
-    kill "$board_pid" && wait "$board_pid"
+    stop_board || rc=1
     cat "$out/board.log"
     return $rc
 }
@@ -303,37 +340,42 @@ start_bridge_usb() {
     start_bridge --board-usb -- --hid-backend libusb && grep -q "libusb backend" "$out/serve-bridge.log"
 }
 if want bridge; then
-    step start-bridge start_bridge
+    group
+    gate start-bridge start_bridge
     step bridge-fido2-token-info bash -c "fido2-token -I $BDEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
     step bridge-conform "$bin" conform --device "hid:$BDEV" --name bridge --allow-destructive --report "$out/conform-bridge"
-    step stop-bridge stop_bridge
-    step start-bridge-usb-libusb start_bridge_usb
+    cleanup stop-bridge stop_bridge
+    group
+    gate start-bridge-usb-libusb start_bridge_usb
     step bridge-usb-libusb-fido2-token-info bash -c "fido2-token -I $BDEV | tee /dev/stderr | grep -q 'version strings: U2F_V2'"
     step bridge-usb-libusb-conform bash -c "'$bin' conform --device 'hid:$BDEV' --name bridge --allow-destructive \
         --report '$out/conform-bridge-usb' && grep '0 failed, 0 skipped' '$out/conform-bridge-usb/report.md'"
-    step stop-bridge-usb-libusb stop_bridge
+    cleanup stop-bridge-usb-libusb stop_bridge
     step bridge-usb-removed bash -c "! ls /sys/kernel/config/usb_gadget/fidosim-board 2>/dev/null"
 fi
 
 # --- the firmware as a USB device: serve --transport gadget on dummy_hcd -------------------------------
 # configfs makes a gadget with one HID function; dummy_hcd is a loopback USB device controller whose host side is
 # this kernel: it enumerates the gadget over USB, binds usbhid, and the key appears as a hidraw device.
-gadget_ready() { # sets GDEV to the gadget key's hidraw node once usbhid has bound it
-    GDEV=$(hidraw_named "fidosim fidosim gadget key")
-    [ -n "$GDEV" ]
-}
+gadget_ready() { GDEV=$(hidraw_with "HID_NAME=fidosim fidosim gadget key"); } # its hidraw node, once usbhid bound it
+gadget_gone() { no_hidraw_with "HID_NAME=fidosim fidosim gadget key" && [ ! -e /sys/kernel/config/usb_gadget/fidosim-gadget ]; }
 start_gadget() {
     modprobe dummy_hcd && modprobe libcomposite && modprobe usb_f_hid || return 1
     mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || return 1
+    wait_for 30 "the previous gadget to go" gadget_gone || return 1
+    wait_for 30 "the USB device controller to be free" udc_free || return 1
     "$bin" serve --transport gadget --flash memory --presence approve --name gadget --device-name "fidosim gadget key" \
         --log-level info >"$out/serve-gadget.log" 2>&1 &
     serve_pid=$!
-    wait_for gadget_ready && return 0
+    serve_gone=(gadget_gone)
+    wait_for 90 "the gadget key's hidraw node" gadget_ready && return 0
     cat "$out/serve-gadget.log"; ls /sys/class/udc /sys/class/hidraw; grep -h HID_NAME /sys/class/hidraw/*/device/uevent
+    stop_key
     return 1
 }
 if want gadget; then
-    step start-gadget start_gadget
+    group
+    gate start-gadget start_gadget
     step gadget-usb-enumerated bash -c "grep -l 'fidosim gadget key' /sys/bus/usb/devices/*/product | tee /dev/stderr | grep -q ."
     step gadget-fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$GDEV: vendor=0x1209, product=0xf1d0'"
     step gadget-conform "$bin" conform --device "hid:$GDEV" --name gadget --allow-destructive --report "$out/conform-gadget"
@@ -343,7 +385,7 @@ if want gadget; then
     # The whole suite again through libusb (usbfs; usbhid is detached while it runs), found by usage page.
     step gadget-conform-libusb bash -c "'$bin' conform --device hid:auto --hid-backend libusb --name gadget \
         --allow-destructive --report '$out/conform-gadget-libusb' && grep '0 failed, 0 skipped' '$out/conform-gadget-libusb/report.md'"
-    step stop-gadget stop_key
+    cleanup stop-gadget stop_key
     step gadget-removed bash -c "! ls /sys/kernel/config/usb_gadget/fidosim-gadget 2>/dev/null"
 fi
 
@@ -351,7 +393,8 @@ fi
 # After the second lane: ssh-keygen's middleware sends requests to every FIDO device it finds.
 join_lane second
 if want ssh; then
-step start-key-ssh start_key e2e-ssh
+group
+gate start-key-ssh start_key e2e-ssh --name ssh
 ssh_sign_verify() { # $1 key file
     echo "a message for $1" >"$1.msg"
     ssh-keygen -Y sign -f "$1" -n file "$1.msg" &&
@@ -375,7 +418,7 @@ step ssh-ensure-pin ensure_pin
 step ssh-keygen-resident pin ssh-keygen -t ecdsa-sk -O resident -O application=ssh:e2e -f id_rk -N "" -C e2e
 step ssh-sign-verify-resident ssh_sign_verify id_rk
 step ssh-keygen-download-resident download_resident
-step stop-key-ssh stop_key
+cleanup stop-key-ssh stop_key
 fi
 
 # --- browsers ----------------------------------------------------------------------------------
@@ -399,16 +442,38 @@ key_args_for() {
     esac
 }
 if want browser; then
-    [ -n "$copy_pid" ] && wait "$copy_pid" && cat "$out/in-memory.log"
+    [ -n "$copy_pid" ] && wait "$copy_pid" && cat "$results/in-memory.log"
+    copy_pid=
     for browser in ${E2E_BROWSERS:-chromium firefox}; do
+        group
         # shellcheck disable=SC2046 # the key arguments are words
-        step "start-key-$browser" start_key "e2e-$browser" --flash memory $(key_args_for "$browser")
+        gate "start-key-$browser" start_key "e2e-$browser" --flash memory $(key_args_for "$browser")
         step_retry "browser-$browser" env PYTHON="$python" BROWSER_FLOWS="$(flows_for "$browser")" \
             BROWSER_LOG_DIR="$out" "$repo/tools/browser/run-browsers.sh" "$browser"
-        step "stop-key-$browser" stop_key
+        cleanup "stop-key-$browser" stop_key
     done
 fi
 
+}
+
+for ((round = 1; round <= rounds; round++)); do
+    out=$results
+    if [ "$rounds" -gt 1 ]; then
+        out=$results/round-$round
+        mkdir -p "$out"
+        echo "--- round $round of $rounds"
+    fi
+    work=$(mktemp -d)
+    export HOME=$work
+    cd "$work" || exit 1
+    failed_before=${#failed[@]}
+    run_round
+    for f in "${failed[@]:failed_before}"; do failures[$f]=$((${failures[$f]:-0} + 1)); done
+    # Nothing of this round may outlive it: a key, a board or a gadget left here would meet the next round.
+    group
+    stop_key >/dev/null 2>&1
+    stop_board >/dev/null 2>&1
+done
 finish
 exit
 }

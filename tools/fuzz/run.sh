@@ -30,8 +30,12 @@ for arg in "$@"; do
         *) targets+=("$arg") ;;
     esac
 done
-case ${FUZZ_TIMEOUT:-10} in '' | *[!0-9]* | 0) echo "FUZZ_TIMEOUT: a number of seconds, 1 or more"; exit 64 ;; esac
-timeout=$((10#${FUZZ_TIMEOUT:-10}))
+# An input may run 10 s in a campaign; in the smoke run (make test, often beside other work) 60 s: libFuzzer counts
+# wall-clock time, and a real hang runs for ever either way.
+default_timeout=10
+[ "$smoke" = 1 ] && default_timeout=60
+case ${FUZZ_TIMEOUT:-$default_timeout} in '' | *[!0-9]* | 0) echo "FUZZ_TIMEOUT: a number of seconds, 1 or more"; exit 64 ;; esac
+timeout=$((10#${FUZZ_TIMEOUT:-$default_timeout}))
 case ${FUZZ_JOBS:-1} in *[!0-9]*) FUZZ_JOBS=0 ;; esac
 [ $((10#${FUZZ_JOBS:-1})) -ge 1 ] || { echo "FUZZ_JOBS: a number of processes, 1 or more"; exit 64; }
 [ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore authenticator control client)
@@ -122,7 +126,7 @@ for target in "${targets[@]}"; do
     # Inputs that once crashed, hung or ran too long: each is run once, and must finish well within the timeout.
     # (They are kept out of the seed corpus: a large one would set libFuzzer's length limit and slow every run.)
     if [ -d "tools/fuzz/regressions/$target" ]; then
-        if ! "$out/$target" -timeout=10 -rss_limit_mb=4096 "tools/fuzz/regressions/$target"/* >"$out/$target.regressions.log" 2>&1; then
+        if ! "$out/$target" -timeout="$timeout" -rss_limit_mb=4096 "tools/fuzz/regressions/$target"/* >"$out/$target.regressions.log" 2>&1; then
             echo "fuzz $target: a regression input fails again; see $out/$target.regressions.log"
             grep -E "ERROR|Fatal error|Precondition|SUMMARY" "$out/$target.regressions.log" | head -5
             fail=$((fail + 1))

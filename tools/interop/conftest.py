@@ -100,6 +100,7 @@ class Simulator:
         self._stdout = tempfile.TemporaryFile()
         self._stderr = tempfile.TemporaryFile()
         self.process: subprocess.Popen | None = None
+        self._instance: str | None = None  # over uhid: the kernel's HID device behind the key's hidraw node
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -171,8 +172,17 @@ class Simulator:
         for the hidraw node to go and come back."""
         self._forget_devices()
         if TRANSPORT == "uhid":
-            self._wait_for_hidraw(present=False, total=2.0)
-            assert self._wait_for_hidraw(present=True, total=10.0), "key did not come back after power cycle"
+            # The key is back when its serial names a HID device other than the one before the cycle (a node
+            # that is listed but still being torn down is the old one; hidraw numbers are reused, HID ones not).
+            old = self._instance
+            deadline = time.monotonic() + 30.0
+            while time.monotonic() < deadline and self.process.poll() is None:
+                desc = self._hidraw_descriptor()
+                if desc is not None and _hid_instance(desc.path) not in (None, old):
+                    self._instance = _hid_instance(desc.path)
+                    return
+                time.sleep(0.05)
+            pytest.fail(f"key {self.serial} did not come back within 30 s after a power cycle\n{self.stderr()}")
 
     def control(self):
         """A new connection to this key's control socket."""
@@ -193,7 +203,9 @@ class Simulator:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False
-            if (self._hidraw_descriptor() is not None) == present:
+            desc = self._hidraw_descriptor()
+            if (desc is not None) == present:
+                self._instance = _hid_instance(desc.path) if desc is not None else None
                 return True
             time.sleep(0.05)
         return False
@@ -229,6 +241,15 @@ class Simulator:
         assert self.process.poll() is None, (
             f"fidosim exited after power cycle:\n{self.stderr()}"
         )
+
+
+def _hid_instance(path) -> str | None:
+    """The HID device (e.g. 0003:1209:F1D0.0007) behind a /dev/hidrawN path; None when the node is gone."""
+    name = os.path.basename(path.decode() if isinstance(path, bytes) else str(path))
+    try:
+        return os.path.basename(os.path.realpath(f"/sys/class/hidraw/{name}/device", strict=True))
+    except OSError:
+        return None
 
 
 def _run_simulator(extra_args):

@@ -89,15 +89,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_while_pinging(sim, seconds: float = 1.0, gap: float = 0.005) -> float:
-    """The key's CPU time while it is pinged every `gap` seconds for `seconds`."""
+def voluntary_switches(pid: int) -> int:
+    """How many times the key's main thread (its run loop) has blocked, from /proc/PID/status."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc/PID/status")
+
+
+def cpu_while_pinging(sim, seconds: float = 1.0, gap: float = 0.005) -> tuple[float, int, int]:
+    """The key's CPU time, its run loop's sleeps (voluntary context switches) and the pings sent, while it is
+    pinged every `gap` seconds for `seconds`. The sleeps do not depend on how busy the machine is; CPU time does."""
     dev = sim.device()
-    before = cpu_seconds(sim.process.pid)
+    before, slept = cpu_seconds(sim.process.pid), voluntary_switches(sim.process.pid)
     end = time.monotonic() + seconds
+    pings = 0
     while time.monotonic() < end:
         assert dev.ping(b"awake?") == b"awake?"
+        pings += 1
         time.sleep(gap)
-    return cpu_seconds(sim.process.pid) - before
+    return cpu_seconds(sim.process.pid) - before, voluntary_switches(sim.process.pid) - slept, pings
 
 
 @pytest.mark.sim_args("--busy-poll", "10000")
@@ -110,9 +122,10 @@ def test_busy_poll_answers_stays_awake_between_requests_and_sleeps_when_idle(sim
         assert web_authenticate(server, client, [cred]).raw_id == cred.credential_id
     assert Ctap2(dev).get_assertion(RP_ID, new_cdh(), [{"type": "public-key", "id": cred.credential_id}],
                                     options={"up": False}).credential["id"] == cred.credential_id
-    # Requests 5 ms apart, inside the 10 ms window: the loop never sleeps, about a second of CPU time in a second
-    # (the same pings cost a key without busy-poll a few hundredths: the next test).
-    assert cpu_while_pinging(sim) > 0.4
+    # Requests 5 ms apart, inside the 10 ms window: the loop never sleeps (a key without busy-poll sleeps once per
+    # ping: the next test). Counted in sleeps, not CPU time, which another busy process on the machine would take.
+    _, sleeps, pings = cpu_while_pinging(sim)
+    assert pings >= 20 and sleeps <= pings // 10, (sleeps, pings)
     # Idle: after its window the loop sleeps in poll again. Spinning for the whole second would cost about a
     # second of CPU time; sleeping costs the 100 ms wake-ups of the timer only.
     pid = sim.process.pid
@@ -123,7 +136,9 @@ def test_busy_poll_answers_stays_awake_between_requests_and_sleeps_when_idle(sim
 
 
 def test_without_busy_poll_the_key_sleeps_between_requests(sim):
-    assert cpu_while_pinging(sim) < 0.25
+    cpu, sleeps, pings = cpu_while_pinging(sim)
+    assert cpu < 0.25
+    assert pings >= 20 and sleeps >= pings // 2, (sleeps, pings)
 
 
 def test_busy_poll_out_of_range_is_refused():

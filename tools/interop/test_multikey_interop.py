@@ -32,7 +32,7 @@ class Keys:
         self.process = subprocess.Popen(
             [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
              "--control", os.path.join(self.dir, "key.sock"), "--log-level", "warning", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self.ports, self.sockets = [], []
         for line in self.process.stdout:

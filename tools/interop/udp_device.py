@@ -143,7 +143,7 @@ def wait_until_ready(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
 
 
 def power_cycle(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                total: float = 2.0) -> None:
+                total: float = 10.0) -> None:
     """Send the power-cycle datagram, then wait until the key answers INIT again."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.sendto(POWER_CYCLE, (host, port))
