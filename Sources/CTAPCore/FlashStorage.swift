@@ -188,8 +188,14 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
                 key >= base && key < base + StorageKey.largeBlobChunksPerSlot && base != inUse
             }
         }.map { .remove(key: $0) }
-        if !stale.isEmpty {
-            do { try store.apply(stale) } catch { throw StorageError("cleaning an interrupted large-blob write: \(error)") }
+        // At most 4 keys per removal: what the store guarantees to fit after any recovery (storage.md, "The
+        // reserve"); on a small geometry a 4 KiB array has more than 4 chunks.
+        for start in stride(from: 0, to: stale.count, by: 4) {
+            do {
+                try store.apply(Array(stale[start..<min(stale.count, start + 4)]))
+            } catch {
+                throw StorageError("cleaning an interrupted large-blob write: \(error)")
+            }
         }
         var residents: [UInt16: ResidentSummary] = [:]
         var keysById: [[UInt8]: UInt16] = [:]

@@ -29,11 +29,15 @@ public enum CTAPPowerCutProof {
         public var assertions = 0
         /// Large-blob arrays written.
         public var largeBlobWrites = 0
+        /// Resets done.
+        public var resets = 0
+        /// Discoverable credentials replaced (the same RP and user registered again).
+        public var replacements = 0
         public var violations: [String] = []
 
         public var description: String {
             "\(operations) CTAP operations (\(assertions) assertions, \(largeBlobWrites) large-blob arrays, "
-                + "\(storeFullRefusals) refused as store full), "
+                + "\(replacements) replacements, \(resets) resets, \(storeFullRefusals) refused as store full), "
                 + "\(cutPoints) cut points, \(scenarios) scenarios "
                 + "(\(nestedScenarios) with a cut during the remount), \(imageScans) image scans, "
                 + "\(violations.count) violations"
@@ -58,10 +62,13 @@ public enum CTAPPowerCutProof {
     static func storage(of authenticator: Authenticator) -> Storage? { authenticator.storage as? Storage }
 
     /// Runs the proof; `cutLimit` bounds the cut points, `nestedEvery` puts a second cut into every n-th
-    /// remount (0: never), `scanEvery` scans the raw image every n-th scenario (0: never).
+    /// remount (0: never), `scanEvery` scans the raw image every n-th scenario (0: never). Operations before
+    /// `cutFrom` run without cuts (to replay one operation of a long workload: its state is the same), and of the
+    /// others every `cutEvery`-th is cut (a bounded run that still reaches a full store and resets). The key is
+    /// reset every `resetEvery` operations.
     public static func run(
         geometry: FlashGeometry, operations: Int, seed: UInt64, cutLimit: Int, nestedEvery: Int = 7,
-        scanEvery: Int = 50
+        scanEvery: Int = 50, cutFrom: Int = 0, cutEvery: Int = 1, resetEvery: Int = 700
     ) -> Report {
         var report = Report()
         var generator = SeededGenerator(seed: seed)
@@ -80,7 +87,7 @@ public enum CTAPPowerCutProof {
 
         for index in 0..<operations {
             guard report.cutPoints < cutLimit, report.violations.count < 20 else { break }
-            let request = nextRequest(&generator, users: &users, index: index)
+            let request = nextRequest(&generator, users: &users, index: index, resetEvery: resetEvery)
             guard let beforeStorage = storage(of: key) else { break }
             let before = state(of: beforeStorage)
             // Uncut run: how many flash mutations, and the state after.
@@ -95,8 +102,11 @@ public enum CTAPPowerCutProof {
             if response.first == 0x28 { report.storeFullRefusals += 1 }
             if request.name == "assert" && response.first == 0 { report.assertions += 1 }
             if request.name == "largeBlobs" && response == [0] { report.largeBlobWrites += 1 }
+            if request.name == "reset" && response == [0] { report.resets += 1 }
+            if request.name == "replace" && response.first == 0 { report.replacements += 1 }
+            let cuts = index >= cutFrom && (index - cutFrom) % max(1, cutEvery) == 0 ? mutations : 0
 
-            for cut in stride(from: 1, through: mutations, by: 1) {
+            for cut in stride(from: 1, through: cuts, by: 1) {
                 guard report.cutPoints < cutLimit else { break }
                 report.cutPoints += 1
                 for tear in TearMode.all(seed: seed &+ UInt64(index) &* 7919 &+ UInt64(cut)) {
@@ -171,10 +181,12 @@ public enum CTAPPowerCutProof {
         var message: [UInt8]
     }
 
-    static func nextRequest(_ g: inout SeededGenerator, users: inout [[UInt8]], index: Int) -> Request {
+    static func nextRequest(
+        _ g: inout SeededGenerator, users: inout [[UInt8]], index: Int, resetEvery: Int = 700
+    ) -> Request {
         let roll = g.next() % 100
-        // A reset every 700 operations: enough registrations in between to fill an nRF52840 store.
-        if index % 700 == 699 {
+        // A reset every 700 operations by default: enough registrations in between to fill an nRF52840 store.
+        if index % resetEvery == resetEvery - 1 {
             return Request(name: "reset", message: [0x07])
         }
         if roll < 45 || users.isEmpty {

@@ -89,6 +89,27 @@ extension FlashKVStore {
             if case .log(let sequence, _, _, _) = f, sequence >= head { alive.append((page, sequence)) }
         }
         alive.sort { ($0.sequence, $0.page) < ($1.sequence, $1.page) }
+        // The reserve. When no page is free or about to be erased, a compaction was cut after it opened the last
+        // free page and before it erased the page it compacts. If its copy record committed, the head moved and
+        // that page is dead (erased below). If not, the opened page holds no committed record: it is erased too,
+        // given back as the reserve, instead of staying in the log (sealed by the torn copy, it would leave no
+        // page to finish the compaction into, and the store could never write again). Nothing in it took effect.
+        var unopened: [Int] = []
+        let spare = found.indices.filter { page in
+            switch found[page] {
+            case .free, .garbage: true
+            case .log(let sequence, _, _, _): sequence < head
+            }
+        }
+        if spare.isEmpty {
+            alive.removeAll { page, _ in
+                guard case .log(_, _, let records, _) = found[page], !records.contains(where: \.committed) else {
+                    return false
+                }
+                unopened.append(page)
+                return true
+            }
+        }
         var index: [UInt16: Location] = [:]
         var deadValues: [Location] = []
         var uncommitted: [Range<Int>] = []
@@ -138,7 +159,7 @@ extension FlashKVStore {
         self.recovery = RecoveryReport()
         repairs = Repairs(
             tornTails: tornTails, uncommitted: uncommitted, deadValues: deadValues, found: found,
-            knownMaxErase: knownMaxErase, head: head)
+            knownMaxErase: knownMaxErase, head: head, unopened: Set(unopened))
     }
 
     /// Repairs what the scan found. Each repair is idempotent and leaves the logical contents unchanged, so
@@ -161,7 +182,9 @@ extension FlashKVStore {
             case .garbage(let slotA):
                 try reclaim(page, eraseCount: slotA ?? knownMaxErase)
             case .log(let sequence, let slotA, _, _):
-                if sequence < repairs.head { try reclaim(page, eraseCount: slotA ?? knownMaxErase) }
+                if sequence < repairs.head || repairs.unopened.contains(page) {
+                    try reclaim(page, eraseCount: slotA ?? knownMaxErase)
+                }
             }
         }
     }
@@ -244,4 +267,6 @@ struct MountRepairs {
     var found: [FoundPage] = []
     var knownMaxErase = 0
     var head: UInt32 = 0
+    /// Log pages without a committed record: erased like dead pages.
+    var unopened: Set<Int> = []
 }

@@ -249,3 +249,23 @@ struct StoreTransaction: Sendable {
     /// Whether the live footprint grows (then the slack must remain free after it).
     var grows: Bool
 }
+
+extension FlashKVStore {
+    /// Free pages: at least one (the reserve that finishing a compaction needs) after every operation and mount,
+    /// unless pages have been retired.
+    package var freePageCount: Int { Self.count(of: .free, in: pages) }
+
+    /// Pages retired as worn out.
+    package var retiredPageCount: Int { Self.count(of: .retired, in: pages) }
+
+    /// One line per page for diagnostics: role, sequence, where the next record goes, live bytes (no values).
+    package var layoutDescription: String {
+        var live = Array(repeating: 0, count: pages.count)
+        for location in index.values { live[location.page] += location.length }
+        return pages.indices.map { p in
+            let info = pages[p]
+            let role = p == tail ? "tail" : "\(info.kind)"
+            return "page \(p): \(role) seq \(info.sequence) write \(info.writeOffset) live \(live[p])"
+        }.joined(separator: "\n")
+    }
+}

@@ -296,6 +296,20 @@ struct Driver {
             lastProblem = problem
             return nil
         }
+        // The reserve: recovery leaves the free page that finishing a compaction needs, and any removal of up to
+        // 4 keys fits (what the authenticator's own clean-up at mount writes).
+        if recovered.retiredPageCount == 0 {
+            if recovered.freePageCount < 1 {
+                lastProblem = "recovery left no free page:\n" + recovered.layoutDescription
+                return nil
+            }
+            let removal = contents.keys.sorted().suffix(4).map { StoreUpdate.remove(key: $0) }
+            if let refusal = recovered.canApply(removal) {
+                lastProblem = "a removal of \(removal.count) keys does not fit after recovery: \(refusal)\n"
+                    + recovered.layoutDescription
+                return nil
+            }
+        }
         var live: Set<SecretTag> = []
         for value in contents.values { if let tag = SecretTag.of(value) { live.insert(tag) } }
         let image = recovered.device.image

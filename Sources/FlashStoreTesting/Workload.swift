@@ -40,6 +40,11 @@ public struct Workload: Sendable {
         case counter
         /// Random keys from a small set, random lengths up to the maximum, random transactions.
         case random
+        /// Fills the store until an insert is refused, then writes one record of every kind on the full store
+        /// (replacements of the same, a larger and a smaller size, removals of one and four keys, a mixed
+        /// transaction, a clear now and then) and fills it again: every kind of write, cut with the store at its
+        /// last free page.
+        case full
     }
 
     /// The mix of operations.
@@ -51,6 +56,10 @@ public struct Workload: Sendable {
     private var rng: SplitMix64
     private var generated = 0
     private var nextKey: UInt16 = 1
+    /// `.full`: filling (until the model stops growing), or writing one of each kind (`phase`).
+    private var filling = true
+    private var lastCount = -1
+    private var phase = 0
 
     /// The key of the monotonic counter.
     public static let counterKey: UInt16 = 0xFFF0
@@ -121,6 +130,45 @@ public struct Workload: Sendable {
                 return WorkloadOperation(updates: [.insert(key: freshKey(), value: secret(length: length()))])
             }
             return WorkloadOperation(updates: [])
+        case .full:
+            if filling {
+                if present.count > lastCount {
+                    lastCount = present.count
+                    return WorkloadOperation(
+                        updates: [.insert(key: freshKey(), value: secret(length: length()))], bumpsCounter: false)
+                }
+                filling = false  // the last insert was refused: the store is full
+            }
+            phase += 1
+            guard let first = present.first, let last = present.last else {
+                filling = true
+                lastCount = -1
+                return WorkloadOperation(updates: [])
+            }
+            let size = model.entries[first]?.count ?? 16
+            switch phase % 8 {
+            case 1: return WorkloadOperation(updates: [.insert(key: first, value: secret(length: size))])
+            case 2: return WorkloadOperation(updates: [.insert(key: last, value: secret(length: size + 24))])
+            case 3:
+                return WorkloadOperation(updates: [
+                    .insert(key: first, value: secret(length: max(16, size / 2))), .remove(key: last),
+                ])
+            case 4: return WorkloadOperation(updates: [.remove(key: first)], bumpsCounter: false)
+            case 5: return WorkloadOperation(updates: present.suffix(4).map { .remove(key: $0) }, bumpsCounter: false)
+            case 6:
+                return WorkloadOperation(updates: [
+                    .insert(key: freshKey(), value: secret(length: 16)), .remove(key: first),
+                    .insert(key: last, value: secret(length: 16)),
+                ])
+            case 7 where phase % 24 == 23:
+                filling = true
+                lastCount = -1
+                return WorkloadOperation(updates: [], clearingFirst: true)
+            default:
+                filling = true
+                lastCount = present.count
+                return WorkloadOperation(updates: [.insert(key: freshKey(), value: secret(length: length()))])
+            }
         case .random:
             let keys: [UInt16] = Array(1...12)
             if chance(3) { return WorkloadOperation(updates: [], clearingFirst: true, bumpsCounter: chance(50)) }
