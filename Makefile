@@ -9,7 +9,7 @@ BIN := .build/debug/fidosim
 SERVE_ARGS ?=
 
 # Debian packages the tests need, as command:package pairs (installed only when the command is missing).
-DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux
+DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux strace:strace
 # Libraries the build links (hidapi for FIDOClient's HID transport, OpenSSL's libcrypto for its verification), as
 # pkg-config-name:package pairs.
 DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
@@ -29,7 +29,8 @@ help:
 	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
-	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, the authenticator, the control parser"
+	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, flash image files, the authenticator,"
+	@echo "                   the control parser"
 	@echo "                   and the conformance client's readers of what a key sends"
 	@echo "                   (FUZZ_SECONDS each, default 300; or FUZZ_RUNS executions each; FUZZ_CORPUS=DIR keeps the corpora;"
 	@echo "                   FUZZ_JOBS=N runs N processes per target, which share FUZZ_RUNS;"

@@ -17,7 +17,7 @@
 ///
 /// Every program and erase is written to the file with `pwrite` at its exact offset as soon as it is
 /// applied (torn operations included), so a process killed at any moment leaves the image as a power cut
-/// between two flash operations would. With `sync`, each write is followed by `fsync` so the image also
+/// between two flash operations would. With `sync`, each write is followed by `fdatasync` so the image also
 /// survives a crash of the host.
 ///
 /// File layout (little-endian): a 64-byte header — magic `FIDOFLSH`, format version (UInt32, 1), offset
@@ -30,7 +30,7 @@ public struct FileFlash: FlashDevice {
     public private(set) var memory: SimulatedFlash
     /// Path of the image file.
     public let path: String
-    /// Whether each write is followed by `fsync`.
+    /// Whether each write is followed by `fdatasync` (the data reaches the disk before the write returns).
     public var sync: Bool
     private let file: ImageFile
     private let imageOffset: Int
@@ -38,6 +38,10 @@ public struct FileFlash: FlashDevice {
     static let magic: [UInt8] = Array("FIDOFLSH".utf8)
     static let version: UInt32 = 1
     static let headerSize = 64
+    /// The largest flash an image may hold (a header that claims more is refused before anything is allocated).
+    public static let maxFlashBytes = 256 << 20
+    /// The largest page an image may have.
+    public static let maxPageSize = 1 << 20
 
     public var geometry: FlashGeometry { memory.geometry }
 
@@ -50,6 +54,9 @@ public struct FileFlash: FlashDevice {
         if let problem = geometry.validationError {
             throw FlashError(.geometryMismatch, detail: "invalid geometry: \(problem)")
         }
+        if geometry.totalSize > maxFlashBytes || geometry.pageSize > maxPageSize {
+            throw FlashError(.geometryMismatch, detail: "invalid geometry: images hold at most 256 MiB of 1 MiB pages")
+        }
         let fd = openFile(path, O_RDWR | O_CLOEXEC)
         if fd < 0 {
             let code = errno
@@ -57,6 +64,7 @@ public struct FileFlash: FlashDevice {
             return try createImage(path: path, geometry: geometry, sync: sync, policy: policy)
         }
         let file = ImageFile(fd: fd)
+        try checkOwnership(file, path: path)
         let (found, offset, counts) = try readHeader(file, path: path)
         guard found == geometry else {
             throw FlashError(
@@ -74,6 +82,7 @@ public struct FileFlash: FlashDevice {
         let fd = openFile(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw ioError("open \(path)", errno) }
         let file = ImageFile(fd: fd)
+        try checkOwnership(file, path: path)
         let (geometry, offset, counts) = try readHeader(file, path: path)
         return try load(
             file, path: path, geometry: geometry, imageOffset: offset, counts: counts, sync: sync, policy: policy)
@@ -81,9 +90,11 @@ public struct FileFlash: FlashDevice {
 
     /// The geometry recorded in the image at `path`.
     public static func geometry(ofImageAt path: String) throws(FlashError) -> FlashGeometry {
-        let fd = openFile(path, O_RDONLY | O_CLOEXEC)
+        let fd = openFile(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)  // a FIFO must not block the open
         guard fd >= 0 else { throw ioError("open \(path)", errno) }
-        return try readHeader(ImageFile(fd: fd), path: path).geometry
+        let file = ImageFile(fd: fd)
+        try checkOwnership(file, path: path)
+        return try readHeader(file, path: path).geometry
     }
 
     private init(memory: SimulatedFlash, path: String, sync: Bool, file: ImageFile, imageOffset: Int) {
@@ -147,27 +158,78 @@ public struct FileFlash: FlashDevice {
             let counter = UInt32(clamping: memory.eraseCount(page: page)).littleEndianBytes
             try Self.writeAll(file, counter, at: Self.headerSize + 4 * page, path: path)
         }
-        if sync && fsync(file.fd) != 0 { throw Self.ioError("fsync \(path)", errno) }
+        if sync && fdatasync(file.fd) != 0 { throw Self.ioError("fdatasync \(path)", errno) }
     }
 
+    /// Writes a new image whole into a temporary file beside `path` (mode 0600), then links it in place: an
+    /// image that cannot be written whole (a full disk) is removed, and never appears at `path` half-written.
     private static func createImage(
         path: String, geometry: FlashGeometry, sync: Bool, policy: ViolationPolicy
     ) throws(FlashError) -> FileFlash {
-        let fd = openFile(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ioError("create \(path)", errno) }
+        // A unique name: one left by a process killed while creating (the same PID, in a container) never blocks.
+        let temporary = "\(path).new-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let fd = openFile(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ioError("create \(path) (as \(temporary))", errno) }
         let file = ImageFile(fd: fd)
         let offset = imageOffset(for: geometry)
-        var header = encodeHeader(geometry, imageOffset: offset)
-        header += [UInt8](repeating: 0, count: 4 * geometry.pageCount)
-        header += [UInt8](repeating: 0, count: offset - header.count)
-        try writeAll(file, header, at: 0, path: path)
-        let blankPage = [UInt8](repeating: 0xFF, count: geometry.pageSize)
-        for page in 0..<geometry.pageCount {
-            try writeAll(file, blankPage, at: offset + page * geometry.pageSize, path: path)
+        do throws(FlashError) {
+            var header = encodeHeader(geometry, imageOffset: offset)
+            header += [UInt8](repeating: 0, count: 4 * geometry.pageCount)
+            header += [UInt8](repeating: 0, count: offset - header.count)
+            try writeAll(file, header, at: 0, path: temporary)
+            let blankPage = [UInt8](repeating: 0xFF, count: geometry.pageSize)
+            for page in 0..<geometry.pageCount {
+                try writeAll(file, blankPage, at: offset + page * geometry.pageSize, path: temporary)
+            }
+            if fsync(fd) != 0 { throw ioError("fsync \(temporary)", errno) }
+            // link, unlike rename, fails when `path` appeared meanwhile (the O_EXCL of a direct creation). A file
+            // system without hard links (vfat, some FUSE and SMB mounts) gets a rename when nothing is there.
+            if link(temporary, path) != 0 {
+                let code = errno
+                guard code != EEXIST, access(path, F_OK) != 0, rename(temporary, path) == 0 else {
+                    throw ioError("create \(path)", code)
+                }
+            }
+        } catch {
+            unlink(temporary)
+            throw error
         }
-        if fsync(fd) != 0 { throw ioError("fsync \(path)", errno) }
+        unlink(temporary)
+        if sync {  // the new name too must reach the disk
+            let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+            let dfd = openFile(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if dfd >= 0 {
+                defer { close(dfd) }
+                if fsync(dfd) != 0 { throw ioError("fsync \(directory)", errno) }
+            }
+        }
         let memory = SimulatedFlash(geometry: geometry, policy: policy)
         return FileFlash(memory: memory, path: path, sync: sync, file: file, imageOffset: offset)
+    }
+
+    /// Refuses an image that another user owns or that group or others may write: whoever can write it can read
+    /// and replace every credential on the key.
+    private static func checkOwnership(_ file: ImageFile, path: String) throws(FlashError) {
+        var info = stat()
+        guard fstat(file.fd, &info) == 0 else { throw ioError("stat \(path)", errno) }
+        let mode = UInt32(info.st_mode)
+        guard mode & 0o170000 == 0o100000 else {  // S_IFMT, S_IFREG
+            throw FlashError(.notAnImage, detail: "\(path) is not a regular file")
+        }
+        if info.st_uid != geteuid() {
+            throw FlashError(
+                .insecureImage,
+                detail: "\(path) belongs to user \(info.st_uid), not to this user (\(geteuid())): its owner could "
+                    + "read and change the key's credentials; use an image of your own, or take this one over "
+                    + "with `chown \(geteuid()) \(path)` if you trust it")
+        }
+        if mode & 0o022 != 0 {  // S_IWGRP | S_IWOTH
+            throw FlashError(
+                .insecureImage,
+                detail: "\(path) may be written by \(mode & 0o002 != 0 ? "every user" : "its group") "
+                    + "(mode \(String(mode & 0o777, radix: 8))), who could replace the key's credentials: "
+                    + "`chmod 600 \(path)`")
+        }
     }
 
     private static func load(
@@ -226,8 +288,23 @@ public struct FileFlash: FlashDevice {
         if let problem = geometry.validationError {
             throw FlashError(.notAnImage, detail: "\(path): header describes an invalid geometry: \(problem)")
         }
+        // Bounded before anything is allocated or read: a header is as untrusted as the rest of the file.
+        guard geometry.pageSize <= maxPageSize, geometry.totalSize <= maxFlashBytes else {
+            throw FlashError(
+                .notAnImage,
+                detail: "\(path): header claims \(geometry.pageCount) pages of \(geometry.pageSize) bytes; "
+                    + "an image holds at most 256 MiB in pages of at most 1 MiB")
+        }
         guard fields[1] == imageOffset(for: geometry) else {
             throw FlashError(.notAnImage, detail: "\(path): unexpected image offset \(fields[1])")
+        }
+        var info = stat()
+        guard fstat(file.fd, &info) == 0 else { throw ioError("stat \(path)", errno) }
+        guard Int(info.st_size) >= fields[1] + geometry.totalSize else {
+            throw FlashError(
+                .truncatedImage,
+                detail: "\(path) is \(info.st_size) bytes long; its header announces \(geometry.totalSize) bytes of "
+                    + "flash from offset \(fields[1])")
         }
         let countBytes = try readAll(file, count: 4 * geometry.pageCount, at: headerSize, path: path)
         guard countBytes.count == 4 * geometry.pageCount else {

@@ -6,7 +6,7 @@ public struct FlashError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What went wrong, as an extensible code.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Base: Hashable, Sendable {
-            case powerCut, wornOut, notAnImage, unsupportedVersion, geometryMismatch, truncatedImage, io
+            case powerCut, wornOut, notAnImage, unsupportedVersion, geometryMismatch, truncatedImage, io, insecureImage
         }
 
         let base: Base
@@ -25,6 +25,8 @@ public struct FlashError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let truncatedImage = Code(base: .truncatedImage)
         /// A system call on the image file failed.
         public static let io = Code(base: .io)
+        /// The image belongs to another user, or others may write it.
+        public static let insecureImage = Code(base: .insecureImage)
 
         public var description: String {
             switch base {
@@ -35,6 +37,7 @@ public struct FlashError: Error, Hashable, Sendable, CustomStringConvertible {
             case .geometryMismatch: "geometry mismatch"
             case .truncatedImage: "truncated image"
             case .io: "I/O error"
+            case .insecureImage: "image not private"
             }
         }
     }

@@ -5,6 +5,10 @@ import FlashStore
 import FlashStoreTesting
 import CTAPCoreTesting
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Geometries the proof and the benchmark can use.
 enum TestGeometry: String, ExpressibleByArgument, CaseIterable {
     case nrf52840, stm32l4, tiny, large
@@ -102,6 +106,43 @@ extension FlashCommand {
                 + "getInfo said \(large.advertised) remaining when empty")
             try lifetime()
             try mountAndLatency()
+            try durability()
+        }
+
+        /// getAssertion per second on an nRF52840 image file, with each `serve --durability`: process (pwrite before
+        /// the answer) and host (also fdatasync). Each assertion commits the signature counter: one flash write.
+        func durability() throws {
+            let path = "/tmp/fidosim-flash-bench-\(getpid()).img"
+            defer {
+                unlink(path)
+                unlink(path + ".lock")
+            }
+            let request: CBORValue = [1: "example.com", 2: .byteString(Array(repeating: 2, count: 32)), 5: ["up": false]]
+            let message = [0x02] + request.encoded()
+            var rates: [Durability: Double] = [:]
+            for setting in Durability.allCases {
+                unlink(path)
+                var entropy = EntropySource(SeededGenerator(seed: 3))
+                let device = try FileFlash.open(path: path, geometry: .nrf52840, sync: setting == .host)
+                var key = Key(
+                    authenticator: try Authenticator(
+                        storage: try FlashStorage(device: device, entropy: &entropy), entropy: entropy, now: .zero))
+                guard Self.makeCredential(&key, index: 1, rp: "example.com") == 0 else {
+                    throw ValidationError("could not store a credential on \(path)")
+                }
+                let clock = ContinuousClock()
+                let start = clock.now
+                var count = 0
+                while clock.now - start < .seconds(2) {
+                    guard case .response(let bytes) = key.authenticator.handleCBOR(message, now: key.now),
+                        bytes.first == 0
+                    else { throw ValidationError("getAssertion failed on \(path)") }
+                    count += 1
+                }
+                rates[setting] = Double(count) / seconds(clock.now - start)
+            }
+            print("getAssertion on an nrf52840 image file in /tmp: durability process \(Int(rates[.process] ?? 0))/s, "
+                + "host \(Int(rates[.host] ?? 0))/s (an fdatasync before each answer)")
         }
 
         struct Key {

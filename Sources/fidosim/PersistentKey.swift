@@ -7,6 +7,14 @@ import Glibc
 #endif
 
 /// The flash geometries a new image can have.
+/// What an acknowledged write survives (storage.md, "What survives what").
+enum Durability: String, ExpressibleByArgument, CaseIterable {
+    /// Written to the file (`pwrite`) before the answer: survives the process being killed, not a host crash.
+    case process
+    /// Also flushed to the disk (`fdatasync`) before the answer: survives a host crash or power loss too.
+    case host
+}
+
 enum GeometryChoice: String, ExpressibleByArgument, CaseIterable {
     case nrf52840, stm32l4, large
 
@@ -70,9 +78,9 @@ struct PersistentKey {
     var serial: String
     var summary: String
 
-    static func open(flash: String, geometry: GeometryChoice?, entropy: inout EntropySource) throws(StorageError)
-        -> PersistentKey
-    {
+    static func open(
+        flash: String, geometry: GeometryChoice?, durability: Durability = .process, entropy: inout EntropySource
+    ) throws(StorageError) -> PersistentKey {
         if flash == "memory" {
             let serial = entropy.bytes(8)
             return PersistentKey(
@@ -85,7 +93,7 @@ struct PersistentKey {
         let device: FileFlash
         do {
             if access(flash, F_OK) == 0 {
-                device = try FileFlash.open(path: flash, sync: false)
+                device = try FileFlash.open(path: flash, sync: durability == .host)
                 if let geometry, device.geometry != geometry.geometry {
                     throw StorageError(
                         "\(flash) is an image of \(device.geometry), not \(geometry.rawValue): "
@@ -93,7 +101,7 @@ struct PersistentKey {
                 }
             } else {
                 device = try FileFlash.open(
-                    path: flash, geometry: (geometry ?? .nrf52840).geometry, create: true, sync: false)
+                    path: flash, geometry: (geometry ?? .nrf52840).geometry, create: true, sync: durability == .host)
             }
         } catch let error as StorageError {
             throw error
@@ -104,7 +112,8 @@ struct PersistentKey {
         let credentials = storage.residentCount
         return PersistentKey(
             storage: storage, serial: hex(storage.serial),
-            summary: "\(flash), \(credentials) discoverable credential\(credentials == 1 ? "" : "s")")
+            summary: "\(flash), \(credentials) discoverable credential\(credentials == 1 ? "" : "s"), "
+                + "durability \(durability.rawValue)")
     }
 
     static func hex(_ bytes: [UInt8]) -> String {

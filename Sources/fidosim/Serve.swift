@@ -81,6 +81,14 @@ struct Serve: ParsableCommand {
             valueName: "path|memory"))
     var flash: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "What an acknowledged write to the flash image survives: process (default: written to the file before "
+                + "the answer; a killed process loses nothing, a host crash may lose the last writes) or host "
+                + "(also flushed to the disk with fdatasync before the answer).",
+            valueName: "process|host"))
+    var durability: Durability = .process
+
     @Option(help: "Name of this key: its default flash image is NAME.img.")
     var name: String = "default"
 
@@ -305,7 +313,8 @@ struct Serve: ParsableCommand {
         var entropy = EntropySource.system
         let persistent: PersistentKey
         do {
-            persistent = try PersistentKey.open(flash: spec.flash, geometry: flashGeometry, entropy: &entropy)
+            persistent = try PersistentKey.open(
+                flash: spec.flash, geometry: flashGeometry, durability: durability, entropy: &entropy)
             // Mounting decodes every record once; hand the freed heap pages back.
             fidosim_trim_heap()
         } catch {

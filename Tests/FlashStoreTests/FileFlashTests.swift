@@ -112,6 +112,88 @@ struct FileFlashTests {
         }
     }
 
+    /// A 64-byte header (valid magic, version and checksum) that describes `fields`: word size, page size, page count,
+    /// programs per word, endurance, flags; with the image offset the format expects for that geometry.
+    static func craftedHeader(
+        wordSize: UInt32, pageSize: UInt32, pageCount: UInt32, offset: UInt32? = nil
+    ) -> [UInt8] {
+        let imageOffset = offset ?? UInt32((64 + 4 * Int(pageCount) + 4095) / 4096 * 4096)
+        var h = Array("FIDOFLSH".utf8)
+        for v in [1, imageOffset, wordSize, pageSize, pageCount, 2, 10_000, 0] as [UInt32] {
+            h += [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)]
+        }
+        let crc = CRC32.checksum(h)
+        h += [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)]
+        return h + [UInt8](repeating: 0, count: 64 - h.count)
+    }
+
+    /// Crafted headers are refused with a message before anything is allocated: on c2c5324 a header claiming
+    /// 2^31-byte pages aborted the process ("failed to allocate"), and an 8 KiB file claiming 768 MiB took
+    /// 784 MiB before it was refused.
+    @Test(arguments: [
+        (UInt32(4), UInt32(1) << 31, UInt32(1 << 20), FlashError.Code.notAnImage, "at most 256 MiB"),
+        (4, 4096, 196_608, .notAnImage, "at most 256 MiB"),  // 768 MiB of 4 KiB pages
+        (4, 4096, 20, .truncatedImage, "header announces 81920 bytes"),  // a header and nothing else
+        (4, 4096, 0, .notAnImage, "page count 0"),
+        (3, 4096, 20, .notAnImage, "word size 3"),
+    ])
+    func refusesACraftedHeader(
+        wordSize: UInt32, pageSize: UInt32, pageCount: UInt32, code: FlashError.Code, message: String
+    ) {
+        let temp = TemporaryPath()
+        writeFile(temp.path, Self.craftedHeader(wordSize: wordSize, pageSize: pageSize, pageCount: pageCount)
+            + [UInt8](repeating: 0, count: 8192 - 64))
+        for open in [
+            { () throws -> Void in _ = try FileFlash.open(path: temp.path) },
+            { () throws -> Void in _ = try FileFlash.open(path: temp.path, geometry: .nrf52840) },
+            { () throws -> Void in _ = try FileFlash.geometry(ofImageAt: temp.path) },
+        ] {
+            #expect { try open() } throws: { error in
+                guard let error = error as? FlashError else { return false }
+                return error.code == code && error.description.contains(message)
+            }
+        }
+    }
+
+    @Test func refusesAnImageOthersMayWrite() throws {
+        let temp = TemporaryPath()
+        _ = try FileFlash.open(path: temp.path, geometry: .tiny)
+        for (mode, who) in [(0o666, "every user"), (0o620, "its group")] as [(mode_t, String)] {
+            chmod(temp.path, mode)
+            #expect { _ = try FileFlash.open(path: temp.path) } throws: { error in
+                guard let error = error as? FlashError else { return false }
+                return error.code == .insecureImage && error.description.contains("may be written by \(who)")
+                    && error.description.contains("chmod 600 \(temp.path)")
+            }
+        }
+        chmod(temp.path, 0o640)  // others may read (the user chose so); nobody else may write
+        #expect(try FileFlash.open(path: temp.path).geometry == .tiny)
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "changing a file's owner needs root"))
+    func refusesAnImageOfAnotherUser() throws {
+        let temp = TemporaryPath()
+        _ = try FileFlash.open(path: temp.path, geometry: .tiny)
+        guard chown(temp.path, 65534, 65534) == 0 else { return }  // a user namespace without user 65534
+        #expect { _ = try FileFlash.open(path: temp.path, geometry: .tiny) } throws: { error in
+            guard let error = error as? FlashError else { return false }
+            return error.code == .insecureImage && error.description.contains("belongs to user 65534")
+                && error.description.contains("chown 0 \(temp.path)")
+        }
+        #expect(chown(temp.path, 0, 0) == 0)
+        #expect(try FileFlash.open(path: temp.path).geometry == .tiny)
+    }
+
+    /// New images are 0600 (and written whole before they appear: tools/interop/test_flash_files.py fills the
+    /// disk during a creation).
+    @Test func aNewImageIsPrivate() throws {
+        let temp = TemporaryPath()
+        _ = try FileFlash.open(path: temp.path, geometry: .tiny)
+        var info = stat()
+        #expect(stat(temp.path, &info) == 0)
+        #expect(UInt32(info.st_mode) & 0o777 == 0o600)
+    }
+
     @Test func missingFileWithoutCreateIsAnError() {
         #expect { _ = try FileFlash.open(path: "/tmp/does/not/exist.img", geometry: .tiny, create: false) } throws: {
             error in (error as? FlashError)?.code == .io

@@ -38,14 +38,14 @@ case ${FUZZ_TIMEOUT:-$default_timeout} in '' | *[!0-9]* | 0) echo "FUZZ_TIMEOUT:
 timeout=$((10#${FUZZ_TIMEOUT:-$default_timeout}))
 case ${FUZZ_JOBS:-1} in *[!0-9]*) FUZZ_JOBS=0 ;; esac
 [ $((10#${FUZZ_JOBS:-1})) -ge 1 ] || { echo "FUZZ_JOBS: a number of processes, 1 or more"; exit 64; }
-[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore authenticator control client)
+[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid flashstore flashimage authenticator control client)
 swiftc=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)
 
 module_of() {
     case $1 in
         cbor) echo CTAPCBOR ;;
         ctaphid) echo CTAPHID ;;
-        flashstore) echo FlashStore ;;
+        flashstore | flashimage) echo FlashStore ;;
         authenticator) echo CTAPCore ;;
         control) echo ControlProtocol ;;
         client) echo FIDOClient ;;
@@ -150,6 +150,8 @@ for target in "${targets[@]}"; do
         [ "$target" = authenticator ] && runs=${FUZZ_RUNS:-6000}
         # The control target parses whole JSON documents: about 3,000 executions per second.
         [ "$target" = control ] && runs=${FUZZ_RUNS:-60000}
+        # The image target writes a file and opens it for every input.
+        [ "$target" = flashimage ] && runs=${FUZZ_RUNS:-100000}
         limit=(-runs="$runs" -seed=1)
     elif [ -n "${FUZZ_RUNS:-}" ]; then
         limit=(-runs="$FUZZ_RUNS")  # a number of executions, however long they take
