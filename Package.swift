@@ -68,7 +68,9 @@ let package = Package(
         .target(name: "Conformance", dependencies: ["FIDOClient", "CTAPCBOR", "ControlProtocol"], swiftSettings: swiftSettings),
         .target(
             name: "CTAPCoreTesting",
-            dependencies: ["CTAPCore", "CTAPCBOR", "FlashStore"],
+            dependencies: [
+                "CTAPCore", "CTAPCBOR", "FlashStore", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(

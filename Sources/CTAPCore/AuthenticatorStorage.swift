@@ -45,6 +45,9 @@ public protocol AuthenticatorStorage: Sendable {
     var uvRetries: Int { get }
     /// The persistent pinUvAuthToken of CTAP 2.2 (32 bytes; pcmr), nil until one is made.
     var persistentToken: [UInt8]? { get }
+    /// What the last mount found damaged in persistent memory (flipped bits corrected, records not read), one
+    /// line each; empty for a storage without persistent memory.
+    var damage: [String] { get }
 
     /// Increments the signature counter, commits it, and returns the new value.
     mutating func incrementSignCounter() throws(CTAPError) -> UInt32
@@ -81,6 +84,8 @@ public protocol AuthenticatorStorage: Sendable {
 }
 
 extension AuthenticatorStorage {
+    public var damage: [String] { [] }
+
     // Scans of `residentCredentials`, for storages without an index (storages with one answer without a scan).
 
     public func residentCredential(id: [UInt8]) -> ResidentCredential? {

@@ -66,6 +66,7 @@ public struct FaultInjectingStorage: AuthenticatorStorage {
     public var fingerprints: [FingerprintTemplate] { base.fingerprints }
     public var uvRetries: Int { base.uvRetries }
     public var persistentToken: [UInt8]? { base.persistentToken }
+    public var damage: [String] { base.damage }
 
     public mutating func incrementSignCounter() throws(CTAPError) -> UInt32 {
         try check()

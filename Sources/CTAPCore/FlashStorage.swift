@@ -43,6 +43,8 @@ public enum StorageKey {
     public static let uvRetries: UInt16 = 0x0015
     /// The persistent pinUvAuthToken (CTAP 2.2), 32 bytes.
     public static let persistentToken: UInt16 = 0x0016
+    /// Present (1 byte) while a reset that had to be done in steps (a full store) is not finished; mount finishes it.
+    public static let resetInProgress: UInt16 = 0x0017
     /// Large-blob chunks: slot 0 in 0x0100...0x017F, slot 1 in 0x0180...0x01FF, chunk i at the slot's base + i.
     public static let largeBlobSlots: [UInt16] = [0x0100, 0x0180]
     public static let largeBlobChunksPerSlot: UInt16 = 0x80
@@ -91,7 +93,17 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             throw StorageError("the flash image cannot be mounted: \(error)")
         }
         func read(_ key: UInt16) throws(StorageError) -> [UInt8]? {
-            do { return try store.get(key) } catch { throw StorageError("reading record \(key): \(error)") }
+            do throws(StoreError) {
+                return try store.get(key)
+            } catch where error.code == .damaged {
+                // The key's state cannot be known: refuse to run rather than guess (a counter that went back, a PIN
+                // or its retries forgotten). `fidosim flash inspect` lists what the mount found.
+                throw StorageError(
+                    "record 0x\(String(key, radix: 16, uppercase: true)) of the key's state is damaged beyond "
+                        + "correction (\(error.detail)); the key does not start with it: see fidosim flash inspect")
+            } catch {
+                throw StorageError("reading record \(key): \(error)")
+            }
         }
         if let format = try read(StorageKey.recordFormat), format != [Self.recordFormatVersion] {
             throw StorageError("the flash holds records of format \(format), this build reads format 1")
@@ -112,6 +124,15 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         }
         if !initial.isEmpty {
             do { try store.apply(initial) } catch { throw StorageError("initialising the flash: \(error)") }
+        }
+        if store.contains(StorageKey.resetInProgress) {
+            // A reset done in steps was cut: finish it, with a new device secret.
+            secret = entropy.bytes(32)
+            do {
+                try Self.reset(&store, newDeviceSecret: secret)
+            } catch {
+                throw StorageError("finishing an interrupted reset: \(error)")
+            }
         }
         let counterBytes = try read(StorageKey.signCounter) ?? [0, 0, 0, 0]
         guard counterBytes.count == 4 else { throw StorageError("the signature counter record is corrupt") }
@@ -165,7 +186,10 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             guard bytes.count == 32 else { throw StorageError("the persistent token record is corrupt") }
             persistentToken = bytes
         }
-        if let header = try read(StorageKey.largeBlobHeader) {
+        if let header = try read(StorageKey.largeBlobHeader), !store.recovery.damagedKeys.contains(where: { key in
+            key == StorageKey.largeBlobHeader
+                || StorageKey.largeBlobSlots.contains { key >= $0 && key < $0 + StorageKey.largeBlobChunksPerSlot }
+        }) {
             guard header.count == 5, header[0] <= 1 else { throw StorageError("the large-blob header is corrupt") }
             let slot = Int(header[0])
             let length = header[1...].reduce(0) { $0 << 8 | Int($1) }
@@ -199,19 +223,47 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         }
         var residents: [UInt16: ResidentSummary] = [:]
         var keysById: [[UInt8]: UInt16] = [:]
+        var damagedCredentials: [UInt16] = []
         for key in store.keys where key >= StorageKey.firstCredential && key <= StorageKey.lastCredential {
-            guard let bytes = try read(key), let credential = Self.decodeCredential(bytes) else { continue }
+            // A credential whose record fails its check is not used (it answers as absent) and is kept.
+            let bytes: [UInt8]?
+            do throws(StoreError) {
+                bytes = try store.get(key)
+            } catch where error.code == .damaged {
+                damagedCredentials.append(key)
+                continue
+            } catch {
+                throw StorageError("reading record \(key): \(error)")
+            }
+            guard let bytes, let credential = Self.decodeCredential(bytes) else { continue }
             let summary = ResidentSummary(credential)
             residents[key] = summary
             owners.insert(summary, key: key)
             if keysById[credential.id] == nil { keysById[credential.id] = key }
         }
         self.residents = residents
+        self.damagedCredentials = damagedCredentials
         self.keysById = keysById
         self.newestSerial = residents.values.map(\.creationSerial).max() ?? 0
         self.deviceSecret = secret
         self.serial = serial
         self.store = store
+    }
+
+    /// Credential records that fail their integrity check: not used, kept (reset removes them).
+    var damagedCredentials: [UInt16] = []
+
+    public var damage: [String] {
+        store.recovery.damage.map(\.description)
+            + damagedCredentials.map { "credential record 0x\(String($0, radix: 16, uppercase: true)) is damaged: that credential is not used" }
+            + (largeBlobDamaged ? ["the large-blob array is damaged: the initial (empty) array is served until the next write"] : [])
+    }
+
+    var largeBlobDamaged: Bool {
+        store.recovery.damagedKeys.contains { key in
+            key == StorageKey.largeBlobHeader
+                || StorageKey.largeBlobSlots.contains { key >= $0 && key < $0 + StorageKey.largeBlobChunksPerSlot }
+        }
     }
 
     /// The record key of each stored credential by its id: a lookup by id needs no scan of the credentials.
@@ -443,25 +495,14 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     }
 
     public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
-        // Every credential record, also one that did not decode at mount: it may still hold a private key.
-        let present = Set(store.keys)
-        var updates: [StoreUpdate] = present.filter { $0 >= StorageKey.firstCredential && $0 <= StorageKey.lastCredential }
-            .sorted().map { .remove(key: $0) }
-        for key in [
-            StorageKey.pin, StorageKey.pinRetries, StorageKey.settings, StorageKey.largeBlobHeader,
-            StorageKey.fingerprints, StorageKey.uvRetries, StorageKey.persistentToken,
-        ]
-        where present.contains(key) {
-            updates.append(.remove(key: key))
+        do {
+            try Self.reset(&store, newDeviceSecret: newDeviceSecret)
+        } catch {
+            if error.code == .full || error.code == .transactionTooLarge {
+                throw CTAPError(.keyStoreFull, "flash store: \(error)")
+            }
+            throw CTAPError(.other, "flash store: \(error)")
         }
-        updates.append(.insert(key: StorageKey.deviceSecret, value: newDeviceSecret))
-        try write(updates)
-        // The blob chunks are unreferenced once the header is gone; remove them (a cut here leaves them to the
-        // next mount, which drops chunks of a slot no header names).
-        let chunks = store.keys.filter { key in
-            StorageKey.largeBlobSlots.contains { key >= $0 && key < $0 + StorageKey.largeBlobChunksPerSlot }
-        }
-        if !chunks.isEmpty { try write(chunks.map { .remove(key: $0) }) }
         settings = AuthenticatorSettings()
         largeBlobArray = LargeBlobArray.initial
         largeBlobSlot = nil
@@ -502,6 +543,44 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
 
     // MARK: - Record encoding
 
+    /// What authenticatorReset removes: every credential record (also one that did not decode at mount: it may
+    /// still hold a private key), the PIN and its retries, the settings, the large-blob array, the fingerprints,
+    /// the UV retries and the persistent token.
+    static func keysReset(_ store: FlashKVStore<Device>) -> [UInt16] {
+        let settings: Set<UInt16> = [
+            StorageKey.pin, StorageKey.pinRetries, StorageKey.settings, StorageKey.largeBlobHeader,
+            StorageKey.fingerprints, StorageKey.uvRetries, StorageKey.persistentToken,
+        ]
+        return store.keys.filter { key in
+            (key >= StorageKey.firstCredential && key <= StorageKey.lastCredential) || settings.contains(key)
+                || StorageKey.largeBlobSlots.contains { key >= $0 && key < $0 + StorageKey.largeBlobChunksPerSlot }
+        }
+    }
+
+    /// Resets the store's state: one transaction when it fits. On a store too full for it (its removals take one
+    /// descriptor each), the reset is done in steps that each fit in the reserve: the first removes 3 records and
+    /// marks the reset as begun (``StorageKey/resetInProgress``), the next remove 4 records each until the rest
+    /// fits, and the last removes the rest and the mark and writes the new device secret. A mount that finds the
+    /// mark finishes the reset, so a power cut leaves the state before the reset or after it.
+    static func reset(_ store: inout FlashKVStore<Device>, newDeviceSecret: [UInt8]) throws(StoreError) {
+        var removals = keysReset(store).filter { $0 != StorageKey.resetInProgress }
+        func last() -> [StoreUpdate] {
+            removals.map { .remove(key: $0) }
+                + [.remove(key: StorageKey.resetInProgress), .insert(key: StorageKey.deviceSecret, value: newDeviceSecret)]
+        }
+        if store.canApply(last()) != nil && !store.contains(StorageKey.resetInProgress) {
+            let first = removals.prefix(3)
+            try store.apply(first.map { .remove(key: $0) } + [.insert(key: StorageKey.resetInProgress, value: [1])])
+            removals.removeFirst(first.count)
+        }
+        while !removals.isEmpty, store.canApply(last()) != nil {
+            let step = removals.prefix(4)
+            try store.apply(step.map { .remove(key: $0) })
+            removals.removeFirst(step.count)
+        }
+        try store.apply(last())
+    }
+
     package static func encodeCredential(_ c: ResidentCredential) -> [UInt8] {
         var user: [CBORValue: CBORValue] = ["id": .byteString(c.user.id)]
         if let name = c.user.name { user["name"] = .textString(name) }
@@ -524,7 +603,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         return CBORValue.map(record).encoded()
     }
 
-    static func decodeCredential(_ bytes: [UInt8]) -> ResidentCredential? {
+    package static func decodeCredential(_ bytes: [UInt8]) -> ResidentCredential? {
         guard let record = try? CBORDecoder.decode(bytes), let map = record.mapValue else { return nil }
         guard
             let id = map[1]?.bytesValue, let rpId = map[2]?.textValue, let user = map[3]?.mapValue,

@@ -20,7 +20,8 @@
 /// between two flash operations would. With `sync`, each write is followed by `fdatasync` so the image also
 /// survives a crash of the host.
 ///
-/// File layout (little-endian): a 64-byte header — magic `FIDOFLSH`, format version (UInt32, 1), offset
+/// File layout (little-endian): a 64-byte header — magic `FIDOFLSH`, format version (UInt32, 2; 1 is read and
+/// rewritten as 2 before the first write, because the store writes record format 2 pages), offset
 /// of the image (UInt32), word size, page size, page count, programs per word, erase endurance, flags
 /// (bit 0: zero overwrites allowed), CRC-32 of the preceding 40 bytes — then one UInt32 erase count per
 /// page, then zero padding up to the image offset (a multiple of 4096), then the image. Per-word program
@@ -36,7 +37,10 @@ public struct FileFlash: FlashDevice {
     private let imageOffset: Int
 
     static let magic: [UInt8] = Array("FIDOFLSH".utf8)
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
+    /// Whether the file's header says ``version``; an older one is rewritten before the first write, so that a
+    /// build that reads only record format 1 refuses the image instead of erasing its format 2 pages.
+    var headerIsCurrent = true
     static let headerSize = 64
     /// The largest flash an image may hold (a header that claims more is refused before anything is allocated).
     public static let maxFlashBytes = 256 << 20
@@ -65,14 +69,16 @@ public struct FileFlash: FlashDevice {
         }
         let file = ImageFile(fd: fd)
         try checkOwnership(file, path: path)
-        let (found, offset, counts) = try readHeader(file, path: path)
+        let (found, offset, counts, headerVersion) = try readHeader(file, path: path)
         guard found == geometry else {
             throw FlashError(
                 .geometryMismatch,
                 detail: "\(path) is an image of \(found), not of the requested \(geometry)")
         }
-        return try load(
+        var flash = try load(
             file, path: path, geometry: found, imageOffset: offset, counts: counts, sync: sync, policy: policy)
+        flash.headerIsCurrent = headerVersion == version
+        return flash
     }
 
     /// Opens an existing image with the geometry its header describes.
@@ -83,9 +89,11 @@ public struct FileFlash: FlashDevice {
         guard fd >= 0 else { throw ioError("open \(path)", errno) }
         let file = ImageFile(fd: fd)
         try checkOwnership(file, path: path)
-        let (geometry, offset, counts) = try readHeader(file, path: path)
-        return try load(
+        let (geometry, offset, counts, headerVersion) = try readHeader(file, path: path)
+        var flash = try load(
             file, path: path, geometry: geometry, imageOffset: offset, counts: counts, sync: sync, policy: policy)
+        flash.headerIsCurrent = headerVersion == version
+        return flash
     }
 
     /// The geometry recorded in the image at `path`.
@@ -113,6 +121,7 @@ public struct FileFlash: FlashDevice {
 
     public mutating func program(offset: Int, bytes: [UInt8]) throws(FlashError) {
         if memory.isPoweredOff { throw .powerCut }
+        try updateHeader()
         var failure: FlashError?
         do {
             try memory.program(offset: offset, bytes: bytes)
@@ -127,6 +136,7 @@ public struct FileFlash: FlashDevice {
 
     public mutating func erase(page: Int) throws(FlashError) {
         if memory.isPoweredOff { throw .powerCut }
+        try updateHeader()
         var failure: FlashError?
         do {
             try memory.erase(page: page)
@@ -150,6 +160,13 @@ public struct FileFlash: FlashDevice {
     }
 
     // MARK: File I/O
+
+    private mutating func updateHeader() throws(FlashError) {
+        guard !headerIsCurrent else { return }
+        try Self.writeAll(file, Self.encodeHeader(geometry, imageOffset: imageOffset), at: 0, path: path)
+        if sync && fdatasync(file.fd) != 0 { throw Self.ioError("fdatasync \(path)", errno) }
+        headerIsCurrent = true
+    }
 
     private func persist(offset: Int, count: Int, page: Int?) throws(FlashError) {
         let image = memory.image
@@ -265,7 +282,7 @@ public struct FileFlash: FlashDevice {
 
     private static func readHeader(
         _ file: ImageFile, path: String
-    ) throws(FlashError) -> (geometry: FlashGeometry, imageOffset: Int, counts: [Int]) {
+    ) throws(FlashError) -> (geometry: FlashGeometry, imageOffset: Int, counts: [Int], version: UInt32) {
         let h = try readAll(file, count: headerSize, at: 0, path: path)
         guard h.count >= 8, Array(h[0..<8]) == magic else {
             throw FlashError(.notAnImage, detail: "\(path) is not a fidosim flash image (bad magic)")
@@ -274,10 +291,10 @@ public struct FileFlash: FlashDevice {
             throw FlashError(.truncatedImage, detail: "\(path) ends inside its header")
         }
         let fields = (0..<8).map { Int(h.readLE32(8 + 4 * $0)) }
-        guard fields[0] == Int(version) else {
+        guard fields[0] == 1 || fields[0] == Int(version) else {
             throw FlashError(
                 .unsupportedVersion,
-                detail: "\(path) has image format version \(fields[0]); this build reads \(version)")
+                detail: "\(path) has image format version \(fields[0]); this build reads 1 and \(version)")
         }
         guard h.readLE32(40) == CRC32.checksum(h[0..<40]) else {
             throw FlashError(.notAnImage, detail: "\(path): image header checksum mismatch")
@@ -311,7 +328,7 @@ public struct FileFlash: FlashDevice {
             throw FlashError(.truncatedImage, detail: "\(path) ends inside its erase-count table")
         }
         let counts = (0..<geometry.pageCount).map { Int(countBytes.readLE32(4 * $0)) }
-        return (geometry, fields[1], counts)
+        return (geometry, fields[1], counts, UInt32(fields[0]))
     }
 
     private static func readAll(

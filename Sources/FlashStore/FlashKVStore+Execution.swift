@@ -20,14 +20,24 @@ extension FlashKVStore {
             try program(page * pageSize + 8, StoreFormat.slotB(sequence: sequence))
 
         case .copy(let page, let offset, let entries, let head):
-            var updates: [(key: UInt16, value: [UInt8]?)] = []
-            for e in entries { updates.append((e.key, try read(e.location.offset, e.location.length))) }
+            // A copy heals a value one flipped bit had damaged; one that fails its check otherwise is copied as it
+            // is, with its check, and stays refused.
+            var updates: [StoreFormat.EncodedUpdate] = []
+            for e in entries {
+                let stored = try read(e.location.offset, e.location.length)
+                switch StoreFormat.checkedValue(stored, check: e.location.check) {
+                case .intact(let value), .corrected(let value): updates.append((e.key, value, nil))
+                case .damaged: updates.append((e.key, stored, e.location.check))
+                }
+            }
             let at = page * pageSize + offset
             try writeRecord(at: at, format.encodeRecord(clear: false, head: head, updates: updates))
             var valueAt = at + format.descriptorAreaSize(count: entries.count, head: head != nil)
-            for e in entries {
-                index[e.key] = Location(page: page, offset: valueAt, length: e.location.length)
-                valueAt += format.roundUp(e.location.length)
+            for u in updates {
+                let length = u.value!.count
+                index[u.key] = Location(
+                    page: page, offset: valueAt, length: length, check: u.check ?? CRC32.checksum(u.value!))
+                valueAt += format.roundUp(length)
             }
 
         case .erase(let page, let eraseCount):
@@ -39,11 +49,11 @@ extension FlashKVStore {
             try program(page * pageSize, StoreFormat.slotA(eraseCount: eraseCount))
 
         case .transaction(let page, let offset):
-            var updates: [(key: UInt16, value: [UInt8]?)] = []
+            var updates: [StoreFormat.EncodedUpdate] = []
             for u in transaction.updates {
                 switch u {
-                case .insert(let key, let value): updates.append((key, value))
-                case .remove(let key): updates.append((key, nil))
+                case .insert(let key, let value): updates.append((key, value, nil))
+                case .remove(let key): updates.append((key, nil, nil))
                 }
             }
             let at = page * pageSize + offset
@@ -55,14 +65,16 @@ extension FlashKVStore {
                 index.removeAll()
                 usedBytes = 0
             }
-            var valueAt = at + format.descriptorAreaSize(count: updates.count, head: false)
+            let inserts = updates.count { $0.value != nil }
+            var valueAt = at + format.descriptorAreaSize(count: inserts, removes: updates.count - inserts, head: false)
             for u in updates {
                 if let old = index[u.key] {
                     dead.append(old)
                     usedBytes -= format.footprint(old.length)
                 }
                 if let value = u.value {
-                    index[u.key] = Location(page: page, offset: valueAt, length: value.count)
+                    index[u.key] = Location(
+                        page: page, offset: valueAt, length: value.count, check: CRC32.checksum(value))
                     usedBytes += format.footprint(value.count)
                     valueAt += format.roundUp(value.count)
                 } else {

@@ -42,14 +42,36 @@ extension FlashKVStore {
         found.reserveCapacity(pageCount)
         var anyValidSlot = false
         var dataWithoutHeader = false
+        var damage: [StoreDamage] = []
         for page in 0..<pageCount {
             let bytes = try Self.readPage(page, pageSize: pageSize, of: device)
             let slotA = StoreFormat.decodeSlotA(bytes)
-            let slotB = StoreFormat.decodeSlotB(bytes)
+            var slotB = StoreFormat.decodeSlotBVersioned(bytes)
+            if slotB == nil, let corrected = StoreFormat.correctedSlotB(bytes),
+                let first = format.parseRecord(bytes, at: StoreFormat.pageHeaderSize, version: corrected.version),
+                first.committed
+            {
+                // One flipped bit in slot B of a page whose first record reads and committed: a log page. A torn
+                // page header is never followed by a committed record (slot B is written before any record).
+                slotB = corrected
+                damage.append(StoreDamage(page: page, offset: page * pageSize + 8, kind: .pageHeaderCorrected))
+            }
             if slotA != nil || slotB != nil { anyValidSlot = true }
-            if let sequence = slotB {
-                let parsed = format.parseRecords(bytes)
-                found.append(.log(sequence: sequence, slotA: slotA, records: parsed.records, end: parsed.end))
+            if let (sequence, version) = slotB {
+                let parsed = format.parseRecords(bytes, version: version)
+                found.append(
+                    .log(sequence: sequence, slotA: slotA, version: version, records: parsed.records, end: parsed.end))
+                for d in parsed.damage {
+                    switch d {
+                    case .headerCorrected(let offset):
+                        damage.append(
+                            StoreDamage(page: page, offset: page * pageSize + offset, kind: .recordHeaderCorrected))
+                    case .recordUnreadable(let offset, let length):
+                        damage.append(
+                            StoreDamage(
+                                page: page, offset: page * pageSize + offset, kind: .recordUnreadable(length: length)))
+                    }
+                }
                 continue
             }
             let restErased = format.isErased(bytes, from: 16)
@@ -57,6 +79,13 @@ extension FlashKVStore {
                 && restErased
             {
                 found.append(.free(slotA: slotA))
+            } else if let first = Self.firstRecord(bytes, format), first.committed {
+                // A committed record behind a page header that does not read: slot B is written before any record,
+                // and a torn erase leaves no record whole, so this is damage. The page's place in the log is lost:
+                // it is kept as it is, out of use, and reported.
+                found.append(.quarantined(slotA: slotA))
+                anyValidSlot = true
+                damage.append(StoreDamage(page: page, offset: page * pageSize + 8, kind: .pageUnreadable))
             } else {
                 found.append(.garbage(slotA: slotA))
                 if !restErased { dataWithoutHeader = true }
@@ -72,9 +101,9 @@ extension FlashKVStore {
         var maxSequence: UInt32?
         for f in found {
             switch f {
-            case .free(let a), .garbage(let a):
+            case .free(let a), .garbage(let a), .quarantined(let a):
                 if let a { knownMaxErase = max(knownMaxErase, a) }
-            case .log(let sequence, let a, let records, _):
+            case .log(let sequence, let a, _, let records, _):
                 if let a { knownMaxErase = max(knownMaxErase, a) }
                 maxSequence = max(maxSequence ?? 0, sequence)
                 for r in records where r.committed {
@@ -86,7 +115,7 @@ extension FlashKVStore {
         // Replay the live log in sequence order.
         var alive: [(page: Int, sequence: UInt32)] = []
         for (page, f) in found.enumerated() {
-            if case .log(let sequence, _, _, _) = f, sequence >= head { alive.append((page, sequence)) }
+            if case .log(let sequence, _, _, _, _) = f, sequence >= head { alive.append((page, sequence)) }
         }
         alive.sort { ($0.sequence, $0.page) < ($1.sequence, $1.page) }
         // The reserve. When no page is free or about to be erased, a compaction was cut after it opened the last
@@ -98,12 +127,13 @@ extension FlashKVStore {
         let spare = found.indices.filter { page in
             switch found[page] {
             case .free, .garbage: true
-            case .log(let sequence, _, _, _): sequence < head
+            case .quarantined: false
+            case .log(let sequence, _, _, _, _): sequence < head
             }
         }
         if spare.isEmpty {
             alive.removeAll { page, _ in
-                guard case .log(_, _, let records, _) = found[page], !records.contains(where: \.committed) else {
+                guard case .log(_, _, _, let records, _) = found[page], !records.contains(where: \.committed) else {
                     return false
                 }
                 unopened.append(page)
@@ -116,8 +146,9 @@ extension FlashKVStore {
         var tornTails: [Range<Int>] = []
         var pages = [PageInfo](
             repeating: PageInfo(kind: .free, eraseCount: knownMaxErase, hasSlotA: false), count: pageCount)
+        let lastAlive = alive.last?.page
         for (page, sequence) in alive {
-            guard case .log(_, let slotA, let records, let end) = found[page] else { continue }
+            guard case .log(_, let slotA, let version, let records, let end) = found[page] else { continue }
             let base = page * pageSize
             for r in records {
                 guard r.committed else {
@@ -131,21 +162,48 @@ extension FlashKVStore {
                 for u in r.updates {
                     if let old = index.removeValue(forKey: u.key) { deadValues.append(old) }
                     if !u.isRemove {
-                        index[u.key] = Location(page: page, offset: base + u.valueOffset, length: u.length)
+                        index[u.key] = Location(
+                            page: page, offset: base + u.valueOffset, length: u.length, check: u.check)
                     }
                 }
             }
-            let writeOffset: Int
+            var writeOffset: Int
             switch end {
             case .free(let at):
                 writeOffset = at
             case .garbage(let at):
                 writeOffset = pageSize
-                tornTails.append(base + at..<base + pageSize)
+                if page == lastAlive {
+                    // Only the page written last can end in a torn write (recovery zeroes it before another page
+                    // is opened): zero it.
+                    tornTails.append(base + at..<base + pageSize)
+                } else if let dirty = format.dirtyWords(
+                    try Self.readPage(page, pageSize: pageSize, of: device), at..<pageSize, keepErased: true)
+                {
+                    // Anywhere else it is damage: kept as it is, and reported.
+                    damage.append(
+                        StoreDamage(page: page, offset: base + dirty.lowerBound, kind: .bytesUnreadable(length: dirty.count)))
+                }
             }
+            // A format 1 page takes no new records: the next one opens a format 2 page.
+            if version != StoreFormat.version { writeOffset = pageSize }
             pages[page] = PageInfo(
                 kind: .log, eraseCount: slotA ?? knownMaxErase, hasSlotA: slotA != nil, sequence: sequence,
                 writeOffset: writeOffset)
+        }
+
+        // Every live value is checked once: what one flipped bit explains is corrected on every read (and for good
+        // by the compaction that copies it); a value that fails its check otherwise is reported and refused.
+        for key in index.keys.sorted() {
+            let location = index[key]!
+            guard location.check != nil else { continue }
+            switch try Self.readChecked(location, of: device) {
+            case .intact: break
+            case .corrected:
+                damage.append(StoreDamage(page: location.page, offset: location.offset, kind: .valueCorrected(key: key)))
+            case .damaged:
+                damage.append(StoreDamage(page: location.page, offset: location.offset, kind: .valueDamaged(key: key)))
+            }
         }
 
         self.device = device
@@ -156,7 +214,7 @@ extension FlashKVStore {
         self.nextSequence = maxSequence.map { $0 == .max ? .max : $0 + 1 } ?? 1
         self.headSequence = head
         self.usedBytes = index.values.reduce(0) { $0 + format.footprint($1.length) }
-        self.recovery = RecoveryReport()
+        self.recovery = RecoveryReport(damage: damage)
         repairs = Repairs(
             tornTails: tornTails, uncommitted: uncommitted, deadValues: deadValues, found: found,
             knownMaxErase: knownMaxErase, head: head, unopened: Set(unopened))
@@ -181,7 +239,9 @@ extension FlashKVStore {
                 pages[page] = PageInfo(kind: .free, eraseCount: slotA ?? knownMaxErase, hasSlotA: slotA != nil)
             case .garbage(let slotA):
                 try reclaim(page, eraseCount: slotA ?? knownMaxErase)
-            case .log(let sequence, let slotA, _, _):
+            case .quarantined(let slotA):
+                pages[page] = PageInfo(kind: .retired, eraseCount: slotA ?? knownMaxErase, hasSlotA: slotA != nil)
+            case .log(let sequence, let slotA, _, _, _):
                 if sequence < repairs.head || repairs.unopened.contains(page) {
                     try reclaim(page, eraseCount: slotA ?? knownMaxErase)
                 }
@@ -241,6 +301,18 @@ extension FlashKVStore {
         return try FlashKVStore(mounting: device)
     }
 
+    /// The record at the start of a page without a valid slot B, in either record format, one flipped bit corrected.
+    static func firstRecord(_ bytes: [UInt8], _ format: StoreFormat) -> StoreFormat.Record? {
+        for version in [StoreFormat.version, 1] {
+            if let r = format.parseRecord(bytes, at: StoreFormat.pageHeaderSize, version: version)
+                ?? format.correctedRecord(bytes, at: StoreFormat.pageHeaderSize, version: version)
+            {
+                return r
+            }
+        }
+        return nil
+    }
+
     /// Reads one whole page, mapping a flash error to the store's.
     static func readPage(_ page: Int, pageSize: Int, of device: Device) throws(StoreError) -> [UInt8] {
         do {
@@ -254,8 +326,10 @@ extension FlashKVStore {
 /// A page as mounting first classifies it.
 enum FoundPage {
     case free(slotA: Int?)
-    case log(sequence: UInt32, slotA: Int?, records: [StoreFormat.Record], end: StoreFormat.PageEnd)
+    case log(sequence: UInt32, slotA: Int?, version: UInt8, records: [StoreFormat.Record], end: StoreFormat.PageEnd)
     case garbage(slotA: Int?)
+    /// Records behind a page header that does not read: kept, out of use.
+    case quarantined(slotA: Int?)
 
 }
 

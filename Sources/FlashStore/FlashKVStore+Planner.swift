@@ -163,9 +163,10 @@ extension FlashKVStore {
             }
             let base = page * format.pageSize
             var live: [(key: UInt16, location: Location)] = []
-            for record in format.parseRecords(bytes).records where record.committed {
+            for record in format.parseRecords(bytes, version: StoreFormat.pageVersion(bytes)).records
+            where record.committed {
                 for u in record.updates where !u.isRemove {
-                    let location = Location(page: page, offset: base + u.valueOffset, length: u.length)
+                    let location = Location(page: page, offset: base + u.valueOffset, length: u.length, check: u.check)
                     if index[u.key] == location { live.append((u.key, location)) }
                 }
             }

@@ -60,8 +60,19 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     public func get(_ key: UInt16) throws(StoreError) -> [UInt8]? {
         try checkUsable()
         guard let location = index[key] else { return nil }
+        switch try Self.readChecked(location, of: device) {
+        case .intact(let value), .corrected(let value): return value
+        case .damaged:
+            throw StoreError(
+                .damaged, "the value of key \(key) (page \(location.page), offset \(location.offset)) fails its check")
+        }
+    }
+
+    /// A value read and checked against its CRC-32 (one flipped bit corrected).
+    static func readChecked(_ location: Location, of device: Device) throws(StoreError) -> StoreFormat.CheckedValue {
         do {
-            return try device.read(offset: location.offset, count: location.length)
+            return StoreFormat.checkedValue(
+                try device.read(offset: location.offset, count: location.length), check: location.check)
         } catch {
             throw StoreError(flash: error)
         }
@@ -213,7 +224,9 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
         } else if kept.isEmpty {
             return nil
         }
-        let size = format.recordSize(count: kept.count, valueBytes: valueBytes, head: false)
+        let inserts = kept.count { if case .insert = $0 { true } else { false } }
+        let size = format.recordSize(
+            count: inserts, removes: kept.count - inserts, valueBytes: valueBytes, head: false)
         guard size <= format.maxTransactionSize else {
             throw StoreError(.transactionTooLarge, "record of \(size) bytes, at most \(format.maxTransactionSize)")
         }
@@ -227,6 +240,8 @@ struct StoreLocation: Hashable, Sendable {
     /// Absolute byte offset of the value.
     var offset: Int
     var length: Int
+    /// CRC-32 of the value; `nil` for a value in a format 1 page.
+    var check: UInt32?
 }
 
 /// The store's view of one page.

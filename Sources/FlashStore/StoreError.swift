@@ -5,7 +5,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Base: Hashable, Sendable {
             case full, valueTooLarge, transactionTooLarge, wornOut, unrecognizedImage, unsupportedGeometry
-            case powerCut, flashFailure, needsRemount
+            case powerCut, flashFailure, needsRemount, damaged
         }
 
         let base: Base
@@ -30,6 +30,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let flashFailure = Code(base: .flashFailure)
         /// An earlier operation was interrupted: this store value is stale, mount again.
         public static let needsRemount = Code(base: .needsRemount)
+        /// The value fails its integrity check (more than one flipped bit): it is not returned.
+        public static let damaged = Code(base: .damaged)
 
         public var description: String {
             switch base {
@@ -42,6 +44,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
             case .powerCut: "power cut"
             case .flashFailure: "flash failure"
             case .needsRemount: "needs remount"
+            case .damaged: "damaged value"
             }
         }
     }

@@ -29,7 +29,7 @@ public struct StoreCapacity: Hashable, Sendable {
     /// Bytes one value of `length` bytes costs when inserted on its own.
     public func footprint(ofValueLength length: Int) -> Int {
         let round = { (n: Int) in (n + wordSize - 1) / wordSize * wordSize }
-        return round(12) + round(length) + wordSize
+        return round(20) + round(length) + wordSize
     }
 
     /// An estimate of how many more values of `length` bytes fit, each inserted on its own.
@@ -64,13 +64,81 @@ public struct RecoveryReport: Hashable, Sendable, CustomStringConvertible {
     public var rolledBackRecords = 0
     /// Torn bytes after the last record of a page, zeroed (the page is sealed).
     public var zeroedTails = 0
+    /// Bits found flipped in the flash (corrected) and what could not be read (kept as it is, not used).
+    public var damage: [StoreDamage] = []
 
-    /// Whether mounting found nothing to repair.
+    /// Whether mounting found nothing to repair and nothing damaged.
     public var isClean: Bool { self == RecoveryReport() }
 
+    /// What the damage cost: the keys whose values fail their checks (refused on reading).
+    public var damagedKeys: [UInt16] {
+        damage.compactMap { if case .valueDamaged(let key) = $0.kind { key } else { nil } }
+    }
+
+    /// Whether something could not be read (beyond corrected bits).
+    public var hasUnreadableDamage: Bool { damage.contains { !$0.kind.isCorrected } }
+
     public var description: String {
-        "erased \(erasedPages) page(s), retired \(retiredPages), wiped \(wipedValues) value(s), "
+        var text =
+            "erased \(erasedPages) page(s), retired \(retiredPages), wiped \(wipedValues) value(s), "
             + "rolled back \(rolledBackRecords) record(s), zeroed \(zeroedTails) torn tail(s)"
+        if !damage.isEmpty {
+            let corrected = damage.count { $0.kind.isCorrected }
+            text += ", \(corrected) flipped bit(s) corrected, \(damage.count - corrected) damaged place(s)"
+        }
+        return text
+    }
+}
+
+/// A place in the flash where mounting found bits that are not what the store wrote.
+public struct StoreDamage: Hashable, Sendable, CustomStringConvertible {
+    public enum Kind: Hashable, Sendable {
+        /// One flipped bit in a page's slot B, corrected on reading.
+        case pageHeaderCorrected
+        /// A page whose header is damaged beyond correction but that holds records: its place in the log is lost,
+        /// so its records are not applied; the page is kept as it is and taken out of use.
+        case pageUnreadable
+        /// One flipped bit in a record header, corrected on reading.
+        case recordHeaderCorrected
+        /// One flipped bit in the value of `key`, corrected on every read until a compaction copies it.
+        case valueCorrected(key: UInt16)
+        /// The value of `key` fails its check: reading it is refused (``StoreError/Code/damaged``); the bytes are
+        /// kept until the key is written or removed.
+        case valueDamaged(key: UInt16)
+        /// A record whose header is damaged beyond correction, stepped over: its changes are not applied (the keys
+        /// it wrote keep their earlier values, which fail their checks if they were wiped).
+        case recordUnreadable(length: Int)
+        /// Bytes after the last readable record of a page that are neither a record nor erased.
+        case bytesUnreadable(length: Int)
+
+        /// Whether the damage was one flipped bit, corrected.
+        public var isCorrected: Bool {
+            switch self {
+            case .pageHeaderCorrected, .recordHeaderCorrected, .valueCorrected: true
+            case .pageUnreadable, .valueDamaged, .recordUnreadable, .bytesUnreadable: false
+            }
+        }
+    }
+
+    /// The page.
+    public var page: Int
+    /// Absolute byte offset in the flash.
+    public var offset: Int
+    public var kind: Kind
+
+    public var description: String {
+        let hex = { (key: UInt16) in "0x" + String(key, radix: 16, uppercase: true) }
+        let place = "page \(page), offset \(offset)"
+        return switch kind {
+        case .pageHeaderCorrected: "\(place): one flipped bit in the page header, corrected"
+        case .pageUnreadable: "page \(page): the page header is damaged; its records are kept, not applied"
+        case .recordHeaderCorrected: "\(place): one flipped bit in a record header, corrected"
+        case .valueCorrected(let key): "\(place): one flipped bit in the value of key \(hex(key)), corrected"
+        case .valueDamaged(let key): "\(place): the value of key \(hex(key)) is damaged and is not used"
+        case .recordUnreadable(let length):
+            "\(place): a record of \(length) bytes whose header is damaged; its changes are not applied"
+        case .bytesUnreadable(let length): "\(place): \(length) bytes that are not a record; kept, not used"
+        }
     }
 }
 

@@ -148,6 +148,7 @@ extension VirtualKey {
                 "pinSet": .boolean(storage.pin != nil),
                 "pinRetries": JSONValue(storage.pinRetries),
                 "fingerprints": JSONValue(storage.fingerprints.count),
+                "damage": .array(storage.damage.map(JSONValue.string)),
             ],
             "counters": [
                 "signCount": JSONValue(storage.signCounter),

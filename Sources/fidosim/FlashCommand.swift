@@ -58,6 +58,7 @@ extension FlashCommand {
                 }
             }.joined(separator: " "))
             print("recovery:   \(store.recovery.isClean ? "clean (nothing to repair)" : store.recovery.description)")
+            for damage in store.recovery.damage { print("damage:     \(damage)") }
             print("records:    \(store.count)")
             let counter = (try? store.get(StorageKey.signCounter)).flatMap { $0 }.map {
                 $0.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
@@ -66,6 +67,9 @@ extension FlashCommand {
             var perRP: [String: Int] = [:]
             var unreadable = 0
             for key in store.keys where key >= StorageKey.firstCredential && key <= StorageKey.lastCredential {
+                if store.recovery.damagedKeys.contains(key) {
+                    print("damaged:    credential record 0x\(String(key, radix: 16, uppercase: true)) fails its check")
+                }
                 guard let bytes = (try? store.get(key)).flatMap({ $0 }),
                     let record = try? CBORDecoder.decode(bytes), let rp = record[2]?.textValue
                 else {

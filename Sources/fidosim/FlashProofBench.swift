@@ -45,6 +45,9 @@ extension FlashCommand {
         @Option(help: "Cut points of the CTAP-level proof (the authenticator over the store; 0 skips it).")
         var ctapCutPoints: Int = 10_000
 
+        @Option(help: "Trials of the damage proof, one flipped bit and one damaged byte each (0 skips it).")
+        var bitFlipTrials: Int = 2_000
+
         func run() throws {
             let clock = ContinuousClock()
             var violations = 0
@@ -80,6 +83,17 @@ extension FlashCommand {
                 print("ctap \(geometry.rawValue): \(report), \(format1(wall)) s")
                 for v in report.violations { print("  violation: \(v)") }
                 violations += report.violations.count
+            }
+            if bitFlipTrials > 0 {
+                for damage in [CTAPBitFlipProof.Damage.bit, .byte] {
+                    let start = clock.now
+                    let report = CTAPBitFlipProof.run(
+                        geometry: geometry.geometry, trials: bitFlipTrials, seed: firstSeed &+ 1, damage: damage)
+                    let wall = seconds(clock.now - start)
+                    print("bit flips \(damage.rawValue): \(report), \(format1(wall)) s")
+                    for v in report.violations { print("  violation: \(v)") }
+                    violations += report.violations.count
+                }
             }
             print("flash-proof: \(violations) violations")
             if violations > 0 { throw ExitCode(1) }

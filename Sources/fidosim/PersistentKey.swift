@@ -1,6 +1,7 @@
 import ArgumentParser
 import CTAPCore
 import FlashStore
+import HIDBridge
 
 #if canImport(Glibc)
 import Glibc
@@ -109,6 +110,7 @@ struct PersistentKey {
             throw StorageError("cannot open the flash image \(flash): \(error)")
         }
         let storage = try FlashStorage(device: device, entropy: &entropy)
+        for line in storage.damage { printError("fidosim: \(flash): damage: \(line)") }
         let credentials = storage.residentCount
         return PersistentKey(
             storage: storage, serial: hex(storage.serial),

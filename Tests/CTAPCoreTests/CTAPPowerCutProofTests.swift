@@ -52,3 +52,22 @@ import Testing
         #expect(report.cutPoints > 0)
     }
 }
+
+/// A bounded run of the damage proof (`make flash-proof` runs the long one): one flipped bit anywhere in the flash
+/// of a key with 20 credentials loses nothing; one damaged byte costs at most the record it is in, reported.
+@Suite struct CTAPBitFlipProofTests {
+    @Test func oneFlippedBitLosesNothing() {
+        let report = CTAPBitFlipProof.run(trials: 120, seed: 1, damage: .bit)
+        print(report)
+        #expect(report.violations.isEmpty, "\(report.violations.prefix(5))")
+        #expect(report.credentials == 20 && report.assertions == 20 * 120, "\(report)")
+        #expect(report.refusedStarts == 0 && report.lostToTheirDamage == 0)
+    }
+
+    @Test func oneDamagedByteCostsOnlyItsRecord() {
+        let report = CTAPBitFlipProof.run(trials: 120, seed: 2, damage: .byte)
+        print(report)
+        #expect(report.violations.isEmpty, "\(report.violations.prefix(5))")
+        #expect(report.reported > 60, "\(report)")
+    }
+}

@@ -95,6 +95,24 @@ struct FileFlashTests {
         }
     }
 
+    /// An image of file format 1 (record format 1 pages) opens, is read without a write, and says version 2 from
+    /// its first write on: a build that reads only format 1 refuses it instead of erasing its format 2 pages.
+    @Test func aFormatOneImageIsMarkedBeforeItsFirstWrite() throws {
+        let temp = TemporaryPath()
+        _ = try FileFlash.open(path: temp.path, geometry: .tiny)
+        var bytes = readFile(temp.path)
+        bytes[8] = 1
+        let crc = CRC32.checksum(bytes[0..<40])
+        bytes.replaceSubrange(40..<44, with: [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)])
+        writeFile(temp.path, bytes)
+        var flash = try FileFlash.open(path: temp.path, sync: false)
+        _ = try flash.read(offset: 0, count: 16)
+        #expect(readFile(temp.path)[8] == 1)
+        try flash.program(offset: 0, bytes: [0, 0, 0, 0])
+        #expect(readFile(temp.path)[8] == 2)
+        #expect(try FileFlash.open(path: temp.path, sync: false).geometry == .tiny)
+    }
+
     @Test func refusesAnotherVersionOrACorruptHeader() throws {
         let temp = TemporaryPath()
         _ = try FileFlash.open(path: temp.path, geometry: .tiny)
@@ -104,7 +122,7 @@ struct FileFlashTests {
         #expect { _ = try FileFlash.open(path: temp.path, geometry: .tiny) } throws: { error in
             (error as? FlashError)?.code == .unsupportedVersion
         }
-        bytes[8] = 1
+        bytes[8] = 2
         bytes[20] ^= 0xFF
         writeFile(temp.path, bytes)
         #expect { _ = try FileFlash.open(path: temp.path, geometry: .tiny) } throws: { error in

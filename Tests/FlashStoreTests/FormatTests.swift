@@ -22,10 +22,11 @@ struct FormatTests {
     @Test(arguments: [FlashGeometry.tiny, .stm32l4(pages: 3)])
     func recordRoundTrip(geometry: FlashGeometry) {
         let format = StoreFormat(geometry: geometry)
-        let body = format.encodeRecord(clear: true, head: 77, updates: [(1, [1, 2, 3]), (2, nil), (3, [])])
+        let body = format.encodeRecord(clear: true, head: 77, updates: [(1, [1, 2, 3], nil), (2, nil, nil), (3, [], nil)])
         #expect(body.count % geometry.wordSize == 0)
         #expect(
-            body.count + geometry.wordSize == format.recordSize(count: 3, valueBytes: format.roundUp(3), head: true))
+            body.count + geometry.wordSize
+                == format.recordSize(count: 2, removes: 1, valueBytes: format.roundUp(3), head: true))
         var page = [UInt8](repeating: 0xFF, count: geometry.pageSize)
         page.replaceSubrange(16..<16 + body.count, with: body)
         var parsed = format.parseRecords(page)
@@ -37,10 +38,19 @@ struct FormatTests {
         let valueAt = parsed.records[0].updates[0].valueOffset
         #expect(Array(page[valueAt..<valueAt + 3]) == [1, 2, 3])
         #expect(parsed.end == .free(at: 16 + body.count + geometry.wordSize))
+        #expect(parsed.records[0].updates.map(\.check) == [CRC32.checksum([1, 2, 3]), nil, CRC32.checksum([])])
+        page[16 + body.count] = 0xFE  // one cleared bit: a torn commit, rolled back
+        #expect(format.parseRecords(page).records[0].committed == false)
         for i in 0..<geometry.wordSize { page[16 + body.count + i] = 0 }
         parsed = format.parseRecords(page)
         #expect(parsed.records[0].committed)
-        page[17] ^= 0x80  // unknown flag
+        page[17] ^= 0x80  // one flipped bit in the flags: corrected
+        parsed = format.parseRecords(page)
+        #expect(parsed.records.count == 1 && parsed.damage == [.headerCorrected(offset: 16)])
+        page[17] ^= 0x40  // two: stepped over by the length word, the record's changes not applied
+        parsed = format.parseRecords(page)
+        #expect(parsed.records.isEmpty && parsed.damage == [.recordUnreadable(offset: 16, length: body.count + geometry.wordSize)])
+        page[16 + 8] ^= 1  // and the length word too: the page is sealed there
         #expect(format.parseRecords(page).end == .garbage(at: 16))
     }
 
@@ -62,14 +72,14 @@ struct FormatTests {
     }
 
     @Test func documentedLimits() {
-        #expect(FlashKVStore<SimulatedFlash>.maxValueLength(for: .nrf52840) == 4028)
-        #expect(FlashKVStore<SimulatedFlash>.maxValueLength(for: .stm32l4) == 1968)
-        #expect(FlashKVStore<SimulatedFlash>.maxValueLength(for: .tiny) == 188)
+        #expect(FlashKVStore<SimulatedFlash>.maxValueLength(for: .nrf52840) == 4008)
+        #expect(FlashKVStore<SimulatedFlash>.maxValueLength(for: .stm32l4) == 1944)
+        #expect(FlashKVStore<SimulatedFlash>.maxValueLength(for: .tiny) == 168)
         let nrf = StoreFormat(geometry: .nrf52840)
-        #expect(nrf.maxTransactionSize == 4044)
-        #expect(nrf.footprint(260) == 276)
-        #expect(nrf.footprint(4) == 20)
-        #expect(StoreFormat(geometry: .stm32l4).footprint(260) == 288)
-        #expect(StoreFormat(geometry: .stm32l4).footprint(4) == 32)
+        #expect(nrf.maxTransactionSize == 4032)
+        #expect(nrf.footprint(260) == 284)
+        #expect(nrf.footprint(4) == 28)
+        #expect(StoreFormat(geometry: .stm32l4).footprint(260) == 296)
+        #expect(StoreFormat(geometry: .stm32l4).footprint(4) == 40)
     }
 }
