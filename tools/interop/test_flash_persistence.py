@@ -164,3 +164,70 @@ def test_flash_inspect_shows_credentials_per_rp_but_no_secrets(tmp_path):
     assert "discoverable credentials: 2" in text
     assert f"{RP_ID}: 2" in text
     assert "erases:" in text and "geometry:" in text
+
+
+def record_headers(image_bytes: bytes, page: int = 0, page_size: int = 4096, image_offset: int = 4096) -> list[int]:
+    """File offsets of the record headers of one page of a format 2 image, found through their length words."""
+    base = image_offset + page * page_size
+    headers, at = [], 16
+    while at + 12 <= page_size and image_bytes[base + at] == 0xA7:
+        headers.append(base + at)
+        at += int.from_bytes(image_bytes[base + at + 8:base + at + 10], "little")
+    return headers
+
+
+def count_discoverable(sim: Simulator) -> int:
+    return Ctap2(sim.device()).get_assertion(RP_ID, new_cdh()).number_of_credentials or 1
+
+
+def test_damaged_record_headers_cost_only_their_own_record(tmp_path):
+    """Issue #20's measurement from outside: one flipped bit in a record header had cost 15 of 20 credentials (the
+    repair took it for a torn write and zeroed the rest of the page), silently."""
+    image = tmp_path / "key.img"
+    sim = start(image)
+    ctap2 = Ctap2(sim.device())
+    for i in range(20):
+        make_cred(ctap2, bytes([i]) * 32, rk=True, name="n" * 40)
+    assert stop(sim) == 0
+    clean = image.read_bytes()
+    # Records of one credential each (their first descriptor's key is a credential key), not the counter's.
+    headers = [h for h in record_headers(clean) if int.from_bytes(clean[h + 12:h + 14], "little") >= 0x1000]
+    assert len(headers) >= 8
+    inspect = [fidosim_binary(), "flash", "inspect", str(image)]
+
+    # One flipped bit in the header of a credential record in the middle of the page: corrected, reported.
+    damaged = bytearray(clean)
+    damaged[headers[6] + 2] ^= 0x04
+    image.write_bytes(bytes(damaged))
+    sim = start(image)
+    try:
+        assert count_discoverable(sim) == 20
+        damage = sim.control().request("status")["storage"]["damage"]
+        assert len(damage) == 1 and "corrected" in damage[0], damage
+    finally:
+        assert stop(sim) == 0
+    shown = subprocess.run(inspect, capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0 and "one flipped bit in a record header, corrected" in shown.stdout, shown.stdout
+    assert "discoverable credentials: 20" in shown.stdout
+
+    # Two damaged bytes in it: that record is stepped over by its length word; the 19 others are all there, and the
+    # damage is on stderr at start.
+    damaged = bytearray(image.read_bytes())
+    damaged[headers[6] + 4] ^= 0xFF
+    damaged[headers[6] + 5] ^= 0xFF
+    image.write_bytes(bytes(damaged))
+    sim = start(image)
+    try:
+        assert count_discoverable(sim) == 19
+        damage = sim.control().request("status")["storage"]["damage"]
+        assert any("header is damaged" in line for line in damage), damage
+    finally:
+        stop_code = sim.stop()
+        sim._stderr.seek(0)
+        errors = sim._stderr.read().decode()
+        sim._stdout.close()
+        sim._stderr.close()
+    assert stop_code == 0
+    assert "damage:" in errors and "header is damaged; its changes are not applied" in errors, errors
+    shown = subprocess.run(inspect, capture_output=True, text=True, timeout=30)
+    assert "header is damaged" in shown.stdout, shown.stdout
