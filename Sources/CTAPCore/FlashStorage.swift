@@ -501,6 +501,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             if error.code == .full || error.code == .transactionTooLarge {
                 throw CTAPError(.keyStoreFull, "flash store: \(error)")
             }
+            if error.code == .flashFailure { recoverFromFailedWrite() }
             throw CTAPError(.other, "flash store: \(error)")
         }
         settings = AuthenticatorSettings()
@@ -537,8 +538,18 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             if error.code == .full || error.code == .transactionTooLarge || error.code == .valueTooLarge {
                 throw CTAPError(status == .other ? .keyStoreFull : status, "flash store: \(error)")
             }
+            if error.code == .flashFailure { recoverFromFailedWrite() }
             throw CTAPError(.other, "flash store: \(error)")
         }
+    }
+
+    /// After the device refused a write (an image file on a full disk), its flash is as a power cut during that
+    /// write would leave it: mount it again and reload the state, so the key goes on with what was acknowledged
+    /// and later writes work again once the device takes them. When that fails too, the store stays stale and
+    /// every write fails until the key restarts.
+    mutating func recoverFromFailedWrite() {
+        var entropy = EntropySource.system
+        if let again = try? FlashStorage(device: store.device, entropy: &entropy) { self = again }
     }
 
     // MARK: - Record encoding

@@ -129,7 +129,7 @@ public struct FileFlash: FlashDevice {
             failure = error
         }
         if offset >= 0, offset + bytes.count <= geometry.totalSize {
-            try persist(offset: offset, count: bytes.count, page: nil)
+            try persistOrRollBack(offset: offset, count: bytes.count, page: nil)
         }
         if let failure { throw failure }
     }
@@ -144,7 +144,7 @@ public struct FileFlash: FlashDevice {
             failure = error
         }
         if failure?.code != .wornOut, page >= 0, page < geometry.pageCount {
-            try persist(offset: page * geometry.pageSize, count: geometry.pageSize, page: page)
+            try persistOrRollBack(offset: page * geometry.pageSize, count: geometry.pageSize, page: page)
         }
         if let failure { throw failure }
     }
@@ -166,6 +166,24 @@ public struct FileFlash: FlashDevice {
         try Self.writeAll(file, Self.encodeHeader(geometry, imageOffset: imageOffset), at: 0, path: path)
         if sync && fdatasync(file.fd) != 0 { throw Self.ioError("fdatasync \(path)", errno) }
         headerIsCurrent = true
+    }
+
+    /// Writes a mutation to the file. When the file refuses it (a full disk, a file size limit, an I/O error), the
+    /// flash in memory is set back to what the file holds, so the key goes on as after a power cut during that
+    /// write (the store mounts again over it): memory never holds what the file does not.
+    private mutating func persistOrRollBack(offset: Int, count: Int, page: Int?) throws(FlashError) {
+        do {
+            try persist(offset: offset, count: count, page: page)
+        } catch {
+            if let stored = try? Self.readAll(file, count: count, at: imageOffset + offset, path: path),
+                stored.count == count
+            {
+                memory.restore(offset: offset, bytes: stored)
+            }
+            let line = Array("fidosim: \(path): \(error); the request that wrote it fails, as after a power cut\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            throw error
+        }
     }
 
     private func persist(offset: Int, count: Int, page: Int?) throws(FlashError) {

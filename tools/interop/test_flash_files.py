@@ -176,3 +176,66 @@ def test_durability_host_flushes_every_write_before_the_answer(tmp_path, durabil
     for w in writes:
         next_send = next((s for s in sends if s > w), len(calls))
         assert "fdatasync" in calls[w + 1:next_send], f"a pwrite at {w} was answered before it was flushed: {calls}"
+
+
+def test_a_write_the_disk_refuses_fails_the_request_and_loses_nothing(tmp_path):
+    """A write the file refuses during operation (here a file size limit, EFBIG, as a full disk's ENOSPC would):
+    the request fails with a CTAP error, stderr says why, the key goes on as after a power cut during that write
+    (later writes work once the file takes them, without a restart), and a restart finds every acknowledged
+    credential."""
+    from fido2.ctap import CtapError
+    from fido2.ctap2 import Ctap2
+
+    from conftest import free_udp_port
+    from test_udp_interop import RP_ID, make_cred, new_cdh
+    from udp_device import open_udp_device, wait_until_ready
+
+    image = tmp_path / "key.img"
+    assert run(commands(image)["inspect"]).returncode != 0  # no image yet
+    make_image(tmp_path)
+
+    def serve(limit: int | None):
+        port = free_udp_port()
+
+        def small_disk():
+            if limit is not None:
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+        server = subprocess.Popen(
+            [str(fidosim_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash", str(image),
+             "--control", "off", "--presence-delay", "0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=small_disk)
+        assert wait_until_ready("127.0.0.1", port, total=60, is_alive=lambda: server.poll() is None)
+        return server, Ctap2(open_udp_device("127.0.0.1", port))
+
+    # The image's first flash page starts at 4096: only it may be written.
+    server, ctap2 = serve(limit=2 * 4096)
+    acknowledged = 0
+    try:
+        for i in range(40):
+            try:
+                make_cred(ctap2, bytes([i + 1]) * 32, rk=True, name="n" * 60)
+                acknowledged += 1
+            except CtapError as e:
+                assert e.code == CtapError.ERR.OTHER, e
+                break
+        else:
+            pytest.fail("every write was taken")
+        assert acknowledged >= 3
+        # The file takes writes again: the key goes on without a restart.
+        resource.prlimit(server.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        make_cred(ctap2, b"\xEE" * 32, rk=True)
+        acknowledged += 1
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    assert "File too large" in err and "fails, as after a power cut" in err, err
+
+    server, ctap2 = serve(limit=None)
+    try:
+        assert ctap2.get_assertion(RP_ID, new_cdh()).number_of_credentials == acknowledged
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
