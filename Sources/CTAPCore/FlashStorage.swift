@@ -48,6 +48,11 @@ public enum StorageKey {
     /// Large-blob chunks: slot 0 in 0x0100...0x017F, slot 1 in 0x0180...0x01FF, chunk i at the slot's base + i.
     public static let largeBlobSlots: [UInt16] = [0x0100, 0x0180]
     public static let largeBlobChunksPerSlot: UInt16 = 0x80
+
+    /// Whether `key` holds a large-blob chunk (of either slot).
+    static func isLargeBlobChunk(_ key: UInt16) -> Bool {
+        largeBlobSlots.contains { key >= $0 && key < $0 + largeBlobChunksPerSlot }
+    }
     /// Discoverable credentials, one record each, in keys 0x1000...0xFFFE.
     public static let firstCredential: UInt16 = 0x1000
     public static let lastCredential: UInt16 = 0xFFFE
@@ -186,10 +191,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             guard bytes.count == 32 else { throw StorageError("the persistent token record is corrupt") }
             persistentToken = bytes
         }
-        if let header = try read(StorageKey.largeBlobHeader), !store.recovery.damagedKeys.contains(where: { key in
-            key == StorageKey.largeBlobHeader
-                || StorageKey.largeBlobSlots.contains { key >= $0 && key < $0 + StorageKey.largeBlobChunksPerSlot }
-        }) {
+        if let header = try read(StorageKey.largeBlobHeader), !Self.largeBlobDamaged(store) {
             guard header.count == 5, header[0] <= 1 else { throw StorageError("the large-blob header is corrupt") }
             let slot = Int(header[0])
             let length = header[1...].reduce(0) { $0 << 8 | Int($1) }
@@ -256,14 +258,12 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     public var damage: [String] {
         store.recovery.damage.map(\.description)
             + damagedCredentials.map { "credential record 0x\(String($0, radix: 16, uppercase: true)) is damaged: that credential is not used" }
-            + (largeBlobDamaged ? ["the large-blob array is damaged: the initial (empty) array is served until the next write"] : [])
+            + (Self.largeBlobDamaged(store) ? ["the large-blob array is damaged: the initial (empty) array is served until the next write"] : [])
     }
 
-    var largeBlobDamaged: Bool {
-        store.recovery.damagedKeys.contains { key in
-            key == StorageKey.largeBlobHeader
-                || StorageKey.largeBlobSlots.contains { key >= $0 && key < $0 + StorageKey.largeBlobChunksPerSlot }
-        }
+    /// Whether the mount found the large-blob header or a chunk damaged beyond correction.
+    static func largeBlobDamaged(_ store: FlashKVStore<Device>) -> Bool {
+        store.recovery.damagedKeys.contains { $0 == StorageKey.largeBlobHeader || StorageKey.isLargeBlobChunk($0) }
     }
 
     /// The record key of each stored credential by its id: a lookup by id needs no scan of the credentials.
@@ -564,7 +564,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         ]
         return store.keys.filter { key in
             (key >= StorageKey.firstCredential && key <= StorageKey.lastCredential) || settings.contains(key)
-                || StorageKey.largeBlobSlots.contains { key >= $0 && key < $0 + StorageKey.largeBlobChunksPerSlot }
+                || StorageKey.isLargeBlobChunk(key)
         }
     }
 
@@ -574,7 +574,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// fits, and the last removes the rest and the mark and writes the new device secret. A mount that finds the
     /// mark finishes the reset, so a power cut leaves the state before the reset or after it.
     static func reset(_ store: inout FlashKVStore<Device>, newDeviceSecret: [UInt8]) throws(StoreError) {
-        var removals = keysReset(store).filter { $0 != StorageKey.resetInProgress }
+        var removals = keysReset(store)
         func last() -> [StoreUpdate] {
             removals.map { .remove(key: $0) }
                 + [.remove(key: StorageKey.resetInProgress), .insert(key: StorageKey.deviceSecret, value: newDeviceSecret)]

@@ -82,7 +82,7 @@ public enum CTAPBitFlipProof {
         for i in 0..<30 { _ = assert(&key, credentials[i % count]) }
         let body = CBORValue.array([.byteString([UInt8](repeating: 0x5A, count: 900))]).encoded()
         let array = body + LargeBlobArray.checksum(body)
-        _ = respond(&key, [0x0C] + CBORValue.map([2: .byteString(array), 3: 0, 4: CBORValue(array.count)]).encoded())
+        _ = CTAPPowerCutProof.respond(&key, [0x0C] + CBORValue.map([2: .byteString(array), 3: 0, 4: CBORValue(array.count)]).encoded())
         guard let written = key.storage as? Storage, written.largeBlobArray == array else {
             report.violations.append("the large-blob array was not written")
             return report
@@ -197,7 +197,7 @@ public enum CTAPBitFlipProof {
             4: [["alg": -7, "type": "public-key"]],
             7: ["rk": true],
         ]
-        let response = respond(&key, [0x01] + params.encoded())
+        let response = CTAPPowerCutProof.respond(&key, [0x01] + params.encoded())
         guard response.first == 0, let map = try? CBORDecoder.decode(Array(response.dropFirst())),
             let authData = map[2]?.bytesValue, authData.count > 55
         else { return nil }
@@ -224,7 +224,7 @@ public enum CTAPBitFlipProof {
             3: [["id": .byteString(credential.id), "type": "public-key"]],
             5: ["up": false],
         ]
-        let response = respond(&key, [0x02] + params.encoded())
+        let response = CTAPPowerCutProof.respond(&key, [0x02] + params.encoded())
         guard let status = response.first else { return .status(0xFF) }
         guard status == 0, let map = try? CBORDecoder.decode(Array(response.dropFirst())),
             let authData = map[2]?.bytesValue, let signature = map[3]?.bytesValue, authData.count >= 37
@@ -233,12 +233,5 @@ public enum CTAPBitFlipProof {
             credential.publicKey.isValidSignature(ecdsa, for: authData + clientDataHash)
         else { return .wrongSignature }
         return .verified(counter: authData[33..<37].reduce(0) { $0 << 8 | UInt32($1) })
-    }
-
-    static func respond(_ key: inout Authenticator, _ message: [UInt8]) -> [UInt8] {
-        var outcome = key.handleCBOR(message, now: .zero)
-        if case .needsUserPresence = outcome { outcome = key.resume(.approved, now: .zero) }
-        guard case .response(let bytes) = outcome else { return [] }
-        return bytes
     }
 }

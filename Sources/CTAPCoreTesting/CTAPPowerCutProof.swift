@@ -227,8 +227,11 @@ public enum CTAPPowerCutProof {
         return Request(name: "assert", message: [0x02] + params.encoded())
     }
 
-    static func respond(_ key: inout Authenticator, _ request: Request) -> [UInt8] {
-        var outcome = key.handleCBOR(request.message, now: .zero)
+    static func respond(_ key: inout Authenticator, _ request: Request) -> [UInt8] { respond(&key, request.message) }
+
+    /// The answer to a CTAP2 message, the user approving when the key asks.
+    static func respond(_ key: inout Authenticator, _ message: [UInt8]) -> [UInt8] {
+        var outcome = key.handleCBOR(message, now: .zero)
         if case .needsUserPresence = outcome { outcome = key.resume(.approved, now: .zero) }
         guard case .response(let bytes) = outcome else { return [] }
         return bytes

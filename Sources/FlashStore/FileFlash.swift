@@ -47,6 +47,11 @@ public struct FileFlash: FlashDevice {
     /// The largest page an image may have.
     public static let maxPageSize = 1 << 20
 
+    /// Whether `geometry` is larger than an image may be.
+    static func exceedsBounds(_ geometry: FlashGeometry) -> Bool {
+        geometry.pageSize > maxPageSize || geometry.totalSize > maxFlashBytes
+    }
+
     public var geometry: FlashGeometry { memory.geometry }
 
     /// Opens the image at `path`, creating a blank one (all 0xFF) when the file does not exist and `create`
@@ -58,7 +63,7 @@ public struct FileFlash: FlashDevice {
         if let problem = geometry.validationError {
             throw FlashError(.geometryMismatch, detail: "invalid geometry: \(problem)")
         }
-        if geometry.totalSize > maxFlashBytes || geometry.pageSize > maxPageSize {
+        if exceedsBounds(geometry) {
             throw FlashError(.geometryMismatch, detail: "invalid geometry: images hold at most 256 MiB of 1 MiB pages")
         }
         let fd = openFile(path, O_RDWR | O_CLOEXEC)
@@ -68,8 +73,8 @@ public struct FileFlash: FlashDevice {
             return try createImage(path: path, geometry: geometry, sync: sync, policy: policy)
         }
         let file = ImageFile(fd: fd)
-        try checkOwnership(file, path: path)
-        let (found, offset, counts, headerVersion) = try readHeader(file, path: path)
+        let size = try checkOwnership(file, path: path)
+        let (found, offset, counts, headerVersion) = try readHeader(file, size: size, path: path)
         guard found == geometry else {
             throw FlashError(
                 .geometryMismatch,
@@ -88,8 +93,8 @@ public struct FileFlash: FlashDevice {
         let fd = openFile(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw ioError("open \(path)", errno) }
         let file = ImageFile(fd: fd)
-        try checkOwnership(file, path: path)
-        let (geometry, offset, counts, headerVersion) = try readHeader(file, path: path)
+        let size = try checkOwnership(file, path: path)
+        let (geometry, offset, counts, headerVersion) = try readHeader(file, size: size, path: path)
         var flash = try load(
             file, path: path, geometry: geometry, imageOffset: offset, counts: counts, sync: sync, policy: policy)
         flash.headerIsCurrent = headerVersion == version
@@ -101,8 +106,8 @@ public struct FileFlash: FlashDevice {
         let fd = openFile(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)  // a FIFO must not block the open
         guard fd >= 0 else { throw ioError("open \(path)", errno) }
         let file = ImageFile(fd: fd)
-        try checkOwnership(file, path: path)
-        return try readHeader(file, path: path).geometry
+        let size = try checkOwnership(file, path: path)
+        return try readHeader(file, size: size, path: path).geometry
     }
 
     private init(memory: SimulatedFlash, path: String, sync: Bool, file: ImageFile, imageOffset: Int) {
@@ -164,7 +169,7 @@ public struct FileFlash: FlashDevice {
     private mutating func updateHeader() throws(FlashError) {
         guard !headerIsCurrent else { return }
         try Self.writeAll(file, Self.encodeHeader(geometry, imageOffset: imageOffset), at: 0, path: path)
-        if sync && fdatasync(file.fd) != 0 { throw Self.ioError("fdatasync \(path)", errno) }
+        try flushIfSync()
         headerIsCurrent = true
     }
 
@@ -193,6 +198,11 @@ public struct FileFlash: FlashDevice {
             let counter = UInt32(clamping: memory.eraseCount(page: page)).littleEndianBytes
             try Self.writeAll(file, counter, at: Self.headerSize + 4 * page, path: path)
         }
+        try flushIfSync()
+    }
+
+    /// With `sync`, makes the writes so far reach the disk.
+    private func flushIfSync() throws(FlashError) {
         if sync && fdatasync(file.fd) != 0 { throw Self.ioError("fdatasync \(path)", errno) }
     }
 
@@ -243,8 +253,8 @@ public struct FileFlash: FlashDevice {
     }
 
     /// Refuses an image that another user owns or that group or others may write: whoever can write it can read
-    /// and replace every credential on the key.
-    private static func checkOwnership(_ file: ImageFile, path: String) throws(FlashError) {
+    /// and replace every credential on the key. Returns the file's length.
+    private static func checkOwnership(_ file: ImageFile, path: String) throws(FlashError) -> Int {
         var info = stat()
         guard fstat(file.fd, &info) == 0 else { throw ioError("stat \(path)", errno) }
         let mode = UInt32(info.st_mode)
@@ -265,6 +275,7 @@ public struct FileFlash: FlashDevice {
                     + "(mode \(String(mode & 0o777, radix: 8))), who could replace the key's credentials: "
                     + "`chmod 600 \(path)`")
         }
+        return Int(info.st_size)
     }
 
     private static func load(
@@ -299,7 +310,7 @@ public struct FileFlash: FlashDevice {
     }
 
     private static func readHeader(
-        _ file: ImageFile, path: String
+        _ file: ImageFile, size: Int, path: String
     ) throws(FlashError) -> (geometry: FlashGeometry, imageOffset: Int, counts: [Int], version: UInt32) {
         let h = try readAll(file, count: headerSize, at: 0, path: path)
         guard h.count >= 8, Array(h[0..<8]) == magic else {
@@ -324,7 +335,7 @@ public struct FileFlash: FlashDevice {
             throw FlashError(.notAnImage, detail: "\(path): header describes an invalid geometry: \(problem)")
         }
         // Bounded before anything is allocated or read: a header is as untrusted as the rest of the file.
-        guard geometry.pageSize <= maxPageSize, geometry.totalSize <= maxFlashBytes else {
+        guard !exceedsBounds(geometry) else {
             throw FlashError(
                 .notAnImage,
                 detail: "\(path): header claims \(geometry.pageCount) pages of \(geometry.pageSize) bytes; "
@@ -333,12 +344,10 @@ public struct FileFlash: FlashDevice {
         guard fields[1] == imageOffset(for: geometry) else {
             throw FlashError(.notAnImage, detail: "\(path): unexpected image offset \(fields[1])")
         }
-        var info = stat()
-        guard fstat(file.fd, &info) == 0 else { throw ioError("stat \(path)", errno) }
-        guard Int(info.st_size) >= fields[1] + geometry.totalSize else {
+        guard size >= fields[1] + geometry.totalSize else {
             throw FlashError(
                 .truncatedImage,
-                detail: "\(path) is \(info.st_size) bytes long; its header announces \(geometry.totalSize) bytes of "
+                detail: "\(path) is \(size) bytes long; its header announces \(geometry.totalSize) bytes of "
                     + "flash from offset \(fields[1])")
         }
         let countBytes = try readAll(file, count: 4 * geometry.pageCount, at: headerSize, path: path)

@@ -26,7 +26,9 @@ extension FlashKVStore {
             for e in entries {
                 let stored = try read(e.location.offset, e.location.length)
                 switch StoreFormat.checkedValue(stored, check: e.location.check) {
-                case .intact(let value), .corrected(let value): updates.append((e.key, value, nil))
+                case .intact(let value): updates.append((e.key, value, e.location.check ?? CRC32.checksum(value)))
+                // The flipped bit may be in the stored check itself: the copy gets the value's own.
+                case .corrected(let value): updates.append((e.key, value, CRC32.checksum(value)))
                 case .damaged: updates.append((e.key, stored, e.location.check))
                 }
             }
@@ -35,8 +37,7 @@ extension FlashKVStore {
             var valueAt = at + format.descriptorAreaSize(count: entries.count, head: head != nil)
             for u in updates {
                 let length = u.value!.count
-                index[u.key] = Location(
-                    page: page, offset: valueAt, length: length, check: u.check ?? CRC32.checksum(u.value!))
+                index[u.key] = Location(page: page, offset: valueAt, length: length, check: u.check)
                 valueAt += format.roundUp(length)
             }
 
@@ -52,7 +53,7 @@ extension FlashKVStore {
             var updates: [StoreFormat.EncodedUpdate] = []
             for u in transaction.updates {
                 switch u {
-                case .insert(let key, let value): updates.append((key, value, nil))
+                case .insert(let key, let value): updates.append((key, value, CRC32.checksum(value)))
                 case .remove(let key): updates.append((key, nil, nil))
                 }
             }
@@ -73,8 +74,7 @@ extension FlashKVStore {
                     usedBytes -= format.footprint(old.length)
                 }
                 if let value = u.value {
-                    index[u.key] = Location(
-                        page: page, offset: valueAt, length: value.count, check: CRC32.checksum(value))
+                    index[u.key] = Location(page: page, offset: valueAt, length: value.count, check: u.check)
                     usedBytes += format.footprint(value.count)
                     valueAt += format.roundUp(value.count)
                 } else {

@@ -43,6 +43,8 @@ extension FlashKVStore {
         var anyValidSlot = false
         var dataWithoutHeader = false
         var damage: [StoreDamage] = []
+        // Page-relative range of the bytes after the last record of a log page that are neither zeros nor erased.
+        var dirtyEnds: [Int: Range<Int>] = [:]
         for page in 0..<pageCount {
             let bytes = try Self.readPage(page, pageSize: pageSize, of: device)
             let slotA = StoreFormat.decodeSlotA(bytes)
@@ -59,6 +61,9 @@ extension FlashKVStore {
             if slotA != nil || slotB != nil { anyValidSlot = true }
             if let (sequence, version) = slotB {
                 let parsed = format.parseRecords(bytes, version: version)
+                if case .garbage(let at) = parsed.end {
+                    dirtyEnds[page] = format.dirtyWords(bytes, at..<pageSize, keepErased: true)
+                }
                 found.append(
                     .log(sequence: sequence, slotA: slotA, version: version, records: parsed.records, end: parsed.end))
                 for d in parsed.damage {
@@ -177,9 +182,7 @@ extension FlashKVStore {
                     // Only the page written last can end in a torn write (recovery zeroes it before another page
                     // is opened): zero it.
                     tornTails.append(base + at..<base + pageSize)
-                } else if let dirty = format.dirtyWords(
-                    try Self.readPage(page, pageSize: pageSize, of: device), at..<pageSize, keepErased: true)
-                {
+                } else if let dirty = dirtyEnds[page] {
                     // Anywhere else it is damage: kept as it is, and reported.
                     damage.append(
                         StoreDamage(page: page, offset: base + dirty.lowerBound, kind: .bytesUnreadable(length: dirty.count)))

@@ -221,8 +221,17 @@ package struct StoreFormat: Sendable {
     static func lengthWord(_ length: Int) -> [UInt8] {
         var b: [UInt8] = []
         b.appendLE(UInt16(length))
-        b.appendLE(UInt16(truncatingIfNeeded: CRC32.checksum([recordTag, UInt8(length & 0xFF), UInt8(length >> 8)])))
+        b.appendLE(lengthCheck(length))
         return b
+    }
+
+    private static func lengthCheck(_ length: Int) -> UInt16 {
+        UInt16(truncatingIfNeeded: CRC32.checksum([recordTag, UInt8(length & 0xFF), UInt8(length >> 8 & 0xFF)]))
+    }
+
+    /// Whether the length word of the record at `at` says `length`, with its check.
+    private func lengthWordSays(_ length: Int, _ page: [UInt8], at: Int) -> Bool {
+        Int(page.readLE16(at + 8)) == length && page.readLE16(at + 10) == Self.lengthCheck(length)
     }
 
     /// Parses the records of a page (`page` holds the whole page) written in record format `version`. Never
@@ -240,9 +249,7 @@ package struct StoreFormat: Sendable {
                 parsed.records.append(record)
                 at = record.commitOffset + wordSize
                 // The length word is not covered by the header CRC: a flipped bit there is harmless, but reported.
-                if version != 1, Array(page[record.offset + 8..<record.offset + 12])
-                    != Self.lengthWord(at - record.offset)
-                {
+                if version != 1, !lengthWordSays(at - record.offset, page, at: record.offset) {
                     parsed.damage.append(.headerCorrected(offset: record.offset))
                 }
                 continue
@@ -328,7 +335,9 @@ package struct StoreFormat: Sendable {
     /// The record at `at` read with one bit flipped back, when exactly one flip (in the tag, flags and count, in
     /// the stored CRC, or in the descriptors) makes its header check.
     func correctedRecord(_ page: [UInt8], at: Int, version: UInt8) -> Record? {
-        guard at + Self.headerSize(version) <= pageSize else { return nil }
+        // One flip cannot make a record of bytes whose tag is two or more bits off (a zeroed tail, say).
+        guard at + Self.headerSize(version) <= pageSize, (page[at] ^ Self.recordTag).nonzeroBitCount <= 1
+        else { return nil }
         var copy = page
         var found: Record?
         var ambiguous = false
@@ -391,7 +400,7 @@ package struct StoreFormat: Sendable {
     private func lengthWordValue(_ page: [UInt8], at: Int) -> Int? {
         guard at + 12 <= pageSize else { return nil }
         let length = Int(page.readLE16(at + 8))
-        guard Array(page[at + 8..<at + 12]) == Self.lengthWord(length),
+        guard lengthWordSays(length, page, at: at),
             length >= descriptorAreaSize(count: 0, head: false) + wordSize, length % wordSize == 0,
             at + length <= pageSize
         else { return nil }

@@ -96,14 +96,20 @@ start_key() {
     stop_key  # no stray key for the steps that talk to every key
     return 1
 }
+# stop_pid PID WHAT: sends SIGTERM and returns the exit status, saying so unless it is 0.
+stop_pid() {
+    kill "$1" 2>/dev/null
+    wait "$1"
+    local rc=$?
+    [ "$rc" = 0 ] || echo "$2 exited with status $rc (0 expected after SIGTERM)"
+    return "$rc"
+}
 # stop_key: stops the running key and waits until its device is gone, so the next step starts without it.
 stop_key() {
     [ -n "$serve_pid" ] || return 0
-    kill "$serve_pid" 2>/dev/null
-    wait "$serve_pid"
-    local rc=$?
+    local rc=0
+    stop_pid "$serve_pid" serve || rc=$?
     serve_pid=
-    [ "$rc" = 0 ] || echo "serve exited with status $rc (0 expected after SIGTERM)"
     if [ ${#serve_gone[@]} -gt 0 ]; then
         wait_for 30 "the stopped key's device to go" "${serve_gone[@]}" || rc=1
         serve_gone=()
@@ -317,11 +323,9 @@ start_bridge() {
 }
 stop_board() { # stops the fixture and waits until both its devices are gone
     [ -n "${board_pid:-}" ] || return 0
-    kill "$board_pid" 2>/dev/null
-    wait "$board_pid"
-    local rc=$?
+    local rc=0
+    stop_pid "$board_pid" "the board fixture" || rc=$?
     board_pid=
-    [ "$rc" = 0 ] || echo "the board fixture exited with status $rc"
     wait_for 30 "the board's devices to go" board_gone || rc=1
     [ "$rc" = 0 ]
 }

@@ -180,6 +180,24 @@ def count_discoverable(sim: Simulator) -> int:
     return Ctap2(sim.device()).get_assertion(RP_ID, new_cdh()).number_of_credentials or 1
 
 
+def start_on(image, contents) -> tuple[int, list[str], str]:
+    """Writes `contents` to the image and starts the key on it: the discoverable credentials it finds, the damage its
+    status lists and what it printed on stderr."""
+    image.write_bytes(bytes(contents))
+    sim = start(image)
+    try:
+        found = count_discoverable(sim)
+        damage = sim.control().request("status")["storage"]["damage"]
+    finally:
+        code = sim.stop()
+        sim._stderr.seek(0)
+        errors = sim._stderr.read().decode()
+        sim._stdout.close()
+        sim._stderr.close()
+    assert code == 0
+    return found, damage, errors
+
+
 def test_damaged_record_headers_cost_only_their_own_record(tmp_path):
     """Issue #20's measurement from outside: one flipped bit in a record header had cost 15 of 20 credentials (the
     repair took it for a torn write and zeroed the rest of the page), silently."""
@@ -198,14 +216,9 @@ def test_damaged_record_headers_cost_only_their_own_record(tmp_path):
     # One flipped bit in the header of a credential record in the middle of the page: corrected, reported.
     damaged = bytearray(clean)
     damaged[headers[6] + 2] ^= 0x04
-    image.write_bytes(bytes(damaged))
-    sim = start(image)
-    try:
-        assert count_discoverable(sim) == 20
-        damage = sim.control().request("status")["storage"]["damage"]
-        assert len(damage) == 1 and "corrected" in damage[0], damage
-    finally:
-        assert stop(sim) == 0
+    found, damage, _ = start_on(image, damaged)
+    assert found == 20
+    assert len(damage) == 1 and "corrected" in damage[0], damage
     shown = subprocess.run(inspect, capture_output=True, text=True, timeout=30)
     assert shown.returncode == 0 and "one flipped bit in a record header, corrected" in shown.stdout, shown.stdout
     assert "discoverable credentials: 20" in shown.stdout
@@ -215,19 +228,9 @@ def test_damaged_record_headers_cost_only_their_own_record(tmp_path):
     damaged = bytearray(image.read_bytes())
     damaged[headers[6] + 4] ^= 0xFF
     damaged[headers[6] + 5] ^= 0xFF
-    image.write_bytes(bytes(damaged))
-    sim = start(image)
-    try:
-        assert count_discoverable(sim) == 19
-        damage = sim.control().request("status")["storage"]["damage"]
-        assert any("header is damaged" in line for line in damage), damage
-    finally:
-        stop_code = sim.stop()
-        sim._stderr.seek(0)
-        errors = sim._stderr.read().decode()
-        sim._stdout.close()
-        sim._stderr.close()
-    assert stop_code == 0
+    found, damage, errors = start_on(image, damaged)
+    assert found == 19
+    assert any("header is damaged" in line for line in damage), damage
     assert "damage:" in errors and "header is damaged; its changes are not applied" in errors, errors
     shown = subprocess.run(inspect, capture_output=True, text=True, timeout=30)
     assert "header is damaged" in shown.stdout, shown.stdout
