@@ -16,7 +16,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
-.PHONY: help deps build release run test unit-test interop e2e e2e-auto e2e-deps install-udev flash-proof flash-bench fuzz fuzz-smoke bench clean
+.PHONY: help deps build release run test unit-test interop device-suite e2e e2e-auto e2e-deps install-udev flash-proof flash-bench fuzz fuzz-smoke bench clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -24,6 +24,8 @@ help:
 	@echo "                interop suite and (when its tools can be installed) the VM end-to-end run; E2E=skip skips it"
 	@echo "make unit-test  swift test only"
 	@echo "make interop    the python-fido2 interop suite against the built binary"
+	@echo "make device-suite  python-fido2's own device tests (tests/device of its source distribution) against"
+	@echo "                fidosim: default, fingerprint, enterprise attestation and yubikey5 configurations"
 	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
 	@echo "                (E2E_REPEAT=N: every group N times in one boot, with the failures per step)"
 	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
@@ -83,8 +85,12 @@ unit-test: deps
 interop: build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/control tools/e2e/test_steps.py
 
+# python-fido2's device tests, written for real keys, in four configurations (tools/device-suite/run.sh).
+device-suite: build
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) PYTHON=$(PYTHON) bash tools/device-suite/run.sh
+
 # make test ends with the VM end-to-end run when its tools can be installed (E2E=skip leaves it out).
-test: fuzz-smoke unit-test interop e2e-auto
+test: fuzz-smoke unit-test interop device-suite e2e-auto
 
 # The end-to-end run in a VM: Debian's kernel (with uhid) under virtme-ng, real clients against /dev/hidraw.
 E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* busybox-static:/bin/busybox \

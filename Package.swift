@@ -111,7 +111,8 @@ let package = Package(
         .testTarget(
             name: "CTAPCoreTests",
             dependencies: [
-                "CTAPCore", "CTAPCBOR", "FlashStore", "CTAPCoreTesting", .product(name: "Crypto", package: "swift-crypto"),
+                "CTAPCore", "CTAPCBOR", "FlashStore", "CTAPCoreTesting", "Attestation",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

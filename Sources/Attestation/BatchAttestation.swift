@@ -21,6 +21,10 @@ public struct BatchAttestation: Sendable {
     public var rootCertificate: [UInt8]
     /// The root's private key as PKCS#8 DER (kept by whoever provisions more keys of the batch).
     public var rootPrivateKey: [UInt8]
+    /// This device's enterprise attestation key (raw P-256 scalar) and its certificate, issued by the same root
+    /// with a serial number that identifies the device (CTAP 2.1 §7.1: an enterprise attestation may identify it).
+    public var enterprisePrivateKey: [UInt8]
+    public var enterpriseCertificate: [UInt8]
 
     /// id-fido-gen-ce-aaguid
     public static let aaguidExtensionOID: ASN1ObjectIdentifier = [1, 3, 6, 1, 4, 1, 45724, 1, 1, 4]
@@ -38,6 +42,7 @@ public struct BatchAttestation: Sendable {
         guard aaguid.count == 16 else { throw Failure(description: "an AAGUID is 16 bytes") }
         let rootKey = P256.Signing.PrivateKey()
         let leafKey = P256.Signing.PrivateKey()
+        let enterpriseKey = P256.Signing.PrivateKey()
         let notAfter = notBefore.addingTimeInterval(Double(years) * 365.25 * 86400)
         do {
             let rootName = try DistinguishedName {
@@ -56,29 +61,46 @@ public struct BatchAttestation: Sendable {
                     SubjectKeyIdentifier(hash: .init(rootKey.publicKey))
                 },
                 issuerPrivateKey: .init(rootKey))
-            let leafName = try DistinguishedName {
-                CountryName(country)
-                OrganizationName(organization)
-                OrganizationalUnitName("Authenticator Attestation")
-                CommonName(commonName)
-            }
             var aaguidValue = DER.Serializer()
             try aaguidValue.serialize(ASN1OctetString(contentBytes: aaguid[...]))
-            let leaf = try Certificate(
-                version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(leafKey.publicKey),
-                notValidBefore: notBefore, notValidAfter: notAfter, issuer: rootName, subject: leafName,
-                signatureAlgorithm: .ecdsaWithSHA256,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.notCertificateAuthority)
-                    Critical(KeyUsage(digitalSignature: true))
-                    AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier)
-                    Certificate.Extension(
-                        oid: aaguidExtensionOID, critical: false, value: aaguidValue.serializedBytes[...])
-                },
-                issuerPrivateKey: .init(rootKey))
+            func leafCertificate(_ key: P256.Signing.PrivateKey, _ subject: DistinguishedName) throws -> Certificate {
+                try Certificate(
+                    version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
+                    notValidBefore: notBefore, notValidAfter: notAfter, issuer: rootName, subject: subject,
+                    signatureAlgorithm: .ecdsaWithSHA256,
+                    extensions: try Certificate.Extensions {
+                        Critical(BasicConstraints.notCertificateAuthority)
+                        Critical(KeyUsage(digitalSignature: true))
+                        AuthorityKeyIdentifier(
+                            keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier)
+                        Certificate.Extension(
+                            oid: aaguidExtensionOID, critical: false, value: aaguidValue.serializedBytes[...])
+                    },
+                    issuerPrivateKey: .init(rootKey))
+            }
+            let leaf = try leafCertificate(
+                leafKey,
+                DistinguishedName {
+                    CountryName(country)
+                    OrganizationName(organization)
+                    OrganizationalUnitName("Authenticator Attestation")
+                    CommonName(commonName)
+                })
+            // The enterprise certificate names the device: its serial number (random, 16 hex digits) in the CN.
+            let serial = Array(SHA256.hash(data: enterpriseKey.publicKey.rawRepresentation)).prefix(8)
+                .map { String($0, radix: 16, uppercase: true) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+            let enterprise = try leafCertificate(
+                enterpriseKey,
+                DistinguishedName {
+                    CountryName(country)
+                    OrganizationName(organization)
+                    OrganizationalUnitName("Authenticator Attestation")
+                    CommonName("\(organization) enterprise attestation \(serial)")
+                })
             return BatchAttestation(
                 privateKey: Array(leafKey.rawRepresentation), certificate: try der(leaf),
-                rootCertificate: try der(root), rootPrivateKey: Array(rootKey.derRepresentation))
+                rootCertificate: try der(root), rootPrivateKey: Array(rootKey.derRepresentation),
+                enterprisePrivateKey: Array(enterpriseKey.rawRepresentation), enterpriseCertificate: try der(enterprise))
         } catch let error as Failure {
             throw error
         } catch {
@@ -87,8 +109,13 @@ public struct BatchAttestation: Sendable {
     }
 
     /// The leaf's private key as PKCS#8 DER.
-    public func privateKeyPKCS8() throws(Failure) -> [UInt8] {
-        guard let key = try? P256.Signing.PrivateKey(rawRepresentation: privateKey) else {
+    public func privateKeyPKCS8() throws(Failure) -> [UInt8] { try Self.pkcs8(privateKey) }
+
+    /// The enterprise attestation key as PKCS#8 DER.
+    public func enterprisePrivateKeyPKCS8() throws(Failure) -> [UInt8] { try Self.pkcs8(enterprisePrivateKey) }
+
+    static func pkcs8(_ raw: [UInt8]) throws(Failure) -> [UInt8] {
+        guard let key = try? P256.Signing.PrivateKey(rawRepresentation: raw) else {
             throw Failure(description: "the attestation key is not a P-256 key")
         }
         return Array(key.derRepresentation)

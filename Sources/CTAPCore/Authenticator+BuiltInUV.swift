@@ -105,7 +105,9 @@ extension Authenticator {
     // MARK: authenticatorBioEnrollment
 
     /// authenticatorBioEnrollment (0x09, and the preview 0x40), CTAP 2.1 §6.7, for the simulated sensor.
-    mutating func bioEnrollment(_ raw: ArraySlice<UInt8>, now: Duration) throws(CTAPError) -> AuthenticatorOutcome {
+    mutating func bioEnrollment(
+        _ raw: ArraySlice<UInt8>, preview: Bool, now: Duration
+    ) throws(CTAPError) -> AuthenticatorOutcome {
         let params = try RequestParameters(cbor: raw)
         let modality = try params.int(0x01, "modality")
         let number = try params.int(0x02, "subCommand")
@@ -135,7 +137,8 @@ extension Authenticator {
             throw CTAPError(.invalidCBOR, "bio enrollment parameters are not canonical CBOR")
         }
         let message = [UInt8(modality), UInt8(number)] + (subParams.map { CBORValue.map($0).encoded() } ?? [])
-        try authorizeCommand(pinUvAuthParam, protocolNumber, message: message, permission: .bioEnrollment, now: now)
+        try authorizeCommand(
+            pinUvAuthParam, protocolNumber, message: message, permission: .bioEnrollment, preview: preview, now: now)
         let templateId = try subParams?.bytesMember(0x01, "templateId")
         let name = try subParams?.optionalMember(0x02, "templateFriendlyName")
         _ = try subParams?.intMember(0x03, "timeoutMilliseconds")
@@ -158,9 +161,8 @@ extension Authenticator {
         case 0x04:  // enumerateEnrollments
             guard !templates.isEmpty else { throw CTAPError(.invalidOption, "no fingerprint is enrolled") }
             let infos: [CBORValue] = templates.map { t in
-                var map: [CBORValue: CBORValue] = [0x01: .byteString(t.id)]
-                if let name = t.name { map[0x02] = .textString(name) }
-                return .map(map)
+                // An unnamed template has an empty name: python-fido2 reads the member of every template.
+                .map([0x01: .byteString(t.id), 0x02: .textString(t.name ?? "")])
             }
             return .response(Self.success([0x07: .array(infos)]))
         case 0x05:  // setFriendlyName
@@ -216,10 +218,9 @@ extension Authenticator {
         }
         if current.remainingSamples == 0 {
             enrollment = nil
-            // A default name, so that platforms which expect one (python-fido2) can list it at once.
-            let names = Set(storage.fingerprints.compactMap(\.name))
-            let name = (1...).lazy.map { "finger \($0)" }.first { !names.contains($0) }
-            try storage.setFingerprints(storage.fingerprints + [FingerprintTemplate(id: templateId, name: name)])
+            // No name until the platform gives it one (setFriendlyName), as on the YubiKey Bio and in Yubico's
+            // device tests: enumerateEnrollments lists it with an empty templateFriendlyName.
+            try storage.setFingerprints(storage.fingerprints + [FingerprintTemplate(id: templateId, name: nil)])
         } else {
             enrollment = current
         }

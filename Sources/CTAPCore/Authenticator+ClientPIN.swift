@@ -48,8 +48,12 @@ extension Authenticator {
         let pinHashEnc = try params.bytes(0x06, "pinHashEnc")
         let permissions = try params.int(0x09, "permissions")
         let rpId = try params.text(0x0A, "rpId")
-        guard let subcommand = ClientPINSubcommand(rawValue: raw) else {
-            throw CTAPError(.invalidSubcommand, "unknown clientPIN subcommand \(raw)")
+        let behaviour = configuration.profile.behaviour
+        guard let subcommand = ClientPINSubcommand(rawValue: raw), behaviour.clientPINSubcommands.contains(raw) else {
+            // CTAP2_ERR_INVALID_SUBCOMMAND is a CTAP 2.1 code; before it, CTAP1_ERR_INVALID_PARAMETER.
+            throw CTAPError(
+                configuration.profile.ctap21 ? .invalidSubcommand : .invalidParameter,
+                "unknown clientPIN subcommand \(raw)")
         }
         func need<T>(_ value: T?, _ name: String) throws(CTAPError) -> T {
             guard let value else { throw CTAPError(.missingParameter, "\(name) missing") }
@@ -58,6 +62,9 @@ extension Authenticator {
 
         switch subcommand {
         case .getPINRetries:
+            if storage.pin == nil && behaviour.pinRetriesWithoutPIN == .pinNotSet {
+                throw CTAPError(.pinNotSet, "no PIN is set (this profile answers getPINRetries so)")
+            }
             return .response(
                 Self.success([0x03: CBORValue(storage.pinRetries), 0x04: .boolean(pinUv.isBlockedUntilPowerCycle)]))
         case .getKeyAgreement:
@@ -84,7 +91,8 @@ extension Authenticator {
             }
             let token = try tokenUsingPIN(
                 proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
-                permissions: [.makeCredential, .getAssertion], rpId: nil, forcedChange: .pinInvalid, now: now)
+                permissions: [.makeCredential, .getAssertion], rpId: nil, forcedChange: .pinInvalid,
+                getPinToken: true, now: now)
             return .response(Self.success([0x02: .byteString(token)]))
         case .getPinUvAuthTokenUsingPinWithPermissions:
             let proto = try need(proto, "pinUvAuthProtocol")
@@ -114,7 +122,11 @@ extension Authenticator {
     mutating func setPIN(
         proto: PinUvAuthProtocol, keyAgreement: CBORValue, newPinEnc: [UInt8], pinUvAuthParam: [UInt8]
     ) throws(CTAPError) {
-        if storage.pin != nil { throw CTAPError(.pinAuthInvalid, "a PIN is already set; use changePIN") }
+        if storage.pin != nil {
+            let status: CTAPStatus =
+                configuration.profile.behaviour.setPINWhenSet == .notAllowed ? .notAllowed : .pinAuthInvalid
+            throw CTAPError(status, "a PIN is already set; use changePIN")
+        }
         let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
         guard proto.verify(key: secret, message: newPinEnc, signature: pinUvAuthParam) else {
             throw CTAPError(.pinAuthInvalid, "pinUvAuthParam does not authenticate newPinEnc")
@@ -148,11 +160,12 @@ extension Authenticator {
         pinUv.resetToken(&entropy)
     }
 
-    /// getPinToken and getPinUvAuthTokenUsingPinWithPermissions: the PIN proves the user, then a new token
-    /// with `permissions` is handed out, encrypted for the platform.
+    /// getPinToken and getPinUvAuthTokenUsingPinWithPermissions: the PIN proves the user, then a token is handed
+    /// out, encrypted for the platform: a new one with `permissions`, or from getPinToken (`getPinToken`) what the
+    /// profile's token model says (CTAP 2.0: the power-up token; FIDO_2_1_PRE: a new token without permissions).
     mutating func tokenUsingPIN(
         proto: PinUvAuthProtocol, keyAgreement: CBORValue, pinHashEnc: [UInt8], permissions: PinUvPermissions,
-        rpId: String?, forcedChange: CTAPStatus, now: Duration
+        rpId: String?, forcedChange: CTAPStatus, getPinToken: Bool = false, now: Duration
     ) throws(CTAPError) -> [UInt8] {
         try checkPINUsable()
         let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
@@ -164,8 +177,25 @@ extension Authenticator {
             // The persistent token (CTAP 2.2): read-only credential management across power cycles.
             return try proto.encrypt(persistent, secret: secret, iv: entropy.bytes(16))
         }
-        pinUv.resetToken(&entropy)
-        pinUv.token.begin(permissions: permissions, rpId: rpId, userIsPresent: false, now: now)
+        let model = getPinToken ? configuration.profile.behaviour.pinToken : .permissions
+        switch model {
+        case .powerUp:
+            // One token per power-up (made new by a PIN change): every getPinToken returns it.
+            if !(pinUv.token.isInUse(now: now) && pinUv.token.withoutPermissions) {
+                pinUv.token.begin(
+                    permissions: permissions, rpId: nil, userIsPresent: false, now: now, fromGetPinToken: true,
+                    withoutPermissions: true)
+            }
+        case .withoutPermissions:
+            pinUv.resetToken(&entropy)
+            pinUv.token.begin(
+                permissions: permissions, rpId: nil, userIsPresent: false, now: now, fromGetPinToken: true,
+                withoutPermissions: true)
+        case .permissions:
+            pinUv.resetToken(&entropy)
+            pinUv.token.begin(
+                permissions: permissions, rpId: rpId, userIsPresent: false, now: now, fromGetPinToken: getPinToken)
+        }
         return try proto.encrypt(pinUv.token.value, secret: secret, iv: entropy.bytes(16))
     }
 

@@ -37,6 +37,10 @@ extension Authenticator {
         var settings = storage.settings
         switch subcommand {
         case .enableEnterpriseAttestation:
+            // As OpenSK: a key without enterprise attestation (no ep in getInfo) refuses the subcommand.
+            guard canAttestEnterprise else {
+                throw CTAPError(.invalidParameter, "this key has no enterprise attestation certificate")
+            }
             settings.enterpriseAttestation = true
         case .toggleAlwaysUv:
             settings.alwaysUv.toggle()

@@ -23,8 +23,10 @@ extension Authenticator {
     ///
     /// `raw` is the CBOR parameter map as received: pinUvAuthParam authenticates the subCommandParams bytes,
     /// so the request must be canonical CBOR for the re-encoded parameters to match what the platform signed.
-    mutating func credentialManagement(_ raw: ArraySlice<UInt8>, now: Duration) throws(CTAPError) -> AuthenticatorOutcome
-    {
+    /// `preview`: the request came as 0x41, which takes a getPinToken token where the profile says so.
+    mutating func credentialManagement(
+        _ raw: ArraySlice<UInt8>, preview: Bool, now: Duration
+    ) throws(CTAPError) -> AuthenticatorOutcome {
         let params = try RequestParameters(cbor: raw)
         guard let number = try params.int(0x01, "subCommand") else {
             throw CTAPError(.missingParameter, "subCommand missing")
@@ -63,10 +65,12 @@ extension Authenticator {
             boundRP = nil
         } else {
             try verifyToken(param, proto: proto, message: message, now: now)
-            guard pinUv.token.permissions.contains(.credentialManagement) else {
+            // FIDO_2_1_PRE platforms authorise 0x41 with a getPinToken token, which has no cm permission.
+            let previewToken = preview && previewAcceptsGetPinToken && pinUv.token.fromGetPinToken
+            guard previewToken || pinUv.token.authorises(.credentialManagement) else {
                 throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks the cm permission")
             }
-            boundRP = pinUv.token.rpId
+            boundRP = previewToken ? nil : pinUv.token.rpId
         }
 
         switch subcommand {

@@ -86,7 +86,12 @@ extension Authenticator {
             // A silent probe (up=false) reads no finger: it runs without UV.
             builtInUV = options.up != false
         }
-        if options.rk != nil { throw CTAPError(.unsupportedOption, "rk is not an option of getAssertion") }
+        if options.rk != nil {
+            // CTAP 2.1 §6.2.2 step 5.1: unsupported; CTAP 2.0 §5.2: known but not valid for this command.
+            let status: CTAPStatus =
+                configuration.profile.behaviour.optionRules == .ctap20 ? .invalidOption : .unsupportedOption
+            throw CTAPError(status, "rk is not an option of getAssertion")
+        }
         guard clientDataHash.count == 32 else { throw CTAPError(.invalidLength, "clientDataHash is not 32 bytes") }
         if alwaysUv && pinUvAuthParam == nil && !builtInUV {
             throw CTAPError(.puatRequired, "alwaysUv: getAssertion with user presence needs a pinUvAuthToken")

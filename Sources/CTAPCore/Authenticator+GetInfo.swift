@@ -17,15 +17,16 @@ extension Authenticator {
             // libfido2 sends only the preview command 0x41, which behaves like 0x0A.
             "credentialMgmtPreview": true,
             // alwaysUv takes makeCredUvNotRqd away (CTAP 2.1 §6.11.2).
-            "makeCredUvNotRqd": .boolean(!settings.alwaysUv),
+            "makeCredUvNotRqd": .boolean(!settings.alwaysUv && configuration.profile.behaviour.makeCredUvNotRqd),
             "largeBlobs": true,
             "authnrCfg": true,
             "alwaysUv": .boolean(settings.alwaysUv),
             "setMinPINLength": true,
             "perCredMgmtRO": true,
-            // Capable of enterprise attestation; true once enableEnterpriseAttestation has run.
-            "ep": .boolean(settings.enterpriseAttestation),
         ]
+        // Capable of enterprise attestation (a provisioned batch attestation with its enterprise certificate);
+        // true once enableEnterpriseAttestation has run.
+        if canAttestEnterprise { options["ep"] = .boolean(settings.enterpriseAttestation) }
         if configuration.fingerprintSensor {
             // Present: the sensor exists; true once a finger is enrolled.
             options["uv"] = .boolean(isBuiltInUVConfigured)
@@ -52,7 +53,9 @@ extension Authenticator {
             0x0F: CBORValue(maxCredBlobLength),
             0x10: CBORValue(Self.maxRPIDsForSetMinPINLength),
             0x14: CBORValue(remainingDiscoverableCredentials),
-            0x16: ["packed", "none"],  // attestationFormats
+            // attestationFormats: "none" is implied and must not be listed (CTAP 2.2 §6.4); it is still honoured
+            // in attestationFormatsPreference.
+            0x16: ["packed"],
             0x1B: .boolean(settings.pinComplexityPolicy),
             0x1D: 63,  // maxPINLength, in code points
         ]

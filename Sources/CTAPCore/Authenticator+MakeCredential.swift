@@ -81,19 +81,27 @@ extension Authenticator {
             guard isBuiltInUVConfigured else { throw CTAPError(.invalidOption, "no built-in user verification") }
             builtInUV = true
         }
+        let behaviour = configuration.profile.behaviour
+        if behaviour.optionRules == .ctap20 && options.up != nil {
+            throw CTAPError(.invalidOption, "up is not an option of makeCredential in CTAP 2.0")
+        }
         if options.up == false { throw CTAPError(.invalidOption, "up=false is invalid in makeCredential") }
         let resident = options.rk ?? false
         // alwaysUv: every credential needs a token (and so a PIN). Otherwise makeCredUvNotRqd: once a PIN is
-        // set, only a discoverable credential needs the token.
+        // set, only a discoverable credential needs the token; without it (CTAP 2.0) every credential does.
         if storage.settings.alwaysUv && pinUvAuthParam == nil && !builtInUV {
             throw CTAPError(.puatRequired, "alwaysUv: every makeCredential needs a pinUvAuthToken")
         }
-        if isProtectedByUV && pinUvAuthParam == nil && resident && !builtInUV {
-            throw CTAPError(.puatRequired, "a discoverable credential needs a pinUvAuthToken once a PIN is set")
+        if isProtectedByUV && pinUvAuthParam == nil && (resident || !behaviour.makeCredUvNotRqd) && !builtInUV {
+            throw CTAPError(
+                .puatRequired,
+                resident
+                    ? "a discoverable credential needs a pinUvAuthToken once a PIN is set"
+                    : "a PIN is set: makeCredential needs pinUvAuthParam (CTAP2_ERR_PIN_REQUIRED)")
         }
         var useEnterpriseAttestation = false
         if let enterpriseAttestation {
-            guard storage.settings.enterpriseAttestation else {
+            guard storage.settings.enterpriseAttestation && canAttestEnterprise else {
                 throw CTAPError(.invalidParameter, "enterprise attestation is not enabled")
             }
             switch enterpriseAttestation {

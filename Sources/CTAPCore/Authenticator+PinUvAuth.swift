@@ -27,6 +27,8 @@ extension Authenticator {
             throw CTAPError(.pinNotSet, "a pinUvAuthParam was sent but no PIN or fingerprint is set")
         }
         try verifyToken(pinUvAuthParam, proto: proto, message: clientDataHash, now: now)
+        // A token without permissions (CTAP 2.0, FIDO_2_1_PRE) is good for any RP, any number of times.
+        if pinUv.token.withoutPermissions { return }
         guard pinUv.token.permissions.contains(permission) else {
             throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))")
         }
@@ -65,13 +67,16 @@ extension Authenticator {
     /// The token checks of a command that authenticates its own bytes (large blobs, config, bio enrollment):
     /// the parameters as ``requireAuthParameters(_:_:)``, the MAC over `message` with the token in use, and
     /// `permission` (CTAP2_ERR_PIN_AUTH_INVALID).
+    /// `preview`: the command is a FIDO_2_1_PRE preview command (0x40, 0x41), which takes a getPinToken token
+    /// when the profile says so (``previewAcceptsGetPinToken``).
     mutating func authorizeCommand(
         _ pinUvAuthParam: [UInt8]?, _ protocolNumber: Int?, message: [UInt8], permission: PinUvPermissions,
-        now: Duration
+        preview: Bool = false, now: Duration
     ) throws(CTAPError) {
         let (param, proto) = try requireAuthParameters(pinUvAuthParam, protocolNumber)
         try verifyToken(param, proto: proto, message: message, now: now)
-        guard pinUv.token.permissions.contains(permission) else {
+        if preview && previewAcceptsGetPinToken && pinUv.token.fromGetPinToken { return }
+        guard pinUv.token.authorises(permission) else {
             throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))")
         }
     }
@@ -79,15 +84,26 @@ extension Authenticator {
     /// After the user's touch in makeCredential or getAssertion: the token's cached presence and verification
     /// are spent, and it keeps only the lbw permission (§6.1.2 step 14.d, §6.2.2 step 9.d).
     mutating func consumeTokenFlags() {
+        if pinUv.token.withoutPermissions { return }
         pinUv.token.clearUserPresentFlag()
         pinUv.token.clearUserVerifiedFlag()
         pinUv.token.clearPermissionsExceptLargeBlobWrite()
     }
 
-    /// A PIN/UV auth protocol by number, if the key's profile has it.
+    /// Whether a preview command (0x40, 0x41) takes a token from getPinToken: always in the CTAP 2.0 and
+    /// FIDO_2_1_PRE token models, by the profile's choice in the CTAP 2.1 model.
+    var previewAcceptsGetPinToken: Bool {
+        let behaviour = configuration.profile.behaviour
+        return behaviour.pinToken != .permissions || behaviour.previewAcceptsPinToken
+    }
+
+    /// A PIN/UV auth protocol by number, if the key's profile has it (else CTAP1_ERR_INVALID_PARAMETER, or
+    /// CTAP2_ERR_PIN_AUTH_INVALID as CTAP 2.0 words it).
     func pinProtocol(_ number: Int) throws(CTAPError) -> PinUvAuthProtocol {
         guard configuration.profile.pinUvAuthProtocols.contains(number) else {
-            throw CTAPError(.invalidParameter, "pinUvAuthProtocol \(number) is not one of this key's")
+            let status: CTAPStatus =
+                configuration.profile.behaviour.unsupportedProtocol == .pinAuthInvalid ? .pinAuthInvalid : .invalidParameter
+            throw CTAPError(status, "pinUvAuthProtocol \(number) is not one of this key's")
         }
         return try PinUvAuthProtocol.named(number)
     }

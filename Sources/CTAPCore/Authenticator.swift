@@ -108,15 +108,6 @@ public struct Authenticator: Sendable {
         if self.storage.u2fAttestation == nil {
             try provisionSelfSignedU2FAttestation()
         }
-        if self.storage.enterpriseAttestationKey == nil {
-            let key = newPrivateKey()
-            var serial = self.entropy.bytes(8)
-            serial[0] &= 0x7F
-            let certificate = try SelfSignedCertificate.attestation(
-                key: key, commonName: "fidosim enterprise attestation", aaguid: configuration.aaguid, serial: serial)
-            try self.storage.setEnterpriseAttestationKey(
-                privateKey: Array(key.rawRepresentation), certificate: certificate)
-        }
         if self.storage.persistentToken == nil {
             try self.storage.setPersistentToken(self.entropy.bytes(32))
         }
@@ -177,13 +168,13 @@ public struct Authenticator: Sendable {
             case .selection: return askPresence(.selection, PresencePrompt(command: "selection"))
             case .clientPIN: return try clientPIN(RequestParameters(cbor: params), now: now)
             case .credentialManagement, .credentialManagementPreview:
-                return try credentialManagement(params, now: now)
+                return try credentialManagement(params, preview: command == .credentialManagementPreview, now: now)
             case .largeBlobs: return try largeBlobs(RequestParameters(cbor: params), now: now)
             case .bioEnrollment, .bioEnrollmentPreview:
                 guard configuration.fingerprintSensor else {
                     return .response([CTAPStatus.invalidCommand.rawValue])
                 }
-                return try bioEnrollment(params, now: now)
+                return try bioEnrollment(params, preview: command == .bioEnrollmentPreview, now: now)
             case .config: return try authenticatorConfig(params, now: now)
             }
         } catch {

@@ -132,6 +132,12 @@ extension Authenticator {
     /// and one or two 32-byte salts.
     func hmacSecretRequest(_ input: HMACSecretInput) throws(CTAPError) -> HMACSecretRequest {
         let proto = input.pinUvAuthProtocol
+        if configuration.profile.behaviour.saltLength == .onTheWire {
+            let plain = proto == .one ? 0 : 16
+            guard [32 + plain, 64 + plain].contains(input.saltEnc.count) else {
+                throw CTAPError(.invalidLength, "hmac-secret saltEnc is \(input.saltEnc.count) bytes")
+            }
+        }
         let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(input.keyAgreement))
         guard proto.verify(key: secret, message: input.saltEnc, signature: input.saltAuth) else {
             throw CTAPError(.pinAuthInvalid, "hmac-secret saltAuth does not authenticate saltEnc")

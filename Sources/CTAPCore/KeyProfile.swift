@@ -24,13 +24,16 @@ public struct KeyProfile: Sendable, Equatable {
     /// Quirk: allow and exclude lists longer than maxCredentialCountInList are refused (CTAP2_ERR_LIMIT_EXCEEDED)
     /// instead of searched.
     public var rejectsLargeLists: Bool
+    /// How the key behaves where CTAP versions differ or the specification leaves a choice.
+    public var behaviour: ProfileBehaviour
 
     public init(
         name: String = "fidosim", versions: [String] = KeyProfile.allVersions, extensions: [String]? = nil,
         pinUvAuthProtocols: [Int] = [2, 1], algorithms: [CredentialAlgorithm] = [.es256, .edDSA],
         maxCredentialCountInList: Int = 8, dropsDisplayName: Bool = false, forcedStatus: [UInt8: UInt8] = [:],
-        rejectsLargeLists: Bool = false
+        rejectsLargeLists: Bool = false, behaviour: ProfileBehaviour? = nil
     ) {
+        self.behaviour = behaviour ?? .forVersions(versions)
         self.rejectsLargeLists = rejectsLargeLists
         self.name = name
         self.versions = versions
@@ -76,6 +79,6 @@ public struct KeyProfile: Sendable, Equatable {
         if speaksCTAP2 && !ctap21 && pinUvAuthProtocols.contains(2) { return "PIN/UV auth protocol 2 needs FIDO_2_1" }
         if algorithms.isEmpty { return "no algorithms" }
         if !(1...64).contains(maxCredentialCountInList) { return "maxCredentialCountInList must be 1 to 64" }
-        return nil
+        return behaviour.problem(versions: versions)
     }
 }

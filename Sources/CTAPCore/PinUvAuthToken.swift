@@ -41,6 +41,11 @@ struct PinUvAuthToken: Sendable {
     private var usedOnce = false
     private var userPresent = false
     private var userVerified = false
+    /// A token of the CTAP 2.0 or FIDO_2_1_PRE model (getPinToken on such a profile): no permissions, no RP
+    /// binding, no flags spent by use, no usage timer; it lasts until replaced, a power cycle or a PIN change.
+    private(set) var withoutPermissions = false
+    /// Handed out by getPinToken (clientPIN 0x05), whatever the model.
+    private(set) var fromGetPinToken = false
 
     init(value: [UInt8]) {
         self.value = value
@@ -53,9 +58,12 @@ struct PinUvAuthToken: Sendable {
 
     /// beginUsingPinUvAuthToken: the token is handed out with these permissions and flags.
     mutating func begin(
-        permissions: PinUvPermissions, rpId: String?, userIsPresent: Bool, now: Duration
+        permissions: PinUvPermissions, rpId: String?, userIsPresent: Bool, now: Duration,
+        fromGetPinToken: Bool = false, withoutPermissions: Bool = false
     ) {
         inUse = true
+        self.fromGetPinToken = fromGetPinToken
+        self.withoutPermissions = withoutPermissions
         self.permissions = permissions
         self.rpId = rpId
         userPresent = userIsPresent
@@ -71,12 +79,14 @@ struct PinUvAuthToken: Sendable {
         rpId = nil
         userPresent = false
         userVerified = false
+        fromGetPinToken = false
+        withoutPermissions = false
     }
 
     /// Applies the usage timer: stops the token when its time is up and clears the user present flag when
     /// its limit has passed.
     mutating func applyTimer(now: Duration) {
-        guard inUse else { return }
+        guard inUse, !withoutPermissions else { return }
         let age = now - startTime
         if age > Self.maxUsageTimePeriod || (!usedOnce && age > Self.initialUsageTimeLimit) {
             stop()
@@ -115,5 +125,12 @@ struct PinUvAuthToken: Sendable {
     /// clearPinUvAuthTokenPermissionsExceptLbw.
     mutating func clearPermissionsExceptLargeBlobWrite() {
         permissions = permissions.intersection(.largeBlobWrite)
+    }
+
+    /// Whether the token authorises `permission`: a token without permissions authorises makeCredential and
+    /// getAssertion (the preview commands take it too: ``Authenticator/previewAcceptsGetPinToken``).
+    func authorises(_ permission: PinUvPermissions) -> Bool {
+        if withoutPermissions { return permission.isSubset(of: [.makeCredential, .getAssertion]) }
+        return permissions.contains(permission)
     }
 }

@@ -21,6 +21,12 @@ public final class ConformanceContext {
     public var credentials: [String: MadeCredential] = [:]
     /// Notes a check leaves for the report (the figures it measured).
     public var notes: [String] = []
+    /// What the key chose where the specification leaves a choice (firmware-spec/commands.md, "Where the
+    /// specification leaves a choice"): reported, never a failure.
+    public var observations: [String] = []
+
+    /// Records a choice the key made.
+    public func observe(_ text: String) { observations.append(text) }
 
     public static let firstPIN = "31415926"
     public static let secondPIN = "27182818"

@@ -33,6 +33,8 @@ public struct ConformanceReport: Sendable {
     public var device: DeviceIdentity
     public var results: [CheckResult]
     public var notes: [String]
+    /// The key's choices where the specification leaves one.
+    public var observations: [String] = []
     public var allowDestructive: Bool
     public var seconds: Double
     /// The key stopped answering during the run: the checks after that were not run.
@@ -83,6 +85,7 @@ public struct ConformanceReport: Sendable {
                 "skipped": .integer(Int64(count(.skipped))),
             ]),
             "groups": .array(summary), "checks": .array(checks), "notes": .array(notes.map { .string($0) }),
+            "observations": .array(observations.map { .string($0) }),
         ])
     }
 
@@ -126,6 +129,9 @@ public struct ConformanceReport: Sendable {
         }
         if !notes.isEmpty {
             lines += ["", "## Measured", ""] + notes.map { "- \($0)" }
+        }
+        if !observations.isEmpty {
+            lines += ["", "## Choices observed (where the specification leaves one)", ""] + observations.map { "- \($0)" }
         }
         return lines.joined(separator: "\n") + "\n"
     }

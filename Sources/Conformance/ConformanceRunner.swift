@@ -72,7 +72,8 @@ public final class ConformanceRunner {
             progress(result)
         }
         return ConformanceReport(
-            device: identity, results: results, notes: context.notes, allowDestructive: options.allowDestructive,
+            device: identity, results: results, notes: context.notes, observations: context.observations,
+            allowDestructive: options.allowDestructive,
             seconds: (CTAPHIDClient.nowMs() - started) / 1000, stoppedAnswering: gone)
     }
 

@@ -129,7 +129,8 @@ public enum ControlCommand: Equatable, Sendable {
     case removeAllCredentials
     case setUserVerified(Bool)
     case setAutomaticPresenceSimulation(Bool)
-    case powerCycle
+    /// With `offMilliseconds`: unplugged now, plugged back after that long or at the next powerCycle.
+    case powerCycle(offMilliseconds: Int?)
     case presence(PresenceSetting)
     case touch
     case status
@@ -140,8 +141,16 @@ public enum ControlCommand: Equatable, Sendable {
     case unsubscribe
     /// Start writing a trace to a path (format `jsonl` or `pcapng`, default from the extension), or stop (nil).
     case trace(path: String?, format: String?)
-    /// Install a batch attestation identity: a PKCS#8 P-256 key, its leaf certificate and root certificate (DER).
-    case setAttestation(privateKey: [UInt8], certificate: [UInt8], rootCertificate: [UInt8])
+    /// Install a batch attestation identity: a PKCS#8 P-256 key, its leaf certificate and root certificate (DER),
+    /// and optionally the device's enterprise attestation key (PKCS#8) and certificate issued by the same root.
+    case setAttestation(
+        privateKey: [UInt8], certificate: [UInt8], rootCertificate: [UInt8], enterprise: EnterpriseAttestation?)
+
+    /// An enterprise attestation key (PKCS#8 P-256) and its certificate (DER).
+    public struct EnterpriseAttestation: Sendable, Equatable {
+        public var privateKey: [UInt8]
+        public var certificate: [UInt8]
+    }
 
     /// Every command name, as requests spell them.
     public static let names = [
@@ -235,7 +244,8 @@ public struct ControlRequest: Equatable, Sendable {
         case "removeAllCredentials": command = .removeAllCredentials
         case "setUserVerified": command = .setUserVerified(try p.bool("isUserVerified"))
         case "setAutomaticPresenceSimulation": command = .setAutomaticPresenceSimulation(try p.bool("enabled"))
-        case "powerCycle": command = .powerCycle
+        case "powerCycle":
+            command = .powerCycle(offMilliseconds: try p.optionalInteger("offMs", in: 0...600_000).map { Int($0) })
         case "presence":
             let delay = Int(try p.optionalInteger("delayMs", in: 0...Int64(maxDelayMilliseconds)) ?? 200)
             switch try p.string("mode") {
@@ -272,9 +282,18 @@ public struct ControlRequest: Equatable, Sendable {
             }
             command = .trace(path: path, format: format)
         case "setAttestation":
+            let enterpriseKey = try p.optionalBytes("enterprisePrivateKey")
+            let enterpriseCertificate = try p.optionalBytes("enterpriseCertificate")
+            guard (enterpriseKey == nil) == (enterpriseCertificate == nil) else {
+                throw ControlError(
+                    .invalidParams, "\"enterprisePrivateKey\" and \"enterpriseCertificate\" come together")
+            }
             command = .setAttestation(
                 privateKey: try p.bytes("privateKey"), certificate: try p.bytes("certificate"),
-                rootCertificate: try p.bytes("rootCertificate"))
+                rootCertificate: try p.bytes("rootCertificate"),
+                enterprise: enterpriseKey.flatMap { key in
+                    enterpriseCertificate.map { ControlCommand.EnterpriseAttestation(privateKey: key, certificate: $0) }
+                })
         default:
             throw ControlError(.unknownCommand, "unknown command \"\(name)\"")
         }

@@ -94,6 +94,8 @@ public final class KeySlot {
     var watchesStdin: Bool
     /// How many SIGUSR1 power cycles this key has done.
     var powerCyclesSeen = 0
+    /// While the key is unplugged (control `powerCycle` with `offMs`): when it is plugged back in.
+    var unpluggedUntil: Duration?
 
     public init(
         key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil,
@@ -117,7 +119,8 @@ public final class KeySlot {
 
     /// Milliseconds until this key has work to do, at most `cap`.
     func timeout(cap: Int32) -> Int32 {
-        guard let deadline = key.nextDeadline else { return cap }
+        let deadlines = [key.nextDeadline, unpluggedUntil].compactMap { $0 }
+        guard let deadline = deadlines.min() else { return cap }
         let wait = deadline - now
         let ms = wait <= .zero ? 0 : Int(wait.wholeMilliseconds) + 1
         return Int32(min(ms, Int(cap)))
@@ -152,6 +155,7 @@ public final class KeySlot {
             powerCyclesSeen = powerCycles
             powerCycle()
         }
+        if let until = unpluggedUntil, now >= until { powerCycle() }
         emit(key.tick(now: now))
         tracer?.flush()
     }
@@ -159,6 +163,8 @@ public final class KeySlot {
     func handle(_ event: TransportEvent) {
         switch event {
         case .report(let report):
+            // An unplugged key hears nothing (UDP datagrams still arrive).
+            if unpluggedUntil != nil { return }
             logger.trace("report in: \(report.hexString)")
             tracer?.report(report, fromHost: true)
             emit(key.receive(report: report, now: now))
@@ -173,12 +179,32 @@ public final class KeySlot {
     func powerCycle() {
         key.powerCycle(now: now)
         do {
-            try transport.replug()
+            if unpluggedUntil != nil {
+                unpluggedUntil = nil
+                try transport.plug()
+            } else {
+                try transport.replug()
+            }
         } catch {
             logger.error("power cycle: \(error)")
         }
         logger.notice("power cycle: volatile state cleared")
         publish("powerCycle")
+    }
+
+    /// Unplugs the key for `milliseconds` (or until the next power cycle), then plugs it back in as a power cycle.
+    func unplug(milliseconds: Int) {
+        if unpluggedUntil == nil {
+            key.powerCycle(now: now)
+            do {
+                try transport.unplug()
+            } catch {
+                logger.error("unplug: \(error)")
+            }
+            logger.notice("unplugged for \(milliseconds) ms")
+            publish("unplugged")
+        }
+        unpluggedUntil = now + .milliseconds(milliseconds)
     }
 
     /// Carries out one control command; the ones about the loop itself are handled here.
@@ -190,8 +216,12 @@ public final class KeySlot {
         case .unsubscribe:
             subscribed = false
             return .success(["subscribed": false])
-        case .powerCycle:
-            powerCycle()
+        case .powerCycle(let offMilliseconds):
+            if let offMilliseconds, offMilliseconds > 0 {
+                unplug(milliseconds: offMilliseconds)
+            } else {
+                powerCycle()
+            }
             return .success([:])
         case .trace(let path, let format):
             tracer = nil

@@ -24,6 +24,10 @@ public protocol ReportTransport: AnyObject {
     func send(batch reports: [[UInt8]])
     /// Unplugs and re-plugs the device, for a power cycle (a no-op where there is nothing to unplug).
     func replug() throws(TransportError)
+    /// Unplugs the device until ``plug()`` (a no-op where there is nothing to unplug).
+    func unplug() throws(TransportError)
+    /// Plugs an unplugged device back in.
+    func plug() throws(TransportError)
 }
 
 extension ReportTransport {
@@ -36,4 +40,7 @@ extension ReportTransport {
     public func send(batch reports: [[UInt8]]) {
         for report in reports { send(report) }
     }
+
+    public func unplug() throws(TransportError) {}
+    public func plug() throws(TransportError) { try replug() }
 }

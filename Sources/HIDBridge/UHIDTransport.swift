@@ -299,5 +299,13 @@ public final class UHIDTransport: ReportTransport {
         try write(UHIDEvent.destroy())
         try create()
     }
+
+    public func unplug() throws(TransportError) {
+        try write(UHIDEvent.destroy())
+    }
+
+    public func plug() throws(TransportError) {
+        try create()
+    }
 }
 

@@ -83,10 +83,11 @@ extension VirtualKey {
             return ["faults": faultSummary]
         case .status:
             return keyStatus()
-        case .setAttestation(let key, let certificate, let root):
+        case .setAttestation(let key, let certificate, let root, let enterprise):
             do {
                 try authenticator.installBatchAttestation(
-                    privateKeyPKCS8: key, certificate: certificate, rootCertificate: root)
+                    privateKeyPKCS8: key, certificate: certificate, rootCertificate: root,
+                    enterprise: enterprise.map { ($0.privateKey, $0.certificate) })
             } catch {
                 throw Self.controlError(error)
             }

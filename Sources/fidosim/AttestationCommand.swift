@@ -19,7 +19,8 @@ struct AttestationCommand: ParsableCommand {
             abstract: "Make a batch attestation root CA and leaf certificate and store the leaf and its key in the key.",
             discussion: """
                 From then on makeCredential answers packed attestation with the leaf in x5c, and U2F register uses \
-                the leaf. The root certificate is written as PEM for relying parties to trust (`fidosim metadata` \
+                the leaf. The same root issues the key's enterprise attestation certificate (a serial number in its \
+                CN), so the key offers enterprise attestation (getInfo ep) from then on. The root certificate is written as PEM for relying parties to trust (`fidosim metadata` \
                 puts it in the metadata statement). Works on a running key through its socket, or on its image.
                 """)
 
@@ -65,6 +66,8 @@ struct AttestationCommand: ParsableCommand {
                     "privateKey": .string(Base64URL.encode(pkcs8)),
                     "certificate": .string(Base64URL.encode(batch.certificate)),
                     "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
+                    "enterprisePrivateKey": .string(Base64URL.encode(try batch.enterprisePrivateKeyPKCS8())),
+                    "enterpriseCertificate": .string(Base64URL.encode(batch.enterpriseCertificate)),
                 ])
             let path = rootOut ?? KeyFiles.dataDirectory + "/" + key.name + "-attestation-root.pem"
             try CredentialsCommand.Export.writePrivateFile(

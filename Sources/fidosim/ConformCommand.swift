@@ -176,6 +176,7 @@ struct ConformCommand: ParsableCommand {
         print(
             "\(report.count(.passed)) passed, \(report.failed) failed, \(report.count(.skipped)) skipped "
                 + "in \(Int(report.seconds.rounded())) s")
+        for observation in report.observations { print("observed: \(observation)") }
         if let directory = self.report {
             try writeReport(report, to: directory)
             print("report: \(directory)/report.json, \(directory)/report.md")

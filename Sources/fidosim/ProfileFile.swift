@@ -20,6 +20,11 @@ struct ProfileFile {
     static let members: Set<String> = [
         "name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms",
         "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid", "quirks",
+        "behaviour",
+    ]
+    static let behaviourMembers: Set<String> = [
+        "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "makeCredUvNotRqd", "optionRules",
+        "clientPinSubcommands", "unsupportedPinProtocol", "setPinWhenSet", "hmacSecretSaltLength",
     ]
     static let commandNames: [String: UInt8] = [
         "makeCredential": 0x01, "getAssertion": 0x02, "getInfo": 0x04, "clientPIN": 0x06, "reset": 0x07,
@@ -125,6 +130,12 @@ struct ProfileFile {
                 }
             }
         }
+        // The behaviour follows the versions (CTAP 2.0's rules for a FIDO_2_0 key, …) unless "behaviour" says otherwise.
+        profile.behaviour = .forVersions(profile.versions)
+        if let value = fields["behaviour"] {
+            guard case .object(let members) = value else { throw ValidationError("\"behaviour\" must be an object") }
+            try parseBehaviour(members, into: &profile.behaviour)
+        }
         if let problem = profile.problem { throw ValidationError(problem) }
         var aaguid: [UInt8]?
         if let text = fields["aaguid"]?.stringValue {
@@ -140,6 +151,47 @@ struct ProfileFile {
             profile: profile, description: fields["description"]?.stringValue ?? "",
             maxResidentCredentials: try integer("maxResidentCredentials", 1...100_000),
             maxMessageSize: try integer("maxMsgSize", 1024...7609), alwaysUv: try flag("alwaysUv"), aaguid: aaguid)
+    }
+}
+
+extension ProfileFile {
+    /// The "behaviour" object: each member names one choice (firmware-spec/profiles.md).
+    static func parseBehaviour(_ fields: [String: JSONValue], into behaviour: inout ProfileBehaviour) throws {
+        for key in fields.keys.sorted() where !behaviourMembers.contains(key) {
+            throw ValidationError("unknown behaviour \"\(key)\"; known: \(behaviourMembers.sorted().joined(separator: ", "))")
+        }
+        func choice<T: RawRepresentable & CaseIterable>(_ key: String, _ type: T.Type) throws -> T?
+        where T.RawValue == String {
+            guard let value = fields[key] else { return nil }
+            guard let text = value.stringValue, let parsed = T(rawValue: text) else {
+                let names = T.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+                throw ValidationError("behaviour \"\(key)\" must be one of \(names)")
+            }
+            return parsed
+        }
+        func flag(_ key: String) throws -> Bool? {
+            guard let value = fields[key] else { return nil }
+            guard let b = value.boolValue else { throw ValidationError("behaviour \"\(key)\" must be true or false") }
+            return b
+        }
+        if let v = try choice("pinToken", ProfileBehaviour.PinTokenModel.self) { behaviour.pinToken = v }
+        if let v = try flag("previewAcceptsPinToken") { behaviour.previewAcceptsPinToken = v }
+        if let v = try choice("pinRetriesWithoutPin", ProfileBehaviour.RetriesWithoutPIN.self) {
+            behaviour.pinRetriesWithoutPIN = v
+        }
+        if let v = try flag("makeCredUvNotRqd") { behaviour.makeCredUvNotRqd = v }
+        if let v = try choice("optionRules", ProfileBehaviour.OptionRules.self) { behaviour.optionRules = v }
+        if let value = fields["clientPinSubcommands"] {
+            guard let list = value.arrayValue?.compactMap(\.integerValue), list.count == value.arrayValue?.count else {
+                throw ValidationError("behaviour \"clientPinSubcommands\" must be an array of integers")
+            }
+            behaviour.clientPINSubcommands = list.map { Int($0) }
+        }
+        if let v = try choice("unsupportedPinProtocol", ProfileBehaviour.UnsupportedProtocolStatus.self) {
+            behaviour.unsupportedProtocol = v
+        }
+        if let v = try choice("setPinWhenSet", ProfileBehaviour.SetPINWhenSetStatus.self) { behaviour.setPINWhenSet = v }
+        if let v = try choice("hmacSecretSaltLength", ProfileBehaviour.SaltLengthCheck.self) { behaviour.saltLength = v }
     }
 }
 

@@ -376,6 +376,11 @@ struct Serve: ParsableCommand {
         } catch {
             throw ValidationError("cannot start the authenticator: \(error)")
         }
+        if !enterpriseRPs.isEmpty && authenticator.storage.batchAttestation == nil {
+            printError(
+                "fidosim: --ep-rp: this key has no batch attestation, so it offers no enterprise attestation (ep) "
+                    + "until one is provisioned: fidosim attestation provision --name \(spec.name)")
+        }
         // A key without CTAP2 lacks the CBOR capability; one without U2F says NMSG.
         var capabilities = CTAPHIDConfiguration.capabilityWink
         if profileFile.profile.speaksCTAP2 { capabilities |= CTAPHIDConfiguration.capabilityCBOR }

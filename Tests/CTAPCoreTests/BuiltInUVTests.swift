@@ -71,9 +71,9 @@ import Testing
             #expect(sample[5] == 0 && sample[6] == CBORValue(remaining))
         }
         #expect(try responseMap(harness.cbor(.getInfo))[4]?["uv"] == true)
-        // A new template has a default name until the user gives it one.
-        let named = try responseMap(harness.cbor(.bioEnrollment, bio(4, token: token)))
-        #expect(named[7] == [[1: .byteString(id), 2: "finger 1"]])
+        // A new template has no name until the platform gives it one.
+        let unnamed = try responseMap(harness.cbor(.bioEnrollment, bio(4, token: token)))
+        #expect(unnamed[7] == [[1: .byteString(id), 2: ""]])
         #expect(status(of: harness.cbor(.bioEnrollment, bio(5, [1: .byteString(id), 2: "left thumb"], token: token))) == .ok)
         let list = try responseMap(harness.cbor(.bioEnrollment, bio(4, token: token)))
         #expect(list[7] == [[1: .byteString(id), 2: "left thumb"]])

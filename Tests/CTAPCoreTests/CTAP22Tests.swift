@@ -32,7 +32,7 @@ import _CryptoExtras
         var harness = try Harness()
         let info = try responseMap(harness.cbor(.getInfo))
         #expect(info[4]?["perCredMgmtRO"] == true)
-        #expect(info[0x16] == ["packed", "none"])
+        #expect(info[0x16] == ["packed"])  // "none" is implied and must not be listed (CTAP 2.2 §6.4)
         #expect(info[0x1D] == 63)
         #expect(info[2]?.arrayValue?.contains("hmac-secret-mc") == true)
         #expect(info[2]?.arrayValue?.contains("thirdPartyPayment") == true)

@@ -12,8 +12,10 @@ import Testing
     }
 
     /// A key with PIN "1234".
-    func keyWithPIN() throws -> Harness {
-        var harness = try Harness()
+    func keyWithPIN(_ profile: KeyProfile = .fidosim) throws -> Harness {
+        var configuration = Harness.configuration
+        configuration.profile = profile
+        var harness = try Harness(configuration: configuration)
         #expect(status(of: try harness.setPIN("1234")) == .ok)
         return harness
     }
@@ -156,6 +158,29 @@ import Testing
         }
         #expect(outputs[0] == outputs[1])
         _ = registration
+    }
+
+    /// A salt of the wrong size: INVALID_PARAMETER after decryption (CTAP 2.1 §12.5), or INVALID_LENGTH on the
+    /// wire before the MAC is checked, where a profile chooses so (solo 1, canokey).
+    @Test(arguments: [1, 2])
+    func aSaltOfTheWrongSizeIsCaughtWhereTheProfileSays(version: Int) throws {
+        var onTheWire = KeyProfile.fidosim
+        onTheWire.behaviour.saltLength = .onTheWire
+        for (profile, expected) in [(KeyProfile.fidosim, CTAPStatus.invalidParameter), (onTheWire, .invalidLength)] {
+            var harness = try keyWithPIN(profile)
+            let id = [try register(&harness, rk: false, extensions: ["hmac-secret": true]).credentialId]
+            var (input, _) = try hmacSecretInput(&harness, salts: [UInt8](repeating: 1, count: 48), version: version)
+            #expect(status(of: try assert(&harness, uv: false, allowList: id, extensions: input)) == expected)
+            // A bad MAC on a bad size: the wire check comes first.
+            var map = try #require(input["hmac-secret"]?.mapValue)
+            map[3] = .byteString([UInt8](repeating: 0, count: version == 1 ? 16 : 32))
+            input = ["hmac-secret": .map(map)]
+            let badBoth = status(of: try assert(&harness, uv: false, allowList: id, extensions: input))
+            #expect(badBoth == (expected == .invalidLength ? .invalidLength : .pinAuthInvalid))
+            // The right size works under either choice.
+            (input, _) = try hmacSecretInput(&harness, salts: [UInt8](repeating: 1, count: 32), version: version)
+            #expect(status(of: try assert(&harness, uv: false, allowList: id, extensions: input)) == .ok)
+        }
     }
 
     @Test func hmacSecretErrors() throws {

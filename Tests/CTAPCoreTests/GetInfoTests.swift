@@ -41,7 +41,7 @@ import Testing
             options == [
                 "rk": true, "up": true, "plat": false, "clientPin": false, "pinUvAuthToken": true, "credMgmt": true,
                 "credentialMgmtPreview": true, "makeCredUvNotRqd": true, "largeBlobs": true, "authnrCfg": true,
-                "alwaysUv": false, "setMinPINLength": true, "perCredMgmtRO": true, "ep": false,
+                "alwaysUv": false, "setMinPINLength": true, "perCredMgmtRO": true,
             ])
     }
 

@@ -18,7 +18,8 @@ func command(_ text: String) -> ControlCommand? {
     @Test(arguments: [
         ("{\"id\":1,\"command\":\"status\"}", ControlCommand.status),
         ("{\"id\":\"a\",\"command\":\"getCredentials\",\"params\":{}}", .getCredentials),
-        ("{\"id\":1,\"command\":\"powerCycle\",\"params\":null}", .powerCycle),
+        ("{\"id\":1,\"command\":\"powerCycle\",\"params\":null}", .powerCycle(offMilliseconds: nil)),
+        ("{\"id\":1,\"command\":\"powerCycle\",\"params\":{\"offMs\":1500}}", .powerCycle(offMilliseconds: 1500)),
         ("{\"id\":1,\"command\":\"touch\"}", .touch),
         ("{\"id\":1,\"command\":\"removeAllCredentials\"}", .removeAllCredentials),
         ("{\"id\":1,\"command\":\"removeCredential\",\"params\":{\"credentialId\":\"AQID\"}}", .removeCredential(id: [1, 2, 3])),
@@ -49,7 +50,11 @@ func command(_ text: String) -> ControlCommand? {
         ("{\"id\":1,\"command\":\"trace\",\"params\":{\"path\":\"/tmp/t\",\"format\":\"jsonl\"}}", .trace(path: "/tmp/t", format: "jsonl")),
         ("{\"id\":1,\"command\":\"trace\"}", .trace(path: nil, format: nil)),
         ("{\"id\":1,\"command\":\"setAttestation\",\"params\":{\"privateKey\":\"AQ\",\"certificate\":\"Ag\",\"rootCertificate\":\"Aw\"}}",
-            .setAttestation(privateKey: [1], certificate: [2], rootCertificate: [3])),
+            .setAttestation(privateKey: [1], certificate: [2], rootCertificate: [3], enterprise: nil)),
+        ("{\"id\":1,\"command\":\"setAttestation\",\"params\":{\"privateKey\":\"AQ\",\"certificate\":\"Ag\",\"rootCertificate\":\"Aw\",\"enterprisePrivateKey\":\"BA\",\"enterpriseCertificate\":\"BQ\"}}",
+            .setAttestation(
+                privateKey: [1], certificate: [2], rootCertificate: [3],
+                enterprise: .init(privateKey: [4], certificate: [5]))),
     ])
     func parsesEveryCommand(text: String, expected: ControlCommand) {
         #expect(command(text) == expected)
@@ -87,7 +92,9 @@ func command(_ text: String) -> ControlCommand? {
         ("{\"id\":1,\"command\":\"setUserVerified\",\"params\":{\"isUserVerified\":\"yes\"}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"presence\",\"params\":{\"mode\":\"sometimes\"}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"presence\",\"params\":{\"mode\":\"approve\",\"delayMs\":-1}}", .invalidParams, true),
+        ("{\"id\":1,\"command\":\"setAttestation\",\"params\":{\"privateKey\":\"AQ\",\"certificate\":\"Ag\",\"rootCertificate\":\"Aw\",\"enterprisePrivateKey\":\"BA\"}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"presence\",\"params\":{\"mode\":\"approve\",\"delayMs\":600001}}", .invalidParams, true),
+        ("{\"id\":1,\"command\":\"powerCycle\",\"params\":{\"offMs\":-1}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"presence\",\"params\":{\"mode\":\"approve\",\"delay\":1}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"removeCredential\",\"params\":{\"credentialId\":\"a+b\"}}", .invalidParams, true),
         ("{\"id\":1,\"command\":\"removeCredential\",\"params\":{\"credentialId\":12}}", .invalidParams, true),

@@ -186,7 +186,21 @@ conform_group() {
 second_lane() {
     want python && group && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest \
         -p no:benchmark -p no:cacheprovider -q "${vm_python_tests[@]/#/$repo/tools/interop/}"
+    want python && device_suite_group
     want conform && conform_group
+}
+# python-fido2's device tests over hidraw, once: a fresh key with a batch attestation, touched and replugged
+# through its control socket by the suite's plugin (tools/device-suite).
+device_suite_group() {
+    group
+    gate start-key-device-suite start_key e2e-device-suite --name device-suite --flash memory --presence prompt \
+        --control "$out/device-suite.sock"
+    gate provision-device-suite "$bin" attestation provision --socket "$out/device-suite.sock" \
+        --root-out "$out/device-suite-root.pem"
+    step python-fido2-device-suite-hidraw env FIDOSIM_BIN="$bin" PYTHON="$python" \
+        DEVICE_SUITE_CACHE="$repo/.build/device-suite" bash "$repo/tools/device-suite/run.sh" --hidraw \
+        "$out/device-suite.sock" e2e-device-suite
+    cleanup stop-key-device-suite stop_key
 }
 # --- one round of every group ------------------------------------------------------------------------
 # E2E_REPEAT=N runs every group N times in this boot, each round in a fresh home directory with its logs in

@@ -190,6 +190,16 @@ class Simulator:
 
         return FidosimControl(path=self.control_path)
 
+    def provision_attestation(self) -> bytes:
+        """`fidosim attestation provision` on this key (a batch attestation and its enterprise certificate);
+        returns the root certificate, PEM."""
+        root = os.path.join(self.control_dir, "root.pem")
+        out = subprocess.run([str(self.binary), "attestation", "provision", "--socket", self.control_path,
+                              "--root-out", root, "--force"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        with open(root, "rb") as f:
+            return f.read()
+
     def _hidraw_descriptor(self):
         from fido2.hid import linux
 

@@ -158,7 +158,7 @@ def test_get_info_advertises_large_blobs_and_config(sim):
     assert info.options.get("alwaysUv") is False
     assert info.options.get("setMinPINLength") is True
     assert info.options.get("makeCredUvNotRqd") is True
-    assert info.options.get("ep") is False  # capable of enterprise attestation, not enabled
+    assert "ep" not in info.options  # no attestation certificate: no enterprise attestation (see test_ctap22)
     assert info.max_rpids_for_min_pin == 8
     assert info.force_pin_change is False
     assert info.min_pin_length == 4
@@ -465,7 +465,9 @@ def test_set_min_pin_length_without_and_with_pin(sim):
     cp.change_pin("123456", "987654")
     assert len(cp.get_pin_token("987654", PERM.GET_ASSERTION, RP_ID)) == 32
 
-    # enableEnterpriseAttestation needs the acfg token too, then turns ep on.
+    # enableEnterpriseAttestation needs the acfg token too, then turns ep on (once the key can attest for an
+    # enterprise: a provisioned batch attestation).
+    sim.provision_attestation()
     expect_ctap_error(ERR.PUAT_REQUIRED, Config(ctap2).enable_enterprise_attestation)
     assert ctap2.get_info().options.get("ep") is False
     proto, acfg = token(ctap2, PERM.AUTHENTICATOR_CFG, pin="987654")
@@ -475,6 +477,9 @@ def test_set_min_pin_length_without_and_with_pin(sim):
 
 def test_enable_enterprise_attestation_without_pin(sim):
     ctap2 = Ctap2(sim.device())
+    assert "ep" not in ctap2.get_info().options
+    expect_ctap_error(ERR.INVALID_PARAMETER, Config(ctap2).enable_enterprise_attestation)
+    sim.provision_attestation()
     assert ctap2.get_info().options.get("ep") is False
     Config(ctap2).enable_enterprise_attestation()
     assert ctap2.get_info().options.get("ep") is True
@@ -642,6 +647,7 @@ def test_toggle_always_uv(sim):
     ctap1.authenticate(client_param, app_param, u2f.key_handle).verify(app_param, client_param, u2f.public_key)
 
     # Other config subcommands still need the acfg token.
+    sim.provision_attestation()
     expect_ctap_error(ERR.PUAT_REQUIRED, Config(ctap2).enable_enterprise_attestation)
     Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG)).enable_enterprise_attestation()
 

@@ -119,6 +119,44 @@ def test_a_ctap20_key_passes_what_applies(sim):
     assert "skip  selection.touch" in out.stdout and "getInfo does not list FIDO_2_1" in out.stdout
 
 
+# What each built-in profile is observed to choose where the specification leaves a choice (commands.md).
+PROFILE_OBSERVATIONS = {
+    "ctap20": ["an unknown clientPIN subcommand: 0x02 CTAP1_ERR_INVALID_PARAMETER",
+               "getPINRetries without a PIN: the count"],
+    "ctap21pre": ["0x41 with a getPinToken token: accepted", "getPINRetries without a PIN: the count",
+                  "an unknown clientPIN subcommand: 0x02 CTAP1_ERR_INVALID_PARAMETER",
+                  "getPinToken twice on a FIDO_2_1_PRE key: a new token"],
+    "yubikey5": ["0x41 with a getPinToken token: refused (CTAP2_ERR_PIN_AUTH_INVALID)",
+                 "getPINRetries without a PIN: CTAP2_ERR_PIN_NOT_SET (the text gives the count)"],
+    "fidosim": ["0x41 with a getPinToken token: refused (CTAP2_ERR_PIN_AUTH_INVALID)",
+                "getPINRetries without a PIN: the count"],
+}
+
+
+# The other built-in profiles change no choice: they are observed as fidosim is.
+for _name in ("always-uv", "legacy-quirks", "tiny-storage"):
+    PROFILE_OBSERVATIONS[_name] = PROFILE_OBSERVATIONS["fidosim"]
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILE_OBSERVATIONS))
+def test_each_built_in_profile_passes_and_its_choices_are_observed(profile, tmp_path):
+    from conftest import _run_simulator
+
+    runner = _run_simulator(["--profile", profile])
+    key = next(runner)
+    try:
+        out = conform(key, "--allow-destructive", "--report", str(tmp_path))
+        assert out.returncode == 0, out.stdout + out.stderr
+        observed = sorted(line.removeprefix("observed: ") for line in out.stdout.splitlines()
+                          if line.startswith("observed: "))
+        assert observed == sorted(PROFILE_OBSERVATIONS[profile]), out.stdout
+        report = json.loads((tmp_path / "report.json").read_text())
+        assert sorted(report["observations"]) == observed
+        assert "## Choices observed" in (tmp_path / "report.md").read_text()
+    finally:
+        runner.close()
+
+
 @pytest.mark.sim_args("--profile", "u2f-only")
 def test_a_u2f_only_key_runs_the_u2f_checks(sim):
     out = conform(sim, "--allow-destructive")

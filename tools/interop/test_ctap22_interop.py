@@ -154,7 +154,7 @@ def test_get_info_ctap22_members(sim):
     ctap2 = Ctap2(sim.device())
     info = ctap2.get_info()
     assert info.versions == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
-    assert info.attestation_formats == ["packed", "none"]
+    assert info.attestation_formats == ["packed"]
     assert info.max_pin_length == 63
     assert info.options.get("perCredMgmtRO") is True
     assert CredentialManagement.is_readonly_supported(info)
@@ -163,11 +163,11 @@ def test_get_info_ctap22_members(sim):
 
     # python-fido2 fills in defaults (["packed"], 63) for absent members: check they are really sent.
     raw = ctap2.send_cbor(Ctap2.CMD.GET_INFO)
-    assert raw.get(0x16) == ["packed", "none"]
+    assert raw.get(0x16) == ["packed"]  # "none" is implied and must be omitted (CTAP 2.2 §6.4)
     assert raw.get(0x1D) == 63
     assert isinstance(raw.get(0x19), bytes) and len(raw[0x19]) == 32
 
-    # "none" is advertised, so attestationFormatsPreference (0x0B) ["none"] gives a "none" attestation;
+    # "none" is implied, so attestationFormatsPreference (0x0B) ["none"] gives a "none" attestation;
     # ["packed"] (and no preference) a packed one.
     def mc_raw(pref):
         req = {1: new_cdh(), 2: RP, 3: user("fmt"), 4: ES256_PARAMS}
@@ -484,6 +484,12 @@ def test_enterprise_attestation(sim):
     from fido2.ctap2.config import Config
 
     ctap2 = Ctap2(sim.device())
+    # No attestation certificate: no enterprise attestation, and serve said why.
+    assert "ep" not in ctap2.info.options
+    assert "--ep-rp: this key has no batch attestation" in sim.stderr()
+    expect_ctap_error(ERR.INVALID_PARAMETER, Config(ctap2).enable_enterprise_attestation)
+    root = x509.load_pem_x509_certificate(sim.provision_attestation())
+    ctap2 = Ctap2(sim.device())
     assert ctap2.info.options.get("ep") is False
     expect_ctap_error(ERR.INVALID_PARAMETER, ctap2.make_credential, new_cdh(), RP, user("a"), ES256_PARAMS,
                       enterprise_attestation=2)
@@ -492,25 +498,30 @@ def test_enterprise_attestation(sim):
     expect_ctap_error(ERR.INVALID_OPTION, ctap2.make_credential, new_cdh(), RP, user("a"), ES256_PARAMS,
                       enterprise_attestation=3)
 
-    certs = []
+    certs, batch = [], []
     for rp, mode, expected in (({"id": "corp.example"}, 1, True), (RP, 1, False), (RP, 2, True)):
         cdh = new_cdh()
         att = ctap2.make_credential(cdh, rp, user("e"), ES256_PARAMS, enterprise_attestation=mode)
         assert bool(att.ep_att) is expected, (rp, mode)
-        if not expected:
-            assert "x5c" not in att.att_stmt
-            continue
         # python-fido2's own packed verifier: signature by the certificate's key, the certificate rules.
         result = PackedAttestation().verify(att.att_stmt, att.auth_data, cdh)
         assert result.trust_path and result.trust_path[0] == att.att_stmt["x5c"][0]
         cert = x509.load_der_x509_certificate(att.att_stmt["x5c"][0])
+        # Every attestation chains to the provisioned root (OpenSSL through cryptography checks the signature).
+        cert.verify_directly_issued_by(root)
+        if not expected:
+            batch.append(att.att_stmt["x5c"][0])
+            continue
+        cn = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
+        assert cn.startswith("fidosim enterprise attestation "), cn
         ou = cert.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATIONAL_UNIT_NAME)[0].value
         assert ou == "Authenticator Attestation"
         assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
         aaguid_ext = cert.extensions.get_extension_for_oid(x509.ObjectIdentifier("1.3.6.1.4.1.45724.1.1.4"))
         assert aaguid_ext.value.value[2:] == bytes(att.auth_data.credential_data.aaguid)
         certs.append(att.att_stmt["x5c"][0])
-    assert certs[0] == certs[1]  # one attestation key per device
+    assert certs[0] == certs[1]  # one enterprise attestation key per device
+    assert batch[0] != certs[0]  # the usual attestation is the batch leaf, which names no device
 
 
 def test_pin_complexity_policy_with_python_fido2_config(sim):

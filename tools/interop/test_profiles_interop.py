@@ -12,7 +12,7 @@ from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteractio
 from fido2.ctap import CtapError
 from fido2.ctap1 import ApduError, Ctap1
 from fido2.ctap2 import Ctap2
-from fido2.ctap2.pin import ClientPin, PinProtocolV2
+from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.hid import CAPABILITY, CTAPHID
 
 from conftest import fidosim_binary
@@ -46,7 +46,7 @@ def test_ctap20_profile(sim):
     pin.set_pin("12345678")
     with pytest.raises(CtapError) as refused:
         ClientPin(ctap2, protocol=PinProtocolV2()).get_pin_token("12345678")
-    assert refused.value.code == CtapError.ERR.INVALID_PARAMETER
+    assert refused.value.code == CtapError.ERR.PIN_AUTH_INVALID  # CTAP 2.0's status for an unknown protocol
 
     class Pin(UserInteraction):
         def request_pin(self, permissions, rp_id):
@@ -56,6 +56,130 @@ def test_ctap20_profile(sim):
     client = Fido2Client(sim.device(), DefaultClientDataCollector("https://example.com"), user_interaction=Pin())
     options, state = server.register_begin(user("bob"), resident_key_requirement="required")
     server.register_complete(state, client.make_credential(options.public_key))
+
+
+def _mc(ctap2, token=None, rp=RP, name="a", protocol=PinProtocolV1(), **kwargs):
+    """makeCredential over python-fido2's Ctap2, with pinAuth from `token` (CTAP 2.0: HMAC-SHA-256 of
+    clientDataHash, first 16 bytes)."""
+    cdh = new_cdh()
+    if token is not None:
+        kwargs.update(pin_uv_param=protocol.authenticate(token, cdh), pin_uv_protocol=protocol.VERSION)
+    return ctap2.make_credential(cdh, rp, user(name), ES256, **kwargs)
+
+
+@pytest.mark.sim_args("--profile", "ctap20", "--presence-delay", "0")
+def test_ctap20_behaves_as_ctap20_says(sim):
+    """Request by request, the CTAP 2.0 rules the ctap20 profile claims (profiles.md, commands.md)."""
+    ctap2 = Ctap2(sim.device())
+    # Options: up in makeCredential and rk in getAssertion are not 2.0 options (INVALID_OPTION, any value).
+    for up in (True, False):
+        expect_ctap_error(CtapError.ERR.INVALID_OPTION, _mc, ctap2, options={"up": up})
+    made = _mc(ctap2)
+    expect_ctap_error(CtapError.ERR.INVALID_OPTION, ctap2.get_assertion, "example.com", new_cdh(),
+                      [descriptor(made.auth_data.credential_data.credential_id)], options={"rk": True})
+    pin = ClientPin(ctap2, protocol=PinProtocolV1())
+    pin.set_pin("12345678")
+    # With a PIN, every credential needs pinAuth: CTAP2_ERR_PIN_REQUIRED (0x36).
+    expect_ctap_error(0x36, _mc, ctap2)
+    # One pinToken per power-up: every getPinToken (0x05; python-fido2 uses it on a 2.0 key) returns it, and it
+    # serves any number of requests for any RP.
+    token = pin.get_pin_token("12345678")
+    assert pin.get_pin_token("12345678") == token
+    for rp_id in ("example.com", "example.com", "other.example"):
+        assert _mc(ctap2, token, rp={"id": rp_id}).auth_data.is_user_verified()
+    # clientPIN has subcommands 1 to 5; 0x09 is unknown (INVALID_PARAMETER: 0x3E is a 2.1 code).
+    expect_ctap_error(CtapError.ERR.INVALID_PARAMETER, ctap2.client_pin, 1, 0x09)
+    # A protocol the key lacks, with pinAuth: PIN_AUTH_INVALID (2.0 §5.1).
+    expect_ctap_error(CtapError.ERR.PIN_AUTH_INVALID, ctap2.make_credential, new_cdh(), RP, user("p"), ES256,
+                      pin_uv_param=b"\0" * 32, pin_uv_protocol=2)
+    # A power cycle makes a new token; the old one is refused.
+    sim.power_cycle()
+    ctap2 = Ctap2(sim.device())
+    expect_ctap_error(CtapError.ERR.PIN_AUTH_INVALID, _mc, ctap2, token)
+    pin = ClientPin(ctap2, protocol=PinProtocolV1())
+    fresh = pin.get_pin_token("12345678")
+    assert fresh != token and _mc(ctap2, fresh).auth_data.is_user_verified()
+    # So does a PIN change.
+    pin.change_pin("12345678", "87654321")
+    expect_ctap_error(CtapError.ERR.PIN_AUTH_INVALID, _mc, ctap2, fresh)
+    assert pin.get_pin_token("87654321") != fresh
+
+
+@pytest.mark.sim_args("--profile", "ctap21pre", "--presence-delay", "0")
+def test_ctap21pre_authorises_preview_credential_management_with_get_pin_token(sim):
+    from fido2.ctap2.credman import CredentialManagement
+
+    ctap2 = Ctap2(sim.device())
+    info = ctap2.get_info()
+    assert info.versions == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"]
+    assert info.options.get("credentialMgmtPreview") is True and "credMgmt" not in info.options
+    pin = ClientPin(ctap2)
+    pin.set_pin("12345678")
+    token = pin.get_pin_token("12345678")  # 0x05: the key has no pinUvAuthToken option
+    assert _mc(ctap2, token, options={"rk": True}).auth_data.is_user_verified()
+    assert _mc(ctap2, token, rp={"id": "other.example"}, options={"rk": True}).auth_data.is_user_verified()
+    # python-fido2's CredentialManagement sends 0x41 to this key, with the same token: no permissions needed.
+    credman = CredentialManagement(ctap2, pin.protocol, token)
+    assert credman.get_metadata()[CredentialManagement.RESULT.EXISTING_CRED_COUNT] == 2
+    assert {rp[CredentialManagement.RESULT.RP]["id"] for rp in credman.enumerate_rps()} == {
+        "example.com", "other.example"}
+    expect_ctap_error(CtapError.ERR.INVALID_COMMAND, ctap2.send_cbor, 0x0A, {1: 1})
+    # The next getPinToken replaces the token.
+    pin.get_pin_token("12345678")
+    expect_ctap_error(CtapError.ERR.PIN_AUTH_INVALID, credman.get_metadata)
+
+
+@pytest.mark.sim_args("--presence-delay", "0")
+def test_ctap21_credential_management_needs_the_permission(sim):
+    """The default (CTAP 2.1) profile: neither 0x0A nor 0x41 takes a getPinToken token, as trussed, OpenSK and
+    canokey; a token with the cm permission works on both."""
+    from fido2.ctap2.credman import CredentialManagement
+
+    ctap2 = Ctap2(sim.device())
+    pin = ClientPin(ctap2)
+    pin.set_pin("12345678")
+    legacy = pin.get_pin_token("12345678")  # no permissions asked: python-fido2 sends 0x05
+    message = b"\x01"
+    for command in (0x0A, 0x41):
+        expect_ctap_error(CtapError.ERR.PIN_AUTH_INVALID, ctap2.send_cbor, command,
+                          {1: 1, 3: pin.protocol.VERSION, 4: pin.protocol.authenticate(legacy, message)})
+    cm = pin.get_pin_token("12345678", ClientPin.PERMISSION.CREDENTIAL_MGMT)
+    for command in (0x0A, 0x41):
+        ctap2.send_cbor(command, {1: 1, 3: pin.protocol.VERSION, 4: pin.protocol.authenticate(cm, message)})
+    assert CredentialManagement(ctap2, pin.protocol, cm).get_metadata()[
+        CredentialManagement.RESULT.EXISTING_CRED_COUNT] == 0
+
+
+@pytest.mark.sim_args("--profile", "yubikey5", "--presence-delay", "0")
+def test_yubikey5_profile_makes_yubicos_choices(sim):
+    ctap2 = Ctap2(sim.device())
+    info = ctap2.get_info()
+    assert info.aaguid == bytes.fromhex("a25342c03cdc44148e46f4807fca511c")
+    assert info.max_msg_size == 1280
+    pin = ClientPin(ctap2)
+    expect_ctap_error(CtapError.ERR.PIN_NOT_SET, pin.get_pin_retries)
+    pin.set_pin("12345678")
+    assert pin.get_pin_retries()[0] == 8
+
+
+def test_behaviour_choices_in_a_profile_file(tmp_path):
+    from conftest import _run_simulator
+
+    profile = tmp_path / "choices.json"
+    profile.write_text(json.dumps({"name": "choices", "behaviour": {
+        "setPinWhenSet": "notAllowed", "pinRetriesWithoutPin": "pinNotSet", "makeCredUvNotRqd": False}}))
+    runner = _run_simulator(["--profile", str(profile), "--presence-delay", "0"])
+    key = next(runner)
+    try:
+        ctap2 = Ctap2(key.device())
+        pin = ClientPin(ctap2)
+        expect_ctap_error(CtapError.ERR.PIN_NOT_SET, pin.get_pin_retries)
+        pin.set_pin("12345678")
+        expect_ctap_error(CtapError.ERR.NOT_ALLOWED, pin.set_pin, "12345678")
+        assert ctap2.get_info().options.get("makeCredUvNotRqd") is False
+        expect_ctap_error(CtapError.ERR.PUAT_REQUIRED, _mc, ctap2)
+    finally:
+        runner.close()
 
 
 @pytest.mark.sim_args("--profile", "u2f-only", "--presence-delay", "0")
@@ -162,6 +286,11 @@ def test_a_profile_file_of_ones_own(sim, tmp_path):
     ('{"name": "x", "quirks": {"forcedStatus": {"reboot": 1}}}', "unknown command"),
     ('{"name": "x", "colour": "blue"}', "unknown member"),
     ('not json', "is not JSON"),
+    ('{"name": "x", "behaviour": {"pinToken": "forever"}}', 'behaviour "pinToken" must be one of'),
+    ('{"name": "x", "behaviour": {"tokens": 1}}', 'unknown behaviour "tokens"'),
+    ('{"name": "x", "behaviour": {"clientPinSubcommands": [1, 2, 3]}}', "clientPinSubcommands must contain 1 to 5"),
+    ('{"name": "x", "versions": ["FIDO_2_0"], "pinUvAuthProtocols": [1], "behaviour": {"pinToken": "permissions"}}',
+     "needs FIDO_2_1 or FIDO_2_1_PRE"),
 ])
 def test_bad_profiles_are_clear_errors(tmp_path, content, message):
     profile = tmp_path / "p.json"
