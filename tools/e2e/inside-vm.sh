@@ -190,16 +190,17 @@ second_lane() {
     want conform && conform_group
 }
 # python-fido2's device tests over hidraw, once: a fresh key with a batch attestation, touched and replugged
-# through its control socket by the suite's plugin (tools/device-suite).
+# through its control socket by the suite's plugin (tools/device-suite). The socket lives in the round's home
+# directory: the results directory is the host's filesystem, where a unix socket cannot be bound.
 device_suite_group() {
+    local sock=$HOME/device-suite.sock
     group
     gate start-key-device-suite start_key e2e-device-suite --name device-suite --flash memory --presence prompt \
-        --control "$out/device-suite.sock"
-    gate provision-device-suite "$bin" attestation provision --socket "$out/device-suite.sock" \
-        --root-out "$out/device-suite-root.pem"
+        --control "$sock"
+    gate provision-device-suite "$bin" attestation provision --socket "$sock" --root-out "$HOME/device-suite-root.pem"
     step python-fido2-device-suite-hidraw env FIDOSIM_BIN="$bin" PYTHON="$python" \
         DEVICE_SUITE_CACHE="$repo/.build/device-suite" bash "$repo/tools/device-suite/run.sh" --hidraw \
-        "$out/device-suite.sock" e2e-device-suite
+        "$sock" e2e-device-suite
     cleanup stop-key-device-suite stop_key
 }
 # --- one round of every group ------------------------------------------------------------------------
