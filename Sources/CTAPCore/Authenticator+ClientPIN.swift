@@ -123,9 +123,7 @@ extension Authenticator {
         proto: PinUvAuthProtocol, keyAgreement: CBORValue, newPinEnc: [UInt8], pinUvAuthParam: [UInt8]
     ) throws(CTAPError) {
         if storage.pin != nil {
-            let status: CTAPStatus =
-                configuration.profile.behaviour.setPINWhenSet == .notAllowed ? .notAllowed : .pinAuthInvalid
-            throw CTAPError(status, "a PIN is already set; use changePIN")
+            throw CTAPError(configuration.profile.behaviour.setPINWhenSet.status, "a PIN is already set; use changePIN")
         }
         let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
         guard proto.verify(key: secret, message: newPinEnc, signature: pinUvAuthParam) else {
@@ -186,15 +184,11 @@ extension Authenticator {
                     permissions: permissions, rpId: nil, userIsPresent: false, now: now, fromGetPinToken: true,
                     withoutPermissions: true)
             }
-        case .withoutPermissions:
+        case .withoutPermissions, .permissions:
             pinUv.resetToken(&entropy)
             pinUv.token.begin(
-                permissions: permissions, rpId: nil, userIsPresent: false, now: now, fromGetPinToken: true,
-                withoutPermissions: true)
-        case .permissions:
-            pinUv.resetToken(&entropy)
-            pinUv.token.begin(
-                permissions: permissions, rpId: rpId, userIsPresent: false, now: now, fromGetPinToken: getPinToken)
+                permissions: permissions, rpId: rpId, userIsPresent: false, now: now, fromGetPinToken: getPinToken,
+                withoutPermissions: model == .withoutPermissions)
         }
         return try proto.encrypt(pinUv.token.value, secret: secret, iv: entropy.bytes(16))
     }

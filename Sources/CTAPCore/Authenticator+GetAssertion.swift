@@ -87,10 +87,7 @@ extension Authenticator {
             builtInUV = options.up != false
         }
         if options.rk != nil {
-            // CTAP 2.1 §6.2.2 step 5.1: unsupported; CTAP 2.0 §5.2: known but not valid for this command.
-            let status: CTAPStatus =
-                configuration.profile.behaviour.optionRules == .ctap20 ? .invalidOption : .unsupportedOption
-            throw CTAPError(status, "rk is not an option of getAssertion")
+            throw CTAPError(configuration.profile.behaviour.optionRules.rkInGetAssertion, "rk is not an option of getAssertion")
         }
         guard clientDataHash.count == 32 else { throw CTAPError(.invalidLength, "clientDataHash is not 32 bytes") }
         if alwaysUv && pinUvAuthParam == nil && !builtInUV {

@@ -101,9 +101,9 @@ extension Authenticator {
     /// CTAP2_ERR_PIN_AUTH_INVALID as CTAP 2.0 words it).
     func pinProtocol(_ number: Int) throws(CTAPError) -> PinUvAuthProtocol {
         guard configuration.profile.pinUvAuthProtocols.contains(number) else {
-            let status: CTAPStatus =
-                configuration.profile.behaviour.unsupportedProtocol == .pinAuthInvalid ? .pinAuthInvalid : .invalidParameter
-            throw CTAPError(status, "pinUvAuthProtocol \(number) is not one of this key's")
+            throw CTAPError(
+                configuration.profile.behaviour.unsupportedProtocol.status,
+                "pinUvAuthProtocol \(number) is not one of this key's")
         }
         return try PinUvAuthProtocol.named(number)
     }

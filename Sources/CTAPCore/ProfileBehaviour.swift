@@ -32,6 +32,10 @@ public struct ProfileBehaviour: Sendable, Equatable {
         /// CTAP 2.1 §6.1.2 step 5, §6.2.2 step 5: up=false in makeCredential is CTAP2_ERR_INVALID_OPTION, up=true
         /// is accepted; rk in getAssertion is CTAP2_ERR_UNSUPPORTED_OPTION.
         case ctap21 = "ctap2.1"
+
+        /// The status of `rk` in getAssertion (CTAP 2.1 §6.2.2 step 5.1: unsupported; CTAP 2.0 §5.2: known but not
+        /// valid for this command).
+        var rkInGetAssertion: CTAPStatus { self == .ctap20 ? .invalidOption : .unsupportedOption }
     }
 
     /// The status of a named PIN/UV auth protocol the key does not support.
@@ -40,6 +44,8 @@ public struct ProfileBehaviour: Sendable, Equatable {
         case invalidParameter
         /// CTAP 2.0 §5.1 step 4, §5.2 step 4: CTAP2_ERR_PIN_AUTH_INVALID.
         case pinAuthInvalid
+
+        var status: CTAPStatus { self == .pinAuthInvalid ? .pinAuthInvalid : .invalidParameter }
     }
 
     /// The status of setPIN on a key that has a PIN.
@@ -48,6 +54,8 @@ public struct ProfileBehaviour: Sendable, Equatable {
         case pinAuthInvalid
         /// CTAP2_ERR_NOT_ALLOWED (solo 1, trussed, pico-fido, and the fido2-tests suite).
         case notAllowed
+
+        var status: CTAPStatus { self == .notAllowed ? .notAllowed : .pinAuthInvalid }
     }
 
     /// Where an hmac-secret salt of the wrong size is caught.

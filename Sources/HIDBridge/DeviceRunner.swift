@@ -119,8 +119,10 @@ public final class KeySlot {
 
     /// Milliseconds until this key has work to do, at most `cap`.
     func timeout(cap: Int32) -> Int32 {
-        let deadlines = [key.nextDeadline, unpluggedUntil].compactMap { $0 }
-        guard let deadline = deadlines.min() else { return cap }
+        let next = key.nextDeadline
+        guard let deadline = unpluggedUntil.map({ until in next.map { min($0, until) } ?? until }) ?? next else {
+            return cap
+        }
         let wait = deadline - now
         let ms = wait <= .zero ? 0 : Int(wait.wholeMilliseconds) + 1
         return Int32(min(ms, Int(cap)))

@@ -296,8 +296,8 @@ public final class UHIDTransport: ReportTransport {
 
     /// Destroys and re-creates the device: the hidraw node goes away and comes back, as on a real replug.
     public func replug() throws(TransportError) {
-        try write(UHIDEvent.destroy())
-        try create()
+        try unplug()
+        try plug()
     }
 
     public func unplug() throws(TransportError) {

@@ -106,6 +106,7 @@ class Key:
         self.plugged = True
         self.generation = 0  # changes at every replug, so the device's path does
         self.udp = True
+        self.serial: str | None = None  # over hidraw: the key's USB serial number
         self.log = None
 
     def start(self, config: dict):
@@ -241,8 +242,6 @@ class Controller(http.server.ThreadingHTTPServer):
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), ControllerHandler)
-        self.pressed_until = 0.0
-        self.lock = threading.Lock()
 
     def press(self):
         """Holds the button for up to 10 s: touches whatever asks for one in that time (once)."""
