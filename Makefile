@@ -9,14 +9,16 @@ BIN := .build/debug/fidosim
 SERVE_ARGS ?=
 
 # Debian packages the tests need, as command:package pairs (installed only when the command is missing).
-DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux strace:strace
+DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux strace:strace \
+	Xvfb:xvfb dunst:dunst notify-send:libnotify-bin busctl:systemd gdbus:libglib2.0-bin dbus-daemon:dbus-daemon \
+	systemd-analyze:systemd
 # Libraries the build links (hidapi for FIDOClient's HID transport, OpenSSL's libcrypto for its verification), as
 # pkg-config-name:package pairs.
 DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
-.PHONY: help deps build release run test unit-test interop device-suite e2e e2e-auto e2e-deps install-udev flash-proof flash-bench fuzz fuzz-smoke bench clean
+.PHONY: help deps build release run test unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -28,7 +30,8 @@ help:
 	@echo "                fidosim: default, fingerprint, enterprise attestation and yubikey5 configurations"
 	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
 	@echo "                (E2E_REPEAT=N: every group N times in one boot, with the failures per step)"
-	@echo "make install-udev  udev rules for /dev/uhid and the key's hidraw node"
+	@echo "make install-udev  udev rules: /dev/uhid for the fidosim group, the key's hidraw node for the logged-in user"
+	@echo "make install-user-unit  the daily key as a systemd user unit (prompt mode, started at login)"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
 	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the flash store, flash image files, the authenticator,"
@@ -83,7 +86,7 @@ unit-test: deps
 	$(SWIFT) test
 
 interop: build
-	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/control tools/e2e/test_steps.py
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_DESKTOP=1 $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/control tools/e2e/test_steps.py
 
 # python-fido2's device tests, written for real keys, in four configurations (tools/device-suite/run.sh).
 device-suite: build
@@ -124,12 +127,22 @@ e2e-auto: build
 install-udev:
 	$(SUDO) groupadd -f fidosim
 	$(SUDO) install -D -m 0644 udev/70-fidosim.rules /etc/udev/rules.d/70-fidosim.rules
-	$(SUDO) install -D -m 0644 udev/fidosim-uhid.conf /etc/modules-load.d/fidosim-uhid.conf
+	@if [ "$${UHID_AT_BOOT:-}" = 1 ]; then $(SUDO) install -D -m 0644 udev/fidosim-uhid.conf \
+	  /etc/modules-load.d/fidosim-uhid.conf; echo "uhid loads at every boot (UHID_AT_BOOT=1)"; \
+	else echo "uhid is loaded now, not at every boot (UHID_AT_BOOT=1 makes it so)"; fi
 	-$(SUDO) modprobe uhid
 	@if command -v udevadm >/dev/null; then $(SUDO) udevadm control --reload-rules && \
 	  $(SUDO) udevadm trigger --subsystem-match=misc --subsystem-match=hidraw; \
 	else echo "udevadm not found: the rules apply once udev runs"; fi
 	@echo "installed; add yourself to the fidosim group (sudo usermod -aG fidosim \$$USER) and log in again"
+
+# The daily key as a systemd user unit, started at login (run as yourself, not root): prompt mode, default image.
+install-user-unit: build
+	install -D -m 0644 tools/systemd/fidosim.service $${XDG_CONFIG_HOME:-$$HOME/.config}/systemd/user/fidosim.service
+	sed -i -e "s|@BIN@|$(CURDIR)/$(BIN)|" -e "s|@DOC@|$(CURDIR)|" \
+	  $${XDG_CONFIG_HOME:-$$HOME/.config}/systemd/user/fidosim.service
+	systemctl --user daemon-reload && systemctl --user enable --now fidosim.service
+	@echo "fidosim starts at login; systemctl --user status fidosim, journalctl --user -u fidosim"
 
 clean:
 	rm -rf .build

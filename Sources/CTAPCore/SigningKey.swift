@@ -66,17 +66,29 @@ struct CredentialLRU<Value: Sendable>: Sendable {
 
     subscript(id: [UInt8]) -> Value? { entries[Key(id: id)] }
 
-    mutating func insert(_ value: Value, for id: [UInt8]) {
+    /// Remembers `value`; returns what it replaced or pushed out, for the caller to wipe.
+    @discardableResult
+    mutating func insert(_ value: Value, for id: [UInt8]) -> Value? {
         let key = Key(id: id)
-        if entries.updateValue(value, forKey: key) == nil {
-            order.append(key)
-            if order.count > Self.capacity { entries[order.removeFirst()] = nil }
-        }
+        if let replaced = entries.updateValue(value, forKey: key) { return replaced }
+        order.append(key)
+        guard order.count > Self.capacity else { return nil }
+        return entries.removeValue(forKey: order.removeFirst())
     }
 
-    mutating func removeAll() {
+    /// Forgets everything; returns the values, for the caller to wipe.
+    mutating func removeAll() -> [Value] {
+        let values = Array(entries.values)
         entries.removeAll()
         order.removeAll()
+        return values
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Overwrites the bytes with zeros in place (secrets that leave a cache do not stay in freed memory).
+    mutating func wipe() {
+        withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
     }
 }
 
@@ -92,11 +104,13 @@ struct OpenedIdCache: Sendable {
             return entry.rpIdHash == rpIdHash ? entry.contents : nil
         }
         guard let contents = CredentialID.open(id, rpIdHash: rpIdHash, key: sealingKey) else { return nil }
-        opened.insert((rpIdHash, contents), for: id)
+        if var evicted = opened.insert((rpIdHash, contents), for: id) { evicted.contents.privateKey.wipe() }
         return contents
     }
 
-    mutating func removeAll() { opened.removeAll() }
+    mutating func removeAll() {
+        for var entry in opened.removeAll() { entry.contents.privateKey.wipe() }
+    }
 }
 
 /// The signing keys of the credentials used last, by credential id (cleared by power cycle and reset).
@@ -107,13 +121,13 @@ struct SigningKeyCache: Sendable {
     mutating func key(id: [UInt8], raw: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> SigningKey {
         if let entry = keys[id], constantTimeEqual(entry.raw, raw) { return entry.key }
         let key = try SigningKey(raw: raw, algorithm: algorithm)
-        keys.insert((raw, key), for: id)
+        if var evicted = keys.insert((raw, key), for: id) { evicted.raw.wipe() }
         return key
     }
 
     /// Remembers a key just made (its raw form is `raw`).
     mutating func insert(id: [UInt8], raw: [UInt8], key: SigningKey) {
-        keys.insert((raw, key), for: id)
+        if var evicted = keys.insert((raw, key), for: id) { evicted.raw.wipe() }
     }
 
     /// Cache ids of the attestation keys (they never collide with a credential's: the raw key is compared too).
@@ -121,5 +135,8 @@ struct SigningKeyCache: Sendable {
     static let enterpriseAttestationId = Array("fidosim enterprise attestation key".utf8)
     static let u2fAttestationId = Array("fidosim U2F attestation key".utf8)
 
-    mutating func removeAll() { keys.removeAll() }
+    /// Forgets every key; the raw keys are wiped (the signing keys' own memory is cleared by BoringSSL when freed).
+    mutating func removeAll() {
+        for var entry in keys.removeAll() { entry.raw.wipe() }
+    }
 }

@@ -87,13 +87,12 @@ static inline int fidosim_send_segmented(int fd, const struct sockaddr_in *to, c
 }
 
 /// Receives up to `max` waiting datagrams without blocking, in one recvmmsg: datagram i lands at `bytes + i * stride`
-/// (cut to `stride` bytes) with its length in `lengths[i]`; the sender of the last one is written to `last_from`.
+/// (cut to `stride` bytes) with its length in `lengths[i]` and its sender in `from[i]`.
 /// Returns how many were received, or -1 (errno set; EAGAIN when none was waiting).
 static inline int fidosim_receive_datagrams(int fd, unsigned char *bytes, unsigned int stride, unsigned int *lengths,
-                                            unsigned int max, struct sockaddr_in *last_from) {
+                                            unsigned int max, struct sockaddr_in *from) {
     struct iovec iov[64];
     struct fidosim_mmsghdr headers[64];
-    struct sockaddr_in from[64];
     if (max > 64) max = 64;
     for (unsigned int i = 0; i < max; i++) {
         iov[i].iov_base = bytes + (size_t)i * stride;
@@ -105,7 +104,6 @@ static inline int fidosim_receive_datagrams(int fd, unsigned char *bytes, unsign
     long got = syscall(SYS_recvmmsg, fd, headers, max, MSG_DONTWAIT, NULL);
     if (got <= 0) return got == 0 ? 0 : -1;
     for (long i = 0; i < got; i++) lengths[i] = headers[i].msg_len;
-    *last_from = from[got - 1];
     return (int)got;
 }
 
@@ -131,3 +129,9 @@ static inline int fidosim_set_affinity(int pid, const struct fidosim_cpu_mask *m
 #include <malloc.h>
 
 static inline void fidosim_trim_heap(void) { malloc_trim(0); }
+
+// The process holds keys: no core dump, and no other process of the same user may read its memory (ptrace,
+// /proc/PID/mem) once it is not dumpable.
+#include <sys/prctl.h>
+static inline int fidosim_set_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+static inline int fidosim_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }

@@ -117,6 +117,35 @@ extension JSONValue {
             nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
         }
         out.append(UInt8(ascii: "\""))
+        // C1 controls and bidirectional overrides are escaped too (\u0085, \u202e): JSON lines end up on terminals.
+        if string.utf8.contains(where: { $0 >= 0xC2 }),
+            string.unicodeScalars.contains(where: { $0.value >= 0x80 && TerminalText.needsEscape($0) })
+        {
+            for scalar in string.unicodeScalars {
+                guard scalar.value >= 0x80 else {
+                    encode(string: String(scalar), unquotedInto: &out)
+                    continue
+                }
+                if TerminalText.needsEscape(scalar) {
+                    out.append(contentsOf: "\\u".utf8)
+                    for shift in stride(from: 12, through: 0, by: -4) {
+                        out.append(hexDigit(UInt8(truncatingIfNeeded: scalar.value >> UInt32(shift)) & 0xF))
+                    }
+                } else {
+                    out.append(contentsOf: String(scalar).utf8)
+                }
+            }
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        encode(string: string, unquotedInto: &out)
+        out.append(UInt8(ascii: "\""))
+    }
+
+    static func encode(string: String, unquotedInto out: inout [UInt8]) {
+        func hexDigit(_ nibble: UInt8) -> UInt8 {
+            nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+        }
         for byte in string.utf8 {
             let escaped: UInt8
             switch byte {
@@ -136,7 +165,6 @@ extension JSONValue {
             out.append(UInt8(ascii: "\\"))
             out.append(escaped)
         }
-        out.append(UInt8(ascii: "\""))
     }
 }
 

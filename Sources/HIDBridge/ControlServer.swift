@@ -16,25 +16,52 @@ public struct ControlSocketError: Error, CustomStringConvertible, Sendable {
 
 /// The Unix socket of the control plane: newline-delimited JSON requests in, responses and events out.
 ///
-/// The socket is created with mode 0600 in a directory of mode 0700, and a peer whose uid is not the server's
-/// is answered `permission-denied` and disconnected. Everything is non-blocking and driven by the I/O loop's
-/// `poll`; a client that does not read its output (more than ``maxPendingOutput`` bytes) is disconnected.
+/// The socket is created with mode 0600 (in a directory of mode 0700 when it creates the directory), and a peer
+/// whose uid is not the server's, or whose uid cannot be read, is answered `permission-denied` and disconnected.
+/// Everything is non-blocking and driven by the I/O loop's `poll`. What a flood of clients can cost is bounded: at
+/// most ``maxClients`` connections (the one idle longest makes room when it has been idle a minute, otherwise the
+/// newcomer is refused), at most ``maxPendingOutput`` bytes queued for a client, and a subscriber more than
+/// ``maxPendingEvents`` bytes behind on its events is dropped (the others get a `clientDropped` event).
 public final class ControlServer {
     public static let maxPendingOutput = 16 << 20
-    public static let maxClients = 64
+    public static let maxPendingEvents = 64 << 10
+    /// At most 64 clients, and never so many that they would take the descriptors the key needs (a process with
+    /// few descriptors, `ulimit -n`, admits fewer).
+    public static let maxClients: Int = {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < 1 << 20 else { return 64 }
+        return max(1, min(64, (Int(limit.rlim_cur) - 32) / 2))
+    }()
+    /// How long a client must have been idle to make room for a new one when every place is taken.
+    public static let idleLimit: Duration = .seconds(60)
+    /// Refused connections whose refusal is still being read, at most this many (the rest are closed at once).
+    static let maxRefused = 64
 
     struct Client {
         var fd: Int32
         var input = ControlLineBuffer()
         var output: [UInt8] = []
+        /// How much of `output` has been sent.
+        var sent = 0
         var subscribed = false
         /// Close once the output is written (after a refusal).
         var closeAfterWrite = false
+        var lastActivity: Duration
+        var pending: Int { output.count - sent }
     }
 
     public let path: String
     let listener: Int32
     var clients: [Client] = []
+    let clock = ContinuousClock()
+    let start: ContinuousClock.Instant
+    var now: Duration { clock.now - start }
+    /// While accept has no descriptors left (EMFILE), the listener is not polled until then, so the loop does not
+    /// spin on a connection it cannot take.
+    var acceptPausedUntil: Duration?
+    /// A descriptor kept in reserve (on /dev/null): when the process has none left, it is given up for a moment to
+    /// accept the waiting connection, tell it why it is refused, and close it.
+    var spare: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
 
     /// Creates the socket at `path`, creating its directory (0700) when missing. A stale socket left by a
     /// process that ended is replaced; one that still answers is not.
@@ -43,6 +70,7 @@ public final class ControlServer {
             throw ControlSocketError("the control socket path \(path) is longer than 107 bytes; choose a shorter --control")
         }
         self.path = path
+        start = clock.now
         let directory = String(path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropLast()
             .map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/"))
         if !directory.isEmpty { try Self.makePrivateDirectory(directory) }
@@ -68,6 +96,7 @@ public final class ControlServer {
     }
 
     deinit {
+        if spare >= 0 { close(spare) }
         for client in clients { close(client.fd) }
         close(listener)
         unlink(path)
@@ -84,20 +113,14 @@ public final class ControlServer {
         }
     }
 
-    /// Creates `directory` and its parents (0700); the last one must belong to this user and be closed to others.
+    /// Creates the missing parts of `directory` (absolute, or relative to the current directory) with mode 0700.
+    /// A directory that exists is left as it is: the socket itself is 0600 and every peer's uid is checked, and
+    /// changing the mode of a directory others share (`/tmp`) would break them.
     static func makePrivateDirectory(_ directory: String) throws(ControlSocketError) {
-        var current = ""
+        var current = directory.hasPrefix("/") ? "" : "."
         for component in directory.split(separator: "/") {
             current += "/" + component
             if mkdir(current, 0o700) != 0 && Glibc.errno != EEXIST { throw .errno("cannot create \(current)") }
-        }
-        var info = stat()
-        guard stat(directory, &info) == 0 else { throw .errno("cannot read \(directory)") }
-        guard info.st_uid == geteuid() else {
-            throw ControlSocketError("\(directory) belongs to another user; the control socket needs a private directory")
-        }
-        if info.st_mode & 0o077 != 0 && chmod(directory, 0o700) != 0 {
-            throw .errno("cannot make \(directory) private (chmod 0700)")
         }
     }
 
@@ -120,10 +143,17 @@ public final class ControlServer {
     /// Drops disconnected clients first.
     func pollDescriptors() -> [pollfd] {
         clients.removeAll { $0.fd < 0 }
-        return [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+        if let until = acceptPausedUntil, now >= until { acceptPausedUntil = nil }
+        return [pollfd(fd: listener, events: acceptPausedUntil == nil ? Int16(POLLIN) : 0, revents: 0)]
             + clients.map {
-                pollfd(fd: $0.fd, events: Int16(POLLIN) | ($0.output.isEmpty ? 0 : Int16(POLLOUT)), revents: 0)
+                pollfd(fd: $0.fd, events: Int16(POLLIN) | ($0.pending == 0 ? 0 : Int16(POLLOUT)), revents: 0)
             }
+    }
+
+    /// Milliseconds until the listener is polled again after running out of descriptors.
+    func timeout(cap: Int32) -> Int32 {
+        guard let until = acceptPausedUntil else { return cap }
+        return Int32(min(Int64(cap), max(0, (until - now).wholeMilliseconds + 1)))
     }
 
     /// Accepts, reads and writes after a `poll` of ``pollDescriptors``; each complete request goes to `handle`,
@@ -148,21 +178,69 @@ public final class ControlServer {
     func acceptClients() {
         while true {
             let fd = accept(listener, nil, nil)
-            guard fd >= 0 else { return }
+            guard fd >= 0 else {
+                let exhausted = Glibc.errno == EMFILE || Glibc.errno == ENFILE
+                if exhausted && spare >= 0 {
+                    close(spare)
+                    let waiting = accept(listener, nil, nil)
+                    if waiting >= 0 {
+                        let line = Array(
+                            (ControlMessage.failure(
+                                id: nil, error: ControlError(.failed, "the key has no file descriptors left"))
+                                + "\n").utf8)
+                        _ = line.withUnsafeBytes {
+                            send(waiting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                        }
+                        close(waiting)
+                    }
+                    spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                    if waiting >= 0 && spare >= 0 { continue }
+                }
+                if exhausted || Glibc.errno == ENOBUFS || Glibc.errno == ENOMEM {
+                    // No way to take the connection now: the listener rests instead of waking the loop at once.
+                    acceptPausedUntil = now + .milliseconds(100)
+                }
+                return
+            }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            var client = Client(fd: fd)
-            if let uid = Self.peerUID(fd), uid != geteuid() {
-                client.output = Array(
-                    (ControlMessage.failure(
-                        id: nil,
-                        error: ControlError(.permissionDenied, "uid \(uid) may not control a key of uid \(geteuid())"))
-                        + "\n").utf8)
-                client.closeAfterWrite = true
-            } else if clients.count >= Self.maxClients {
-                client.output = Array(
-                    (ControlMessage.failure(id: nil, error: ControlError(.failed, "too many control connections")) + "\n")
-                        .utf8)
+            let time = now
+            var client = Client(fd: fd, lastActivity: time)
+            var refusal: ControlError?
+            // A peer whose credentials cannot be read is refused like one of another user.
+            switch Self.peerUID(fd) {
+            case .some(let uid) where uid == geteuid(): break
+            case .some(let uid):
+                refusal = ControlError(.permissionDenied, "uid \(uid) may not control a key of uid \(geteuid())")
+            case .none:
+                refusal = ControlError(.permissionDenied, "the peer's credentials cannot be read (SO_PEERCRED)")
+            }
+            let active = clients.filter { $0.fd >= 0 && !$0.closeAfterWrite }
+            if refusal == nil && active.count >= Self.maxClients {
+                // Every place is taken: the client idle longest makes room if it has been idle long enough.
+                let idle = clients.indices.filter { clients[$0].fd >= 0 && !clients[$0].closeAfterWrite }
+                    .min { clients[$0].lastActivity < clients[$1].lastActivity }
+                if let idle, time - clients[idle].lastActivity >= Self.idleLimit {
+                    queue(
+                        ControlMessage.failure(
+                            id: nil, error: ControlError(.failed, "closed: idle while another client needed the place")),
+                        to: idle)
+                    clients[idle].closeAfterWrite = true
+                    flush(client: idle)
+                } else {
+                    refusal = ControlError(.failed, "too many control connections (at most \(Self.maxClients))")
+                }
+            }
+            if let refusal {
+                let line = Array((ControlMessage.failure(id: nil, error: refusal) + "\n").utf8)
+                let refusing = clients.filter { $0.fd >= 0 && $0.closeAfterWrite }.count
+                guard refusing < Self.maxRefused else {
+                    // Too many refusals in flight: this one is told what it can be told in one write, then closed.
+                    _ = line.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                    close(fd)
+                    continue
+                }
+                client.output = line
                 client.closeAfterWrite = true
             }
             clients.append(client)
@@ -188,6 +266,7 @@ public final class ControlServer {
             }
             if n < 0 { break }
             if clients[index].closeAfterWrite { continue }  // a refused peer's requests are not read
+            clients[index].lastActivity = now
             for item in clients[index].input.append(buffer[0..<n]) {
                 let line: String
                 switch item {
@@ -219,20 +298,31 @@ public final class ControlServer {
         guard clients[index].fd >= 0 else { return }
         clients[index].output += Array(line.utf8)
         clients[index].output.append(0x0A)
-        if clients[index].output.count > Self.maxPendingOutput { disconnect(index) }
+        if clients[index].pending > Self.maxPendingOutput { disconnect(index) }
     }
 
     func flush(client index: Int) {
-        while clients[index].fd >= 0 && !clients[index].output.isEmpty {
-            let n = clients[index].output.withUnsafeBytes { send(clients[index].fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        while clients[index].fd >= 0 && clients[index].pending > 0 {
+            let sent = clients[index].sent
+            let n = clients[index].output.withUnsafeBytes {
+                send(clients[index].fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL))
+            }
             if n < 0 {
-                if Glibc.errno == EAGAIN || Glibc.errno == EINTR { return }
+                if Glibc.errno == EAGAIN || Glibc.errno == EINTR { break }
                 disconnect(index)
                 return
             }
-            clients[index].output.removeFirst(n)
+            clients[index].sent += n
         }
-        if clients[index].fd >= 0 && clients[index].closeAfterWrite && clients[index].output.isEmpty {
+        guard clients[index].fd >= 0 else { return }
+        if clients[index].pending == 0 {
+            clients[index].output.removeAll(keepingCapacity: clients[index].output.count <= 65536)
+            clients[index].sent = 0
+        } else if clients[index].sent >= 65536 {
+            clients[index].output.removeFirst(clients[index].sent)
+            clients[index].sent = 0
+        }
+        if clients[index].closeAfterWrite && clients[index].pending == 0 {
             // End our side only: closing with the peer's request still unread would reset the connection
             // before the peer reads the refusal. Its remaining bytes are discarded until it closes.
             shutdown(clients[index].fd, Int32(SHUT_WR))
@@ -245,10 +335,28 @@ public final class ControlServer {
         clients[index].fd = -1
     }
 
-    /// Sends an event line to every subscribed client.
+    /// Sends an event line to every subscribed client. A subscriber that has not read ``maxPendingEvents`` bytes
+    /// is dropped, and the others are told.
     func broadcast(_ line: String) {
-        for index in clients.indices where clients[index].subscribed {
+        var dropped: [Int] = []
+        for index in clients.indices where clients[index].subscribed && clients[index].fd >= 0 {
+            if clients[index].pending > Self.maxPendingEvents {
+                dropped.append(index)
+                disconnect(index)
+                continue
+            }
             queue(line, to: index)
+            flush(client: index)
+        }
+        guard !dropped.isEmpty else { return }
+        let notice = ControlMessage.event(
+            "clientDropped",
+            [
+                "reason": .string("a subscriber did not read \(Self.maxPendingEvents / 1024) KiB of events"),
+                "count": JSONValue(dropped.count),
+            ])
+        for index in clients.indices where clients[index].subscribed && clients[index].fd >= 0 {
+            queue(notice, to: index)
             flush(client: index)
         }
     }

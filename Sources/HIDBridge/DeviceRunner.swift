@@ -23,10 +23,14 @@ public final class DeviceRunner {
     /// machines, more than handling a request; a request that comes within this window finds the loop awake.
     let busyPoll: Duration
 
-    public init(slots: [KeySlot], logger: Logger, busyPoll: Duration = .zero) {
+    /// The person at the terminal (and on the desktop) who answers the keys' touch requests.
+    let prompter: Prompter
+
+    public init(slots: [KeySlot], logger: Logger, busyPoll: Duration = .zero, notifications: Bool = false) {
         self.slots = slots
         self.logger = logger
         self.busyPoll = busyPoll
+        prompter = Prompter(names: slots.map(\.name), notifier: notifications ? DesktopNotifier() : nil)
     }
 
     /// One key.
@@ -56,6 +60,11 @@ public final class DeviceRunner {
                 fds += own
                 timeoutMs = min(timeoutMs, slot.timeout(cap: 100))
             }
+            let prompts = fds.count..<fds.count
+            let asking = slots.contains { if case .prompt = $0.key.presence { true } else { false } }
+            fds += prompter.pollDescriptors(terminal: asking)
+            let promptRange = prompts.lowerBound..<fds.count
+            timeoutMs = min(timeoutMs, prompter.timeout(cap: 100))
             if busyPoll > .zero && clock.now < awakeUntil { timeoutMs = 0 }
             let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
             if ready < 0 && errno != EINTR {
@@ -63,14 +72,16 @@ public final class DeviceRunner {
                 break
             }
             let cycles = powerCycleRequests.load(ordering: .relaxed)
+            if ready <= 0 { for i in fds.indices { fds[i].revents = 0 } }
             for (slot, range) in zip(slots, ranges) {
-                if ready <= 0 { for i in range { fds[i].revents = 0 } }
                 slot.service(fds[range], powerCycles: cycles)
             }
+            prompter.service(fds[promptRange], slots: slots)
             // The window opens when the handling is done, so a slow request does not use it up.
             if ready > 0 && busyPoll > .zero { awakeUntil = clock.now + busyPoll }
         }
         for slot in slots { slot.tracer = nil }
+        prompter.closeAll()
         logger.info("stopping")
     }
 }
@@ -79,7 +90,7 @@ public final class DeviceRunner {
 ///
 /// Only the loop that owns the slot touches it.
 public final class KeySlot {
-    var key: VirtualKey
+    public internal(set) var key: VirtualKey
     let transport: any ReportTransport
     let logger: Logger
     let clock = ContinuousClock()
@@ -90,8 +101,10 @@ public final class KeySlot {
     public var tracer: TraceWriter? {
         didSet { key.traceMessages = tracer != nil }
     }
-    /// Whether Enter on the terminal touches this key (prompt mode, first key only).
-    var watchesStdin: Bool
+    /// The key's name, as prompts show it.
+    public let name: String
+    /// Touch requests of this key since the runner last looked (the runner asks the person).
+    var asks: [PresencePrompt] = []
     /// How many SIGUSR1 power cycles this key has done.
     var powerCyclesSeen = 0
     /// While the key is unplugged (control `powerCycle` with `offMs`): when it is plugged back in.
@@ -99,26 +112,21 @@ public final class KeySlot {
 
     public init(
         key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil,
-        watchesStdin: Bool? = nil
+        name: String = "default"
     ) {
         self.key = key
         self.transport = transport
         self.logger = logger
         self.control = control
+        self.name = name
         self.start = clock.now
-        if let watchesStdin {
-            self.watchesStdin = watchesStdin
-        } else if case .prompt = key.presence {
-            self.watchesStdin = true
-        } else {
-            self.watchesStdin = false
-        }
     }
 
     var now: Duration { clock.now - start }
 
     /// Milliseconds until this key has work to do, at most `cap`.
     func timeout(cap: Int32) -> Int32 {
+        let cap = control?.timeout(cap: cap) ?? cap
         let next = key.nextDeadline
         guard let deadline = unpluggedUntil.map({ until in next.map { min($0, until) } ?? until }) ?? next else {
             return cap
@@ -128,10 +136,9 @@ public final class KeySlot {
         return Int32(min(ms, Int(cap)))
     }
 
-    /// The descriptors this key polls: its transport, the terminal (when it watches it), its control socket.
+    /// The descriptors this key polls: its transport, its control socket.
     func pollDescriptors() -> [pollfd] {
         var fds = [pollfd(fd: transport.descriptor, events: Int16(POLLIN), revents: 0)]
-        if watchesStdin { fds.append(pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)) }
         if let control { fds += control.pollDescriptors() }
         return fds
     }
@@ -144,10 +151,6 @@ public final class KeySlot {
             for event in transport.receiveAll() { handle(event) }
         }
         index += 1
-        if watchesStdin {
-            if fds[index].revents != 0 { watchesStdin = readTouchFromStdin() }
-            index += 1
-        }
         if let control, fds[index...].contains(where: { $0.revents != 0 }) {
             control.service(fds[index...]) { command, subscribed in
                 handleControl(command, subscribed: &subscribed)
@@ -256,17 +259,8 @@ public final class KeySlot {
         control.broadcast(ControlMessage.event(name, members))
     }
 
-    /// Reads a line from the terminal; any line is a touch. Returns false at end of input.
-    func readTouchFromStdin() -> Bool {
-        var buffer = [UInt8](repeating: 0, count: 256)
-        let n = read(STDIN_FILENO, &buffer, buffer.count)
-        if n <= 0 { return false }
-        if buffer.prefix(n).contains(UInt8(ascii: "\n")) {
-            emit(key.touch(now: now))
-            printLine("fidosim: touched")
-        }
-        return true
-    }
+    /// Whether a CTAP2 request of this key waits for the person.
+    var waitsForPerson: Bool { key.pendingPrompt != nil }
 
     func emit(_ outputs: [KeyOutput]) {
         // The reports of one answer go out together (one system call over UDP), before anything that follows them.
@@ -289,6 +283,11 @@ public final class KeySlot {
                 publish("wink")
             case .processed(let record):
                 logger.info("\(record)")
+                if record.status == "userActionTimeout", case .prompt = key.presence {
+                    printLine(
+                        "fidosim: key \(name): nobody answered within \(key.presenceTimeout.wholeMilliseconds / 1000) s: "
+                            + "\(record.command) timed out (CTAP2_ERR_USER_ACTION_TIMEOUT)")
+                }
                 publish("request") {
                     var fields: [String: JSONValue] = [
                         "command": .string(record.command), "status": .string(record.status),
@@ -304,12 +303,7 @@ public final class KeySlot {
             case .prompt(let prompt):
                 publish("prompt") { prompt.controlFields }
                 guard case .prompt = key.presence else { continue }
-                let finger = prompt.gesture == .fingerprint
-                var line = "fidosim: \(finger ? "fingerprint" : "touch") requested: \(prompt.command)"
-                if let rp = prompt.rpId { line += " for \(rp)" }
-                if let user = prompt.userName { line += " (user \(user))" }
-                line += finger ? ". Press Enter to put an enrolled finger on the sensor." : ". Press Enter to touch the key."
-                printLine(line)
+                asks.append(prompt)
             }
         }
     }

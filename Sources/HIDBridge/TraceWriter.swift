@@ -58,12 +58,22 @@ public final class TraceWriter {
     /// pcapng: the decoded response, for the next report to the host.
     var pendingOutboundComment: String?
 
-    /// Creates (or truncates) `path` with mode 0600.
+    /// Creates (or truncates) `path` with mode 0600. A trace holds what the key exchanged in clear (large-blob
+    /// keys and arrays, PIN protocol ciphertexts with their shared secrets' context), so an existing file is made
+    /// 0600 too, and a symbolic link is refused rather than followed (it could point at another user's file).
     public init(path: String, format: Format? = nil) throws(Failure) {
         self.path = path
         self.format = format ?? Format(path: path)
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure(description: "cannot create the trace \(path): \(String(cString: strerror(errno)))") }
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            let reason = errno == ELOOP ? "it is a symbolic link" : String(cString: strerror(errno))
+            throw Failure(description: "cannot create the trace \(path): \(reason)")
+        }
+        guard fchmod(fd, 0o600) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw Failure(description: "cannot make the trace \(path) private (mode 0600): \(reason)")
+        }
         if self.format == .pcapng { writeHeader() }
     }
 

@@ -135,6 +135,13 @@ public struct VirtualKey: Sendable {
         return answer(authenticator.resume(userAnswer(.approved), now: now), channel: wait.channel, now: now)
     }
 
+    /// The person refused the request waiting for a touch (`n` at the terminal, Deny on the desktop prompt).
+    public mutating func refuse(now: Duration) -> [KeyOutput] {
+        guard let wait = waiting else { return [] }
+        waiting = nil
+        return answer(authenticator.resume(userAnswer(.denied), now: now), channel: wait.channel, now: now)
+    }
+
     /// The answer the simulated user gives: for a fingerprint, ``KeyControls/userVerified`` decides when set.
     func userAnswer(_ presence: PresenceResult) -> PresenceResult {
         guard presence == .approved || presence == .denied, authenticator.pendingPrompt?.gesture == .fingerprint,

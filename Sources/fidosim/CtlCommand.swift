@@ -148,7 +148,9 @@ struct Ctl: ParsableCommand {
         let name = event["event"]?.stringValue ?? "?"
         var parts = [name]
         for key in ["command", "rpId", "userName", "status", "credentialId"] {
-            if let value = event[key]?.stringValue { parts.append(key == "credentialId" ? "id=\(value)" : value) }
+            if let value = event[key]?.stringValue.map(TerminalText.escape) {
+                parts.append(key == "credentialId" ? "id=\(value)" : value)
+            }
         }
         if event["injected"] == true { parts.append("(injected)") }
         return parts.joined(separator: " ")
@@ -162,13 +164,13 @@ struct Ctl: ParsableCommand {
             if credentials.isEmpty { return "no credentials" }
             var lines = ["RESIDENT  ALG    SIGNCOUNT  RP ID                 USER                  CREDENTIAL ID"]
             for c in credentials {
-                let user = c["userName"]?.stringValue ?? c["userHandle"]?.stringValue ?? "-"
+                let user = TerminalText.escape(c["userName"]?.stringValue ?? c["userHandle"]?.stringValue ?? "-")
                 lines.append(
                     [
                         pad(c["isResidentCredential"] == true ? "yes" : "no", 9),
                         pad(c["algorithm"]?.stringValue ?? "?", 6),
                         pad(c["signCount"]?.integerValue.map { String($0) } ?? "?", 10),
-                        pad(c["rpId"]?.stringValue ?? "?", 21), pad(user, 21), c["credentialId"]?.stringValue ?? "?",
+                        pad(TerminalText.escape(c["rpId"]?.stringValue ?? "?"), 21), pad(user, 21), c["credentialId"]?.stringValue ?? "?",
                     ].joined(separator: " "))
             }
             return lines.joined(separator: "\n")
@@ -197,8 +199,8 @@ struct Ctl: ParsableCommand {
             }
             if let pending = result["pending"], pending != .null {
                 var line = "pending:     \(pending["command"]?.stringValue ?? "?")"
-                if let rp = pending["rpId"]?.stringValue { line += " for \(rp)" }
-                if let user = pending["userName"]?.stringValue { line += " (user \(user))" }
+                if let rp = pending["rpId"]?.stringValue { line += " for \(TerminalText.escape(rp))" }
+                if let user = pending["userName"]?.stringValue { line += " (user \(TerminalText.escape(user)))" }
                 lines.append(line + ", waiting for a \(pending["gesture"]?.stringValue ?? "touch")")
             } else {
                 lines.append("pending:     nothing")
@@ -211,7 +213,7 @@ struct Ctl: ParsableCommand {
     }
 
     static func display(_ value: JSONValue) -> String {
-        if case .string(let s) = value { return s }
+        if case .string(let s) = value { return TerminalText.escape(s) }
         return value.encoded
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ControlProtocol
 import CTAPCBOR
 import CTAPCore
 import FlashStore
@@ -81,7 +82,7 @@ extension FlashCommand {
             let total = perRP.values.reduce(0, +)
             print("discoverable credentials: \(total)" + (unreadable > 0 ? " (\(unreadable) unreadable)" : ""))
             for (rp, n) in perRP.sorted(by: { $0.key < $1.key }) {
-                print("  \(rp): \(n)")
+                print("  \(TerminalText.escape(rp)): \(n)")
             }
         }
     }

@@ -49,9 +49,9 @@ enum KeyFiles {
         return dataDirectory + "/" + name + ".sock"
     }
 
-    /// Creates `path` and its parents with mode 0700 where missing.
+    /// Creates `path` (absolute, or relative to the current directory) and its parents with mode 0700 where missing.
     static func makeDirectories(_ path: String) throws(StorageError) {
-        var current = ""
+        var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             current += "/" + component
             if mkdir(current, 0o700) != 0 && errno != EEXIST {

@@ -19,6 +19,10 @@ enum OnOff: String, ExpressibleByArgument, CaseIterable {
     case on, off
 }
 
+enum NotifyChoice: String, ExpressibleByArgument, CaseIterable {
+    case auto, on, off
+}
+
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start a virtual security key.",
@@ -61,12 +65,39 @@ struct Serve: ParsableCommand {
     @Option(help: "UDP port to listen on (0 picks a free one).")
     var port: UInt16 = 8111
 
+    @Flag(help: "Let --host be an address other machines reach (anyone who reaches it can use the key).")
+    var allowRemote = false
+
+    @Flag(
+        help: ArgumentHelp(
+            "On UDP, hear every local user's programs (test rigs that run a client as another user); by default "
+                + "only this user's sockets may use the key."))
+    var udpAnyUser = false
+
     @Option(
         help: ArgumentHelp(
-            "How the simulated user answers a touch request: approve, deny, prompt, or delay:MS.",
-            discussion: "approve touches after --presence-delay; prompt asks on the terminal (Enter touches).",
+            "On UDP, whether the power-cycle datagram unplugs the key (any program that may send to the key can "
+                + "then unplug it): on or off."))
+    var udpPowerCycle: OnOff = .on
+
+    @Option(
+        help: ArgumentHelp(
+            "How the simulated user answers a touch request: approve, deny, prompt, or delay:MS (default: prompt on "
+                + "uhid, gadget and hid, where the desktop sees the key; approve on UDP).",
+            discussion: "approve touches after --presence-delay; prompt asks the person: on the terminal (y or Enter "
+                + "touches, n refuses) and, in a graphical session, with a desktop notification.",
             valueName: "mode"))
-    var presence: String = "approve"
+    var presence: String?
+
+    @Option(help: "Seconds a prompt waits for an answer before the request fails with USER_ACTION_TIMEOUT (1 to 600).")
+    var presenceTimeout: Int = 30
+
+    @Option(
+        help: ArgumentHelp(
+            "Desktop notifications for prompts (freedesktop Notifications through notify-send): auto (when a session "
+                + "bus and notify-send exist), on, or off.",
+            valueName: "auto|on|off"))
+    var notify: NotifyChoice = .auto
 
     @Option(help: "Milliseconds before the automatic touch of approve and deny.")
     var presenceDelay: Int = 200
@@ -185,8 +216,11 @@ struct Serve: ParsableCommand {
         guard (0...600_000).contains(presenceDelay) else {
             throw ValidationError("--presence-delay must be between 0 and 600000 ms")
         }
-        guard PresenceMode(argument: presence) != nil else {
+        if let presence, PresenceMode(argument: presence) == nil {
             throw ValidationError("unknown --presence '\(presence)': use approve, deny, prompt or delay:MS")
+        }
+        guard (1...600).contains(presenceTimeout) else {
+            throw ValidationError("--presence-timeout must be 1 to 600 seconds")
         }
         guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 != UInt8(ascii: "/") }) else {
             throw ValidationError("--name must be a non-empty word without '/'")
@@ -221,6 +255,11 @@ struct Serve: ParsableCommand {
         if let serial, serial.isEmpty || serial.utf8.count > 63 {
             throw ValidationError("--serial must be 1 to 63 bytes")
         }
+        if !Self.isLoopback(host) && !allowRemote {
+            throw ValidationError(
+                "--host \(host) can be reached from other machines, and anyone who reaches the key can use it: "
+                    + "add --allow-remote to mean it, or listen on 127.0.0.1")
+        }
     }
 
     /// What differs between the keys of one `serve`.
@@ -231,7 +270,8 @@ struct Serve: ParsableCommand {
         var serial: String?
         var control: String
         var trace: String?
-        var presence: String
+        /// Nil: the transport's default (prompt where the desktop sees the key, approve on UDP).
+        var presence: String?
         var uv: String
         var enrolledFingers: Int
         var profile: String
@@ -278,6 +318,11 @@ struct Serve: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "fidosim")
+        // The process holds the keys' secrets: no core dump of it, and no other process of this user may read its
+        // memory (security.md, "Secrets in memory").
+        if fidosim_set_undumpable() != 0 {
+            printError("fidosim: warning: cannot mark the process undumpable: \(String(cString: strerror(errno)))")
+        }
         let specs = try keySpecs()
         var chosen = transport
         if transport == .auto {
@@ -289,9 +334,9 @@ struct Serve: ParsableCommand {
         }
         DeviceRunner.installSignalHandlers()
         var slots: [KeySlot] = []
-        for (index, spec) in specs.enumerated() {
+        for spec in specs {
             do {
-                slots.append(try makeSlot(spec, transport: chosen, first: index == 0, several: specs.count > 1, logger: logger))
+                slots.append(try makeSlot(spec, transport: chosen, several: specs.count > 1, logger: logger))
             } catch let error as ExitCode {
                 throw error
             } catch {
@@ -299,15 +344,26 @@ struct Serve: ParsableCommand {
                 throw ExitCode(1)
             }
         }
-        DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll)).run()
+        let prompting = slots.contains { if case .prompt = $0.key.presence { true } else { false } }
+        var notifications = false
+        if notify == .on || (notify == .auto && prompting) {
+            notifications = DesktopNotifier.isAvailable()
+            if !notifications && notify == .on {
+                printError("fidosim: --notify on: no session bus (DBUS_SESSION_BUS_ADDRESS) or no notify-send "
+                    + "(Debian: libnotify-bin); prompts stay on the terminal")
+            }
+        }
+        if notifications { printLine("fidosim: touch requests also show as desktop notifications") }
+        DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications).run()
     }
 
     /// Opens one key's image, device, authenticator, control socket and trace.
-    func makeSlot(_ spec: KeySpec, transport chosen: TransportChoice, first: Bool, several: Bool, logger: Logger) throws
+    func makeSlot(_ spec: KeySpec, transport chosen: TransportChoice, several: Bool, logger: Logger) throws
         -> KeySlot
     {
-        guard let mode = PresenceMode(argument: spec.presence, approveDelay: .milliseconds(presenceDelay)) else {
-            throw ValidationError("\(spec.name): unknown presence '\(spec.presence)'")
+        let presenceArgument = spec.presence ?? (chosen == .udp ? "approve" : "prompt")
+        guard let mode = PresenceMode(argument: presenceArgument, approveDelay: .milliseconds(presenceDelay)) else {
+            throw ValidationError("\(spec.name): unknown presence '\(presenceArgument)'")
         }
         let profileFile = try ProfileFile.load(spec.profile)
         var entropy = EntropySource.system
@@ -347,7 +403,15 @@ struct Serve: ParsableCommand {
             } else if chosen == .hid, let board = self.device {
                 device = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
             } else {
-                device = try UDPTransport(host: host, port: spec.port)
+                device = try UDPTransport(
+                    host: host, port: spec.port,
+                    policy: UDPKeyPolicy(
+                        anyUser: udpAnyUser, powerCycleDatagram: udpPowerCycle == .on, remote: allowRemote))
+                if !Self.isLoopback(host) {
+                    printError(
+                        "fidosim: warning: listening on udp \(host):\(spec.port): any machine that reaches this address "
+                            + "can use the key (no touch is asked in approve mode)")
+                }
             }
         } catch {
             printError("fidosim: \(error.description)")
@@ -388,15 +452,21 @@ struct Serve: ParsableCommand {
         let hid = CTAPHIDMachine(
             configuration: CTAPHIDConfiguration(capabilities: capabilities),
             channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
-        let key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
+        var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
+        key.presenceTimeout = .seconds(presenceTimeout)
+        // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
+        let defaulted = spec.presence == nil && chosen != .udp ? ", the default on \(chosen.rawValue)" : ""
         var named = several ? "key \(spec.name), " : ""
         if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
         printLine(
-            "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode))")
-        // With several keys, Enter on the terminal touches the first one (the others: `fidosim ctl touch`).
-        let slot = KeySlot(
-            key: key, transport: device, logger: logger, control: server,
-            watchesStdin: first && { if case .prompt = mode { true } else { false } }())
+            "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))")
+        if chosen != .udp, case .approve = mode {
+            printError(
+                "fidosim: warning: presence \(mode) on \(chosen.rawValue): any local program that can open the key "
+                    + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key")
+        }
+        // With several keys, the terminal's answer goes to the key that asked.
+        let slot = KeySlot(key: key, transport: device, logger: logger, control: server, name: spec.name)
         if let trace = spec.trace {
             do {
                 slot.tracer = try TraceWriter(path: trace)
@@ -407,6 +477,11 @@ struct Serve: ParsableCommand {
             printLine("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))")
         }
         return slot
+    }
+
+    /// Whether `host` is a loopback address (127.0.0.0/8 or `localhost`).
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host.hasPrefix("127.")
     }
 
     /// A 16-bit USB id from `0x1209` or `4617`.

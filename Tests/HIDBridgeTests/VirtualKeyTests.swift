@@ -154,6 +154,16 @@ let keepalive: UInt8 = 0xBB
         #expect(late.last?.payload == [CTAPStatus.userActionTimeout.rawValue])
     }
 
+    @Test func refusingAPromptDeniesTheRequest() throws {
+        var h = try KeyHarness(presence: .prompt)
+        _ = h.send(command: cbor, payload: makeCredentialRequest())
+        h.now = .seconds(2)
+        let refused = messages(h.key.refuse(now: h.now))
+        #expect(refused.last?.payload == [CTAPStatus.operationDenied.rawValue])
+        #expect(h.key.pendingPrompt == nil)
+        #expect(h.key.refuse(now: h.now).isEmpty)  // nothing waits any more
+    }
+
     @Test func cancelEndsTheWait() throws {
         var h = try KeyHarness(presence: .prompt)
         _ = h.send(command: cbor, payload: makeCredentialRequest())

@@ -88,7 +88,12 @@ start_key() {
     shift
     # A key of the same serial from an earlier step or round must be gone, or DEV could name its node.
     wait_for 30 "the previous key $serial to go" no_hidraw_with "HID_UNIQ=$serial" || return 1
-    "$bin" serve --transport auto --presence approve --log-level info --serial "$serial" "$@" >"$out/serve-$serial.log" 2>&1 &
+    # A test rig's key approves; with $daily_in set, the key keeps the default of a key the desktop sees (prompt)
+    # and that fifo is its terminal.
+    local presence=(--presence approve) input=/dev/null
+    if [ -n "${daily_in:-}" ]; then presence=(); input=$daily_in; fi
+    "$bin" serve --transport auto "${presence[@]}" --log-level info --serial "$serial" "$@" <"$input" \
+        >"$out/serve-$serial.log" 2>&1 &
     serve_pid=$!
     serve_gone=(no_hidraw_with "HID_UNIQ=$serial")
     wait_for 60 "the hidraw node of key $serial" key_with_serial "$serial" && return 0
@@ -215,6 +220,8 @@ run_round() {
 group
 gate start-key start_key e2e-libfido2 --name libfido2
 step auto-transport-picks-uhid grep -q "using uhid" "$out/serve-e2e-libfido2.log"
+step approve-on-uhid-warns grep -q "warning: presence approve after 0.2 seconds on uhid: any local program" \
+    "$out/serve-e2e-libfido2.log"
 step fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$DEV: vendor=0x1209, product=0xf1d0'"
 step fido2-token-info bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
 
@@ -286,6 +293,30 @@ step fido2-token-delete-credential delete_cred
 fi
 
 cleanup stop-key stop_key
+
+# --- a daily key: on uhid without --presence, nothing is signed until the person answers its terminal ---------
+if want libfido2; then
+touch_daily() {
+    make_cred daily &
+    local pid=$!
+    wait_for 20 "the daily key to ask" grep -q "touch requested: makeCredential for example.com" \
+        "$out/serve-e2e-daily.log" || { kill $pid; return 1; }
+    sleep 1
+    kill -0 $pid 2>/dev/null || { echo "makeCredential ended without a touch"; return 1; }
+    echo y >&7
+    wait $pid
+}
+group
+daily_in="$HOME/daily-terminal.fifo"
+rm -f "$daily_in" && mkfifo "$daily_in" && exec 7<>"$daily_in"
+gate start-daily-key start_key e2e-daily --name daily --flash memory
+daily_in=
+step daily-key-prompts-by-default grep -q "presence: prompt, the default on uhid" "$out/serve-e2e-daily.log"
+step daily-key-does-not-warn bash -c "! grep -q 'warning: presence' '$out/serve-e2e-daily.log'"
+step daily-key-waits-for-the-person touch_daily
+cleanup stop-daily-key stop_key
+exec 7>&-
+fi
 
 # --- the firmware through a HID bridge board: serve --transport hid ------------------------------------
 # tools/bridge/board_fixture.py stands in for the board with two uhid devices: the board side (vendor usage page,

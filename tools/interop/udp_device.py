@@ -144,10 +144,13 @@ def wait_until_ready(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
 
 def power_cycle(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                 total: float = 10.0) -> None:
-    """Send the power-cycle datagram, then wait until the key answers INIT again."""
+    """Send the power-cycle datagram, then wait until the key answers INIT again.
+
+    The sending socket stays open until then: the key hears only its own user's sockets, and it can tell whose a
+    socket is only while the socket exists."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.sendto(POWER_CYCLE, (host, port))
-    if not wait_until_ready(host, port, total=total):
-        raise UdpReadTimeout(
-            f"udp:{host}:{port} did not answer CTAPHID_INIT within {total} s after power cycle"
-        )
+        if not wait_until_ready(host, port, total=total):
+            raise UdpReadTimeout(
+                f"udp:{host}:{port} did not answer CTAPHID_INIT within {total} s after power cycle"
+            )

@@ -1,0 +1,104 @@
+import CTAPCore
+import ControlProtocol
+
+/// The keys that asked the person for a touch, oldest first: the terminal's answer belongs to the first of them,
+/// so with several keys the answer goes to the key that asks, not to key 1.
+///
+/// A CTAP2 request waits in the key until it is answered or times out; a U2F request is refused at once and asked
+/// again by the host every few hundred milliseconds, so its entry stands while the host keeps asking.
+struct PromptQueue {
+    struct Entry: Equatable {
+        /// The slot (key) that asks.
+        var slot: Int
+        /// Distinguishes one request from the next of the same key (a desktop notification belongs to one).
+        var serial: Int
+        var prompt: PresencePrompt
+        /// When the key last asked (a U2F host asks again and again).
+        var askedAt: Duration
+    }
+
+    private(set) var entries: [Entry] = []
+    private var nextSerial = 1
+    /// How long a U2F request's entry stands after the host last asked.
+    var u2fValidity: Duration = .seconds(10)
+
+    /// A key asks; returns the new entry, or nil when the same request of that key is already waiting.
+    mutating func ask(slot: Int, prompt: PresencePrompt, now: Duration) -> Entry? {
+        if let index = entries.firstIndex(where: { $0.slot == slot }) {
+            if entries[index].prompt == prompt && prompt.protocolKind == .u2f {
+                entries[index].askedAt = now
+                return nil
+            }
+            entries.remove(at: index)
+        }
+        let entry = Entry(slot: slot, serial: nextSerial, prompt: prompt, askedAt: now)
+        nextSerial += 1
+        entries.append(entry)
+        return entry
+    }
+
+    /// Drops the entries whose request no longer waits: a CTAP2 request that `waits` says is answered (by a touch
+    /// from the control plane, a timeout, a cancel) and a U2F request the host stopped asking. Returns them.
+    mutating func sweep(now: Duration, waits: (Int) -> Bool) -> [Entry] {
+        var gone: [Entry] = []
+        entries.removeAll { entry in
+            let stale =
+                entry.prompt.protocolKind == .u2f ? now - entry.askedAt > u2fValidity : !waits(entry.slot)
+            if stale { gone.append(entry) }
+            return stale
+        }
+        return gone
+    }
+
+    /// The request the terminal answers: the oldest.
+    var first: Entry? { entries.first }
+
+    /// Removes the entry with this serial (it was answered); returns it.
+    @discardableResult
+    mutating func remove(serial: Int) -> Entry? {
+        guard let index = entries.firstIndex(where: { $0.serial == serial }) else { return nil }
+        return entries.remove(at: index)
+    }
+
+    func entry(serial: Int) -> Entry? { entries.first { $0.serial == serial } }
+}
+
+/// What a line typed at the terminal means.
+enum TerminalAnswer: Equatable {
+    case touch, refuse, unclear
+
+    /// Enter, `y` or `yes` touch; `n` or `no` refuse (any case, surrounding blanks ignored).
+    init(line: some Collection<UInt8>) {
+        let word = String(decoding: line, as: UTF8.self).trimmingBlanks().lowercased()
+        switch word {
+        case "", "y", "yes": self = .touch
+        case "n", "no": self = .refuse
+        default: self = .unclear
+        }
+    }
+}
+
+extension String {
+    func trimmingBlanks() -> String {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        return String(drop(while: blank).reversed().drop(while: blank).reversed())
+    }
+}
+
+extension PresencePrompt {
+    /// What the request is, for a person: `makeCredential for example.com (user bob)`, every name escaped so that
+    /// a relying party cannot write control sequences to the owner's terminal.
+    public var personText: String {
+        var text = command
+        if let rpId { text += " for " + TerminalText.escape(rpId) }
+        if let userName { text += " (user " + TerminalText.escape(userName) + ")" }
+        return text
+    }
+
+    /// The terminal's question about this request for the key named `key`.
+    func terminalQuestion(key: String) -> String {
+        let finger = gesture == .fingerprint
+        return "fidosim: key \(key): \(finger ? "fingerprint" : "touch") requested: \(personText). "
+            + (finger ? "Put an enrolled finger on the sensor?" : "Touch the key?") + " [Y/n]"
+    }
+}

@@ -1,0 +1,165 @@
+/// A UDP sender: IPv4 address and port, both in host byte order.
+public struct UDPPeer: Hashable, Sendable, CustomStringConvertible {
+    public var address: UInt32
+    public var port: UInt16
+
+    public init(address: UInt32, port: UInt16) {
+        self.address = address
+        self.port = port
+    }
+
+    public var description: String {
+        "\(address >> 24).\(address >> 16 & 0xFF).\(address >> 8 & 0xFF).\(address & 0xFF):\(port)"
+    }
+
+    public var isLoopback: Bool { address >> 24 == 127 }
+}
+
+/// Who hears the key's answers on UDP, where every client shares one socket: a transaction's reports go only to the
+/// sender of its initialization packet, and while its answer is owed, reports from anyone else on that channel get
+/// CHANNEL_BUSY from here and never reach the key, so no second client can read or disturb the first one's
+/// transaction (on USB the kernel gives each open device its own reports; UDP has no such thing).
+///
+/// Pure: reports, senders and time in; what to do with them out.
+public struct UDPRouter: Sendable {
+    struct Claim: Sendable {
+        var peer: UDPPeer
+        /// The key owes this peer an answer on the channel.
+        var busy: Bool
+        /// Continuation reports of the answer still to go.
+        var remaining: Int
+        /// When the channel last carried a report of this peer's transaction, either way.
+        var lastActivity: Duration
+    }
+
+    public enum Inbound: Equatable, Sendable {
+        /// Hand the report to the key.
+        case deliver
+        /// Answer the sender with this report (CHANNEL_BUSY) instead.
+        case refuse([UInt8])
+        /// Too short to be a report.
+        case ignore
+    }
+
+    var claims: [UInt32: Claim] = [:]
+    /// A transaction whose channel has been silent this long no longer holds it (the key answers every request,
+    /// sends keepalives while it works, and times a half-sent message out within seconds; this only frees a
+    /// channel whose request the key had no answer for).
+    public var silenceLimit: Duration = .seconds(5)
+    /// The most channels remembered; beyond it the least recently active ones that owe nothing are forgotten.
+    public var maxClaims = 1024
+
+    public init() {}
+
+    static let keepalive: UInt8 = 0xBB
+    static let cancel: UInt8 = 0x91
+    static let error: UInt8 = 0xBF
+
+    static func channel(_ report: [UInt8]) -> UInt32 {
+        UInt32(report[0]) << 24 | UInt32(report[1]) << 16 | UInt32(report[2]) << 8 | UInt32(report[3])
+    }
+
+    /// A report from `peer`.
+    public mutating func inbound(_ report: [UInt8], from peer: UDPPeer, now: Duration) -> Inbound {
+        guard report.count >= 5 else { return .ignore }
+        let channel = Self.channel(report)
+        if let claim = claims[channel], claim.peer != peer, claim.busy, now - claim.lastActivity < silenceLimit {
+            return .refuse(Array(report[0..<4]) + [Self.error, 0x00, 0x01, 0x06] + Array(repeating: 0, count: 56))
+        }
+        if report[4] & 0x80 != 0 {
+            // CANCEL asks nothing of its own; it only ends the transaction its sender already owns.
+            let owes = report[4] != Self.cancel || claims[channel]?.busy == true
+            claims[channel] = Claim(peer: peer, busy: owes, remaining: 0, lastActivity: now)
+        } else if claims[channel]?.peer == peer {
+            claims[channel]?.lastActivity = now
+        } else {
+            // A continuation without its start: the key drops or refuses it, and any answer goes to its sender.
+            claims[channel] = Claim(peer: peer, busy: false, remaining: 0, lastActivity: now)
+        }
+        if claims.count > maxClaims { forgetIdle() }
+        return .deliver
+    }
+
+    /// Where a report from the key goes; nil when no one is waiting on its channel.
+    public mutating func outbound(_ report: [UInt8], now: Duration) -> UDPPeer? {
+        guard report.count >= 5 else { return nil }
+        let channel = Self.channel(report)
+        guard var claim = claims[channel] else { return nil }
+        if report[4] & 0x80 != 0 {
+            if report[4] != Self.keepalive {
+                let length = report.count >= 7 ? Int(report[5]) << 8 | Int(report[6]) : 0
+                claim.remaining = length > 57 ? (length - 57 + 58) / 59 : 0
+                claim.busy = claim.remaining > 0
+            }
+        } else if claim.remaining > 0 {
+            claim.remaining -= 1
+            claim.busy = claim.remaining > 0
+        }
+        claim.lastActivity = now
+        claims[channel] = claim
+        return claim.peer
+    }
+
+    /// The key was unplugged: it owes no one an answer any more. Who spoke last on each channel is kept, so the
+    /// answer to a request that came right after the power cycle still finds its sender.
+    public mutating func release() {
+        for channel in claims.keys {
+            claims[channel]?.busy = false
+            claims[channel]?.remaining = 0
+        }
+    }
+
+    mutating func forgetIdle() {
+        let idle = claims.filter { !$0.value.busy }.sorted { $0.value.lastActivity < $1.value.lastActivity }
+        for (channel, _) in idle.prefix(max(claims.count - maxClaims * 3 / 4, 0)) { claims[channel] = nil }
+        if claims.count > maxClaims {
+            // Everyone owes: the oldest go (a flood of half-started transactions).
+            let oldest = claims.sorted { $0.value.lastActivity < $1.value.lastActivity }
+            for (channel, _) in oldest.prefix(claims.count - maxClaims * 3 / 4) { claims[channel] = nil }
+        }
+    }
+}
+
+/// Which local user owns the socket a datagram came from, read from `/proc/net/udp` and `/proc/net/udp6` (the
+/// kernel lists every UDP socket with its local address, port and owner's uid).
+public enum UDPSocketOwners {
+    /// The uids of the sockets bound to `peer`'s port on its address, on any address, or on IPv6's any or
+    /// IPv4-mapped address; empty when no local socket has that port (a remote sender, or one already closed).
+    public static func uids(of peer: UDPPeer, udp: String, udp6: String) -> [UInt32] {
+        var uids: [UInt32] = []
+        for line in udp.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 7, let (address, port) = ipv4Endpoint(fields[1]), port == peer.port,
+                address == peer.address || address == 0, let uid = UInt32(fields[7])
+            else { continue }
+            uids.append(uid)
+        }
+        // The kernel prints each 32-bit word of an address as the native integer its network-order bytes make.
+        let mapped = "0000000000000000" + hex32(UInt32(0x0000_FFFF).bigEndian) + hex32(peer.address.bigEndian)
+        for line in udp6.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 7 else { continue }
+            let parts = fields[1].split(separator: ":")
+            guard parts.count == 2, UInt16(parts[1], radix: 16) == peer.port, let uid = UInt32(fields[7]) else { continue }
+            let address = parts[0].uppercased()
+            if address == String(repeating: "0", count: 32) || address == mapped { uids.append(uid) }
+        }
+        return uids
+    }
+
+    /// `0100007F:1F9F` (the address as the kernel prints it: its bytes in memory order) → 127.0.0.1, 8095.
+    static func ipv4Endpoint(_ text: Substring) -> (UInt32, UInt16)? {
+        let parts = text.split(separator: ":")
+        guard parts.count == 2, parts[0].count == 8, let raw = UInt32(parts[0], radix: 16),
+            let port = UInt16(parts[1], radix: 16)
+        else { return nil }
+        // The kernel prints the network-order word as a native integer.
+        return (UInt32(bigEndian: raw), port)
+    }
+
+    /// Eight upper-case hex digits.
+    static func hex32(_ value: UInt32) -> String {
+        let text = String(value, radix: 16, uppercase: true)
+        return String(repeating: "0", count: 8 - text.count) + text
+    }
+}

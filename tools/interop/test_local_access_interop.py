@@ -1,0 +1,246 @@
+"""The local attack surface, checked from outside: the control socket bounds what a flood of clients costs (file
+descriptors, CPU, memory) while CTAP keeps answering; an existing socket directory keeps its mode; traces are
+private and never follow a symbolic link; relative paths are relative to the current directory; the process is not
+dumpable; names from relying parties reach the terminal escaped."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+
+import pytest
+from fido2.ctap2 import Ctap2
+
+from conftest import fidosim_binary, free_udp_port
+from ctap_helpers import new_cdh, user
+from udp_device import open_udp_device, wait_until_ready
+
+pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
+ES256 = [{"type": "public-key", "alg": -7}]
+
+
+class Key:
+    def __init__(self, *args, cwd=None, prefix=(), control=True):
+        self.dir = tempfile.mkdtemp(prefix="fidosim-local-")
+        self.port = free_udp_port()
+        self.control = os.path.join(self.dir, "key.sock")
+        command = [*prefix, str(fidosim_binary()), "serve", "--transport", "udp", "--port", str(self.port),
+                   "--log-level", "warning", *args]
+        if control and "--control" not in args:
+            command += ["--control", self.control]
+        if "--flash" not in args:
+            command += ["--flash", "memory"]
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=cwd)
+        assert wait_until_ready("127.0.0.1", self.port, total=15, is_alive=lambda: self.process.poll() is None), \
+            self.process.stderr.read() if self.process.poll() is not None else "no answer"
+
+    def ctap(self):
+        return Ctap2(open_udp_device("127.0.0.1", self.port))
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def open_fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.process.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    def stop(self):
+        self.process.terminate()
+        out, err = self.process.communicate(timeout=10)
+        return out, err
+
+
+@pytest.fixture
+def more_files():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def connect_many(path, count):
+    sockets = []
+    for _ in range(count):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        try:
+            s.connect(path)
+        except OSError:
+            s.close()
+            continue
+        sockets.append(s)
+    return sockets
+
+
+@pytest.mark.parametrize("limit", [None, 40], ids=["default-limit", "few-descriptors"])
+def test_two_thousand_connections_cost_bounded_descriptors_and_cpu(more_files, limit):
+    # With 40 descriptors the key runs out of them (EMFILE) long before its client limit: it must not spin.
+    key = Key(prefix=("prlimit", f"--nofile={limit}:{limit}") if limit else ())
+    try:
+        clients = connect_many(key.control, 2000)
+        time.sleep(0.5)
+        # Every connection beyond the limit was told why and closed; the ones admitted answer.
+        refused = 0
+        for s in clients[100:200]:
+            s.settimeout(2)
+            try:
+                data = s.recv(4096)
+            except (socket.timeout, TimeoutError):
+                continue
+            if b"too many control connections" in data or b"no file descriptors left" in data or not data:
+                refused += 1
+        assert refused > 0
+        fds = key.open_fds()
+        assert fds < 200, fds
+        before = key.cpu_seconds()
+        time.sleep(2)
+        spent = key.cpu_seconds() - before
+        assert spent < 0.5, f"the key used {spent:.2f} s of CPU in 2 s while 2,000 clients held connections"
+        key.ctap().make_credential(new_cdh(), {"id": "example.com", "name": "x"}, user("alice"), ES256)
+        for s in clients:
+            s.close()
+        # Once they are gone, a new client is served.
+        time.sleep(0.5)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(key.control)
+            s.sendall(b'{"id": 1, "command": "status"}\n')
+            answer = json.loads(s.makefile().readline())
+            assert answer["id"] == 1 and "result" in answer, answer
+    finally:
+        key.stop()
+
+
+def test_a_subscriber_that_never_reads_is_dropped_and_the_others_are_told(more_files):
+    key = Key()
+    try:
+        lagging = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lagging.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        lagging.connect(key.control)
+        lagging.sendall(b'{"id": 1, "command": "subscribe"}\n')
+        watcher = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        watcher.connect(key.control)
+        watcher.sendall(b'{"id": 1, "command": "subscribe"}\n')
+        watcher.settimeout(0.001)
+        seen = b""
+        device = open_udp_device("127.0.0.1", key.port)
+        ctap = Ctap2(device)
+        deadline = time.monotonic() + 120
+        while b"clientDropped" not in seen and time.monotonic() < deadline:
+            for _ in range(50):
+                ctap.get_info()
+            try:
+                while True:
+                    chunk = watcher.recv(1 << 16)
+                    if not chunk:
+                        break
+                    seen += chunk
+                    seen = seen[-4096:]
+            except (socket.timeout, TimeoutError, BlockingIOError):
+                pass
+        assert b"clientDropped" in seen
+        assert key.rss_kib() < 100_000
+        # The lagging client's connection is closed once it reads what was queued.
+        lagging.settimeout(5)
+        while lagging.recv(1 << 16):
+            pass
+    finally:
+        key.stop()
+
+
+def test_an_existing_socket_directory_keeps_its_mode_and_a_new_one_is_private():
+    shared = tempfile.mkdtemp(prefix="fidosim-shared-")
+    os.chmod(shared, 0o1777)
+    key = Key("--control", os.path.join(shared, "key.sock"))
+    try:
+        assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
+        assert stat.S_IMODE(os.stat(os.path.join(shared, "key.sock")).st_mode) == 0o600
+    finally:
+        key.stop()
+    fresh = os.path.join(tempfile.mkdtemp(prefix="fidosim-parent-"), "new", "dir")
+    key = Key("--control", os.path.join(fresh, "key.sock"))
+    try:
+        assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o700
+    finally:
+        key.stop()
+
+
+def test_relative_paths_are_relative_to_the_current_directory():
+    cwd = tempfile.mkdtemp(prefix="fidosim-cwd-")
+    key = Key("--flash", "rel/key.img", "--control", "rel/key.sock", "--trace", "rel/trace.jsonl", cwd=cwd)
+    try:
+        for name in ("key.img", "key.sock", "trace.jsonl"):
+            assert os.path.exists(os.path.join(cwd, "rel", name)), name
+        assert not os.path.exists("/rel/key.img")
+    finally:
+        key.stop()
+
+
+def test_traces_are_private_and_never_follow_a_symbolic_link():
+    directory = tempfile.mkdtemp(prefix="fidosim-trace-")
+    existing = os.path.join(directory, "existing.jsonl")
+    with open(existing, "w") as f:
+        f.write("old")
+    os.chmod(existing, 0o644)
+    key = Key("--trace", existing)
+    try:
+        key.ctap().get_info()
+        assert stat.S_IMODE(os.stat(existing).st_mode) == 0o600
+    finally:
+        key.stop()
+    target = os.path.join(directory, "victim")
+    with open(target, "w") as f:
+        f.write("keep me")
+    link = os.path.join(directory, "link.jsonl")
+    os.symlink(target, link)
+    result = subprocess.run(
+        [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+         "--control", "off", "--trace", link],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
+    assert result.returncode != 0
+    assert f"cannot create the trace {link}: it is a symbolic link" in result.stderr
+    with open(target) as f:
+        assert f.read() == "keep me"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the key as another user with setpriv")
+def test_the_key_process_is_not_dumpable():
+    # The kernel makes /proc/PID files of a process that is not dumpable belong to root: a key run as uid 65534
+    # shows it (the same uid could otherwise read the key's memory through /proc/PID/mem or ptrace).
+    key = Key("--control", "off", "--udp-any-user", prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"),
+              control=False)
+    try:
+        info = os.stat(f"/proc/{key.process.pid}/mem")
+        assert info.st_uid == 0
+        with open(f"/proc/{key.process.pid}/status") as f:
+            assert any(line.split()[1:2] == ["65534"] for line in f if line.startswith("Uid:"))
+    finally:
+        key.stop()
+
+
+def test_ctl_escapes_names_from_relying_parties():
+    key = Key()
+    try:
+        rp_id = "evil.example\x1b]0;owned\x07"
+        key.ctap().make_credential(new_cdh(), {"id": rp_id, "name": "x"}, user("mallory\x1b[2J"), ES256,
+                                   options={"rk": True})
+        out = subprocess.run([str(fidosim_binary()), "ctl", "--socket", key.control, "getCredentials"],
+                             capture_output=True, text=True, timeout=20)
+        assert out.returncode == 0, out.stderr
+        assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+        assert "evil.example\\x1b]0;owned\\x07" in out.stdout
+        assert "mallory\\x1b[2J" in out.stdout
+    finally:
+        key.stop()

@@ -1,0 +1,149 @@
+"""The desktop prompt with a real notification server: `fidosim serve --presence prompt` in a graphical session (a
+private Xvfb, session bus and dunst) shows each touch request as a notification with Touch and Deny; pressing an
+action through dunst answers the key, and a request answered elsewhere closes its notification."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import pytest
+from fido2.ctap import CtapError
+from fido2.ctap2 import Ctap2
+
+from conftest import fidosim_binary
+from ctap_helpers import new_cdh, user
+from fidosim_control import FidosimControl
+from notifystack import NotifyStack
+from udp_device import open_udp_device, wait_until_ready
+
+ES256 = [{"type": "public-key", "alg": -7}]
+TOOLS = ("Xvfb", "dunst", "dbus-daemon", "busctl", "gdbus", "notify-send")
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys"),
+    pytest.mark.skipif(
+        not all(shutil.which(t) for t in TOOLS) and os.environ.get("FIDOSIM_REQUIRE_DESKTOP") != "1",
+        reason="the desktop test needs " + ", ".join(TOOLS) + " (make deps installs them)"),
+]
+
+
+@pytest.fixture
+def desktop():
+    stack = NotifyStack()
+    stack.start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+class DesktopKeys:
+    """`fidosim serve` with prompts, started inside the private desktop session."""
+
+    def __init__(self, env, *args):
+        self.dir = tempfile.mkdtemp(prefix="fidosim-notify-")
+        self.process = subprocess.Popen(
+            [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+             "--presence", "prompt", "--control", os.path.join(self.dir, "key.sock"), "--log-level", "warning",
+             *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.ports, self.sockets, self.lines = [], [], []
+        expected = int(args[args.index("--keys") + 1]) if "--keys" in args else 1
+        for line in self.process.stdout:
+            self.lines.append(line)
+            if line.startswith("fidosim: control socket "):
+                self.sockets.append(line.split("fidosim: control socket ", 1)[1].strip())
+            match = re.search(r"serving a virtual key on udp 127\.0\.0\.1:(\d+)", line)
+            if match:
+                self.ports.append(int(match.group(1)))
+            if len(self.ports) == expected:
+                break
+        threading.Thread(target=lambda: [self.lines.append(x) for x in self.process.stdout], daemon=True).start()
+        for port in self.ports:
+            assert wait_until_ready("127.0.0.1", port, total=10, is_alive=lambda: self.process.poll() is None)
+
+    def ctap2(self, i=0):
+        return Ctap2(open_udp_device("127.0.0.1", self.ports[i]))
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def in_background(fn, *args):
+    box = {}
+
+    def run():
+        try:
+            box["result"] = fn(*args)
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            box["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def join(timeout=20):
+        thread.join(timeout)
+        assert not thread.is_alive(), "the request did not end"
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    return join
+
+
+def make_credential(ctap, rp_id="example.com", name="bob"):
+    return ctap.make_credential(new_cdh(), {"id": rp_id, "name": "Example"}, user(name), ES256)
+
+
+def test_a_touch_request_is_a_desktop_notification_whose_actions_answer_the_key(desktop):
+    keys = DesktopKeys(desktop.env, "--keys", "2", "--name", "desk")
+    try:
+        assert any("touch requests also show as desktop notifications" in line for line in keys.lines)
+        # Touch on key 2's notification answers key 2.
+        done = in_background(make_credential, keys.ctap2(1), "second.example", "carol")
+        shown = desktop.wait_for_notification(10, app_name="fidosim")
+        assert shown["summary"] == "Security key desk-2: touch requested"
+        assert shown["body"] == "makeCredential for second.example (user carol)"
+        assert shown["actions"] == {"touch": "Touch", "deny": "Deny"}
+        desktop.invoke(shown["id"], "touch")
+        assert done().auth_data is not None
+        desktop.wait_for_closed(shown["id"])
+
+        # Deny refuses: CTAP2_ERR_OPERATION_DENIED.
+        done = in_background(make_credential, keys.ctap2(0), "first.example")
+        shown = desktop.wait_for_notification(10, app_name="fidosim")
+        assert shown["summary"] == "Security key desk: touch requested"
+        desktop.invoke(shown["id"], "deny")
+        with pytest.raises(CtapError) as refused:
+            done()
+        assert refused.value.code == CtapError.ERR.OPERATION_DENIED
+
+        # A request answered elsewhere (the control plane's touch) closes its notification.
+        done = in_background(make_credential, keys.ctap2(0), "third.example")
+        shown = desktop.wait_for_notification(10, app_name="fidosim")
+        with FidosimControl(path=keys.sockets[0]) as ctl:
+            assert ctl.request("touch")["answered"] is True
+        done()
+        desktop.wait_for_closed(shown["id"])
+        assert shown["id"] not in desktop.displayed()
+    finally:
+        keys.stop()
+
+
+def test_an_unanswered_notification_goes_when_the_request_times_out(desktop):
+    keys = DesktopKeys(desktop.env, "--presence-timeout", "2")
+    try:
+        done = in_background(make_credential, keys.ctap2(0))
+        shown = desktop.wait_for_notification(10, app_name="fidosim")
+        with pytest.raises(CtapError) as timed_out:
+            done()
+        assert timed_out.value.code == CtapError.ERR.USER_ACTION_TIMEOUT
+        desktop.wait_for_closed(shown["id"])
+    finally:
+        keys.stop()
