@@ -49,6 +49,9 @@ public enum Requirement: Sendable, Equatable {
     case `extension`(String)
     /// A PIN is set and the runner knows it.
     case knownPIN
+    /// It sends this many wrong PINs: it runs only when the key then still has at least 3 retries left, so that a
+    /// run never blocks a key's PIN (the destructive lockout checks excepted).
+    case spendsPINRetries(Int)
     /// CTAPHID_INIT's capabilities allow CTAPHID_MSG.
     case u2fTransport
 }
@@ -112,4 +115,10 @@ public struct CheckResult: Sendable {
     public var expected: String?
     public var actual: String?
     public var milliseconds: Double
+}
+
+/// Why a run stops before its checks: a wrong PIN, too few PIN retries left. Nothing else was sent to the key.
+public struct ConformanceStop: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }

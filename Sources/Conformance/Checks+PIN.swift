@@ -79,7 +79,7 @@ enum PINChecks {
                 try ctx.require(made.authData.userVerified, "the UV flag is set", actual: "flags 0x\(hex(made.authData.flags))")
             }
         },
-        ConformanceCheck("client-pin.wrong", .clientPIN, "CTAP 2.1 §6.5.5.7", "a wrong PIN gets CTAP2_ERR_PIN_INVALID and costs one retry; the right one restores them", requires: [.knownPIN]) { ctx in
+        ConformanceCheck("client-pin.wrong", .clientPIN, "CTAP 2.1 §6.5.5.7", "a wrong PIN gets CTAP2_ERR_PIN_INVALID and costs one retry; the right one restores them", requires: [.knownPIN, .spendsPINRetries(1)]) { ctx in
             let before = try retries(ctx)
             try ctx.require(try wrongPIN(ctx) == CTAPStatusCode.pinInvalid, "a wrong PIN is PIN_INVALID")
             let after = try retries(ctx)
@@ -87,7 +87,7 @@ enum PINChecks {
             _ = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
             try ctx.require(try retries(ctx) == before, "the right PIN restores the retries", expected: "\(before)")
         },
-        ConformanceCheck("client-pin.auth-blocked", .clientPIN, "CTAP 2.1 §6.5.5.7, §6.5.2.2", "three wrong PINs in a row block PIN entry until a power cycle (CTAP2_ERR_PIN_AUTH_BLOCKED)", requires: [.knownPIN]) { ctx in
+        ConformanceCheck("client-pin.auth-blocked", .clientPIN, "CTAP 2.1 §6.5.5.7, §6.5.2.2", "three wrong PINs in a row block PIN entry until a power cycle (CTAP2_ERR_PIN_AUTH_BLOCKED)", requires: [.knownPIN, .spendsPINRetries(3)]) { ctx in
             let statuses = try (0..<3).map { _ in try wrongPIN(ctx) }
             try ctx.require(
                 statuses == [CTAPStatusCode.pinInvalid, CTAPStatusCode.pinInvalid, CTAPStatusCode.pinAuthBlocked],
@@ -107,7 +107,7 @@ enum PINChecks {
             try ctx.expectOK(try pinClient(ctx).changePIN(from: new, to: old), "changePIN back")
             ctx.pin = old
         },
-        ConformanceCheck("client-pin.change-wrong", .clientPIN, "CTAP 2.1 §6.5.5.6", "changePIN with a wrong current PIN gets CTAP2_ERR_PIN_INVALID", requires: [.knownPIN]) { ctx in
+        ConformanceCheck("client-pin.change-wrong", .clientPIN, "CTAP 2.1 §6.5.5.6", "changePIN with a wrong current PIN gets CTAP2_ERR_PIN_INVALID", requires: [.knownPIN, .spendsPINRetries(1)]) { ctx in
             try ctx.expect(try pinClient(ctx).changePIN(from: "99999999", to: "88888888"), CTAPStatusCode.pinInvalid, "a wrong current PIN")
             _ = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
         },

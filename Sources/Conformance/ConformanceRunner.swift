@@ -53,6 +53,7 @@ public final class ConformanceRunner {
         let started = CTAPHIDClient.nowMs()
         let context = try ConformanceContext(
             open: open, deviceOperator: deviceOperator, allowDestructive: options.allowDestructive, pin: options.pin)
+        try checkPIN(in: context)
         let identity = DeviceIdentity(address: device, info: context.info, hid: context.hid.info)
         var results: [CheckResult] = []
         var gone = false
@@ -77,6 +78,30 @@ public final class ConformanceRunner {
             seconds: (CTAPHIDClient.nowMs() - started) / 1000, stoppedAnswering: gone)
     }
 
+    /// The PIN given for a key that has one is tried once, before anything else: getPINRetries, then one
+    /// getPinToken. A wrong PIN stops the run there, having cost one retry, instead of every check that wants a
+    /// token spending one until the key blocks PIN entry; a key with fewer than 3 retries left is not tried at all.
+    func checkPIN(in context: ConformanceContext) throws {
+        guard let pin = options.pin, context.info.hasPIN, context.speaksCTAP2 else { return }
+        let retries = try PINChecks.retries(context)
+        guard retries >= 3 else {
+            throw ConformanceStop(
+                "the key has \(retries) PIN retr\(retries == 1 ? "y" : "ies") left: the run stops before spending one "
+                    + "(it needs at least 3); enter the right PIN in another client first")
+        }
+        let status = try PINChecks.pinClient(context).token(pin: pin).response.status
+        switch status {
+        case CTAPStatusCode.ok:
+            return
+        case CTAPStatusCode.pinInvalid:
+            throw ConformanceStop(
+                "the PIN given is wrong (CTAP2_ERR_PIN_INVALID; the key has \(retries - 1) retries left): no check was run")
+        default:
+            throw ConformanceStop(
+                "the PIN given was refused: \(CTAPStatusCode.describe(status)); no check was run")
+        }
+    }
+
     func unmet(_ requirement: Requirement, _ context: ConformanceContext) -> String? {
         let info = context.info
         switch requirement {
@@ -95,6 +120,10 @@ public final class ConformanceRunner {
         case .knownPIN:
             if !info.hasPIN { return "the key has no PIN (client-pin.set sets one with --allow-destructive)" }
             return context.pin == nil ? "the key has a PIN the runner does not know: give it with --pin" : nil
+        case .spendsPINRetries(let spent):
+            guard let retries = try? PINChecks.retries(context) else { return "getPINRetries did not answer" }
+            return retries - spent >= 3
+                ? nil : "it would leave \(retries - spent) PIN retries (the key has \(retries)); a run keeps at least 3"
         case .u2fTransport:
             return context.hid.info?.noMessage == false ? nil : "CTAPHID_INIT's capabilities say NMSG (no CTAPHID_MSG)"
         }

@@ -206,15 +206,7 @@ public final class ControlServer {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let time = now
             var client = Client(fd: fd, lastActivity: time)
-            var refusal: ControlError?
-            // A peer whose credentials cannot be read is refused like one of another user.
-            switch Self.peerUID(fd) {
-            case .some(let uid) where uid == geteuid(): break
-            case .some(let uid):
-                refusal = ControlError(.permissionDenied, "uid \(uid) may not control a key of uid \(geteuid())")
-            case .none:
-                refusal = ControlError(.permissionDenied, "the peer's credentials cannot be read (SO_PEERCRED)")
-            }
+            var refusal = Self.refusal(peerUID: Self.peerUID(fd), serverUID: geteuid())
             let active = clients.filter { $0.fd >= 0 && !$0.closeAfterWrite }
             if refusal == nil && active.count >= Self.maxClients {
                 // Every place is taken: the client idle longest makes room if it has been idle long enough.
@@ -246,6 +238,17 @@ public final class ControlServer {
             clients.append(client)
             flush(client: clients.count - 1)
         }
+    }
+
+    /// Why a peer is refused, if it is: another user, or one whose credentials cannot be read (fail closed).
+    static func refusal(peerUID: uid_t?, serverUID: uid_t) -> ControlError? {
+        guard let peerUID else {
+            return ControlError(.permissionDenied, "the peer's credentials cannot be read (SO_PEERCRED)")
+        }
+        guard peerUID == serverUID else {
+            return ControlError(.permissionDenied, "uid \(peerUID) may not control a key of uid \(serverUID)")
+        }
+        return nil
     }
 
     /// The uid of the process at the other end (SO_PEERCRED: pid, uid, gid as 32-bit integers).

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CTAPCore
 import Conformance
 import ControlProtocol
 import FIDOClient
@@ -36,8 +37,15 @@ struct ConformCommand: ParsableCommand {
     @Flag(help: "Run the checks that erase the key (reset, PIN lockout) or store on it.")
     var allowDestructive = false
 
-    @Option(help: "The PIN the key already has (for the PIN, credential management, large-blob and config checks).")
+    @Option(
+        help: ArgumentHelp(
+            "The PIN the key already has (for the PIN, credential management, large-blob and config checks); it is "
+                + "tried once first, and a wrong one stops the run. --pin-file or FIDOSIM_PIN keep it out of ps.",
+            valueName: "pin"))
     var pin: String?
+
+    @Option(help: "A file whose first line is the PIN the key already has.")
+    var pinFile: String?
 
     @Option(help: "Write report.json and report.md into this directory.")
     var report: String?
@@ -147,7 +155,8 @@ struct ConformCommand: ParsableCommand {
             }
         }
         let runner = ConformanceRunner(
-            options: .init(allowDestructive: allowDestructive, groups: try groups(), pin: pin), deviceOperator: deviceOperator,
+            options: .init(allowDestructive: allowDestructive, groups: try groups(), pin: try knownPIN()),
+            deviceOperator: deviceOperator,
             open: open
         ) { result in
             let mark = switch result.status {
@@ -168,6 +177,9 @@ struct ConformCommand: ParsableCommand {
         let report: ConformanceReport
         do {
             report = try runner.run(device: address.description)
+        } catch let stop as ConformanceStop {
+            printError("fidosim conform: \(stop)")
+            throw ExitCode(2)
         } catch {
             printError("fidosim conform: cannot reach the key at \(address): \(error)")
             throw ExitCode(2)
@@ -186,6 +198,27 @@ struct ConformCommand: ParsableCommand {
             throw ExitCode(2)
         }
         if report.failed > 0 { throw ExitCode(1) }
+    }
+
+    /// The PIN from --pin, --pin-file (its first line) or the environment's FIDOSIM_PIN, in that order.
+    func knownPIN() throws -> String? {
+        if let pin { return pin }
+        if let pinFile {
+            guard let file = fopen(pinFile, "r") else {
+                throw ValidationError("--pin-file \(pinFile): \(String(cString: strerror(errno)))")
+            }
+            defer { fclose(file) }
+            var buffer = [CChar](repeating: 0, count: 256)
+            guard fgets(&buffer, Int32(buffer.count), file) != nil else {
+                throw ValidationError("--pin-file \(pinFile) is empty")
+            }
+            let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let pin = line.hasSuffix("\r\n") ? String(line.dropLast(2)) : line.hasSuffix("\n") ? String(line.dropLast()) : line
+            guard !pin.isEmpty else { throw ValidationError("--pin-file \(pinFile): the first line is empty") }
+            return pin
+        }
+        if let value = getenv("FIDOSIM_PIN").map({ String(cString: $0) }), !value.isEmpty { return value }
+        return nil
     }
 
     func writeReport(_ report: ConformanceReport, to directory: String) throws {
@@ -211,16 +244,36 @@ struct ConformCommand: ParsableCommand {
         let path = KeyFiles.defaultControlPath(name: "default")
         guard let candidate = try? ControlSocketOperator(path: path), let status = candidate.status,
             let aaguid = status["aaguid"]?.stringValue, let transport = status["transport"]?.stringValue
-        else { return TerminalOperator() }
+        else { return try terminalOperator(address: address, open: open, lookedFor: path) }
         let hid = try open()
         try hid.initialize()
         let info = try CTAP2Client(hid: hid).getInfo()
         let sameKey = aaguid.filter { $0 != "-" }.lowercased() == hex(info.aaguid)
         var samePort = true
         if case .udp(_, let port) = address { samePort = transport.hasSuffix(":\(port)") }
-        guard sameKey && samePort else { return TerminalOperator() }
+        guard sameKey && samePort else { return try terminalOperator(address: address, open: open, lookedFor: path) }
         printError("fidosim conform: using the control socket \(path) for touches and power cycles")
         return candidate
+    }
+}
+
+extension ConformCommand {
+    /// A person answers touches and replugs. A key that says it is a fidosim key (its AAGUID) has a control socket
+    /// the runner did not find: say which one it looked for, and without a terminal stop instead of reporting
+    /// failures that a person was meant to prevent.
+    func terminalOperator(address: DeviceAddress, open: () throws -> CTAPHIDClient, lookedFor path: String) throws
+        -> TerminalOperator
+    {
+        guard let hid = try? open(), (try? hid.initialize()) != nil,
+            let info = try? CTAP2Client(hid: hid).getInfo(), info.aaguid == AuthenticatorConfiguration.fidosimAAGUID
+        else { return TerminalOperator() }
+        let hint =
+            "the key at \(address) is a fidosim key (its AAGUID), but its control socket is not \(path): give "
+            + "--name NAME or --control PATH (fidosim serve prints its socket), or --no-control to answer its touches "
+            + "and replugs yourself"
+        guard isatty(STDIN_FILENO) != 0 else { throw ValidationError(hint) }
+        printError("fidosim conform: \(hint)")
+        return TerminalOperator()
     }
 }
 

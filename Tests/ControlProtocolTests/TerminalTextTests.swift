@@ -16,3 +16,11 @@ import Testing
         #expect(TerminalText.escape(input) == printed)
     }
 }
+
+@Suite struct JSONTerminalSafetyTests {
+    @Test func controlCharactersAndBidiOverridesAreEscapedInJSON() throws {
+        let value = JSONValue.string("a\u{1B}[2Jb\u{9B}c\u{202E}d\u{85}é")
+        #expect(value.encoded == #""a\u001b[2Jb\u009bc\u202ed\u0085é""#)
+        #expect(try JSONParser.parse(Array(value.encoded.utf8)) == value)
+    }
+}

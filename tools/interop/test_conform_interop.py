@@ -8,9 +8,11 @@ runner reports and that a run without --allow-destructive leaves the key's crede
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
+from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin, PinProtocolV2
 
@@ -205,3 +207,65 @@ def test_a_key_that_goes_away_ends_the_run_quickly(tmp_path):
     skipped = [c for c in report["checks"] if c.get("message") == "not run: the key stopped answering"]
     assert len(skipped) > 50
     assert report["seconds"] < 90
+
+
+def pin_retries(sim) -> int:
+    return ClientPin(Ctap2(sim.device()), PinProtocolV2()).get_pin_retries()[0]
+
+
+def test_a_wrong_pin_stops_the_run_after_one_retry(sim):
+    ClientPin(Ctap2(sim.device()), PinProtocolV2()).set_pin("55555555")
+    assert pin_retries(sim) == 8
+    for run in range(1, 4):
+        out = conform(sim, "--pin", "12341234")
+        assert out.returncode == 2, out.stdout + out.stderr
+        # The third wrong PIN in a row is also the key's PIN_AUTH_BLOCKED (until a power cycle), as on any client.
+        expected = "the PIN given is wrong (CTAP2_ERR_PIN_INVALID; the key has" if run < 3 else \
+            "the PIN given was refused: 0x34 CTAP2_ERR_PIN_AUTH_BLOCKED; no check was run"
+        assert expected in out.stderr, out.stderr
+        assert "pass  " not in out.stdout and "FAIL  " not in out.stdout  # no check ran
+        # Each run costs the owner one retry, never three: three runs leave 5 of 8, the PIN is not blocked.
+        assert pin_retries(sim) == 8 - run
+    sim.power_cycle()
+    # The right PIN from a file (or the environment), kept out of ps, restores the retries and runs the checks.
+    pin_file = os.path.join(sim.control_dir, "pin")
+    with open(pin_file, "w") as f:
+        f.write("55555555\n")
+    out = conform(sim, "--pin-file", pin_file, "--only", "client-pin")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "pass  client-pin.token" in out.stdout
+    assert pin_retries(sim) == 8
+    out = subprocess.run(
+        [str(sim.binary), "conform", "--device", device_address(sim), "--control", sim.control_path,
+         "--only", "client-pin"], capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, FIDOSIM_PIN="55555555"))
+    assert out.returncode == 0 and "pass  client-pin.token" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_key_with_few_pin_retries_left_is_not_tried(sim):
+    client_pin = ClientPin(Ctap2(sim.device()), PinProtocolV2())
+    client_pin.set_pin("55555555")
+    for wrong in range(6):
+        if wrong and wrong % 3 == 0:
+            sim.power_cycle()
+        try:
+            ClientPin(Ctap2(sim.device()), PinProtocolV2()).get_pin_token("00000000")
+        except CtapError:
+            pass
+    sim.power_cycle()
+    assert pin_retries(sim) == 2
+    out = conform(sim, "--pin", "55555555")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "the key has 2 PIN retries left: the run stops before spending one" in out.stderr
+    assert pin_retries(sim) == 2
+
+
+@pytest.mark.skipif(TRANSPORT != "udp", reason="the UDP key's control socket")
+def test_a_fidosim_key_without_its_control_socket_is_named_not_failed(sim, tmp_path):
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path), HOME=str(tmp_path))
+    out = subprocess.run([str(sim.binary), "conform", "--device", device_address(sim)], capture_output=True,
+                         text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert out.returncode != 0
+    assert "is a fidosim key (its AAGUID), but its control socket is not " + str(tmp_path / "fidosim/default.sock") \
+        in out.stderr, out.stderr
+    assert "pass  " not in out.stdout and "FAIL  " not in out.stdout
