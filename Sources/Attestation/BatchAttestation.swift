@@ -61,22 +61,10 @@ public struct BatchAttestation: Sendable {
                     SubjectKeyIdentifier(hash: .init(rootKey.publicKey))
                 },
                 issuerPrivateKey: .init(rootKey))
-            var aaguidValue = DER.Serializer()
-            try aaguidValue.serialize(ASN1OctetString(contentBytes: aaguid[...]))
             func leafCertificate(_ key: P256.Signing.PrivateKey, _ subject: DistinguishedName) throws -> Certificate {
-                try Certificate(
-                    version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
-                    notValidBefore: notBefore, notValidAfter: notAfter, issuer: rootName, subject: subject,
-                    signatureAlgorithm: .ecdsaWithSHA256,
-                    extensions: try Certificate.Extensions {
-                        Critical(BasicConstraints.notCertificateAuthority)
-                        Critical(KeyUsage(digitalSignature: true))
-                        AuthorityKeyIdentifier(
-                            keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier)
-                        Certificate.Extension(
-                            oid: aaguidExtensionOID, critical: false, value: aaguidValue.serializedBytes[...])
-                    },
-                    issuerPrivateKey: .init(rootKey))
+                try Self.leaf(
+                    key: key, subject: subject, issuer: rootName, rootKey: rootKey, aaguid: aaguid,
+                    notBefore: notBefore, notAfter: notAfter)
             }
             let leaf = try leafCertificate(
                 leafKey,
@@ -86,17 +74,8 @@ public struct BatchAttestation: Sendable {
                     OrganizationalUnitName("Authenticator Attestation")
                     CommonName(commonName)
                 })
-            // The enterprise certificate names the device: its serial number (random, 16 hex digits) in the CN.
-            let serial = Array(SHA256.hash(data: enterpriseKey.publicKey.rawRepresentation)).prefix(8)
-                .map { String($0, radix: 16, uppercase: true) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
             let enterprise = try leafCertificate(
-                enterpriseKey,
-                DistinguishedName {
-                    CountryName(country)
-                    OrganizationName(organization)
-                    OrganizationalUnitName("Authenticator Attestation")
-                    CommonName("\(organization) enterprise attestation \(serial)")
-                })
+                enterpriseKey, try enterpriseSubject(enterpriseKey, organization: organization, country: country))
             return BatchAttestation(
                 privateKey: Array(leafKey.rawRepresentation), certificate: try der(leaf),
                 rootCertificate: try der(root), rootPrivateKey: Array(rootKey.derRepresentation),
@@ -105,6 +84,77 @@ public struct BatchAttestation: Sendable {
             throw error
         } catch {
             throw Failure(description: "cannot make the attestation certificates: \(error)")
+        }
+    }
+
+    /// Another key of an existing batch: the batch's leaf key and certificate, shared by every key of the batch as
+    /// on real keys (at least 100,000 units share one, so the certificate does not single out one user), and a new
+    /// enterprise attestation key and certificate for this device, issued by the batch's root.
+    public static func anotherKey(
+        ofBatchWithRootPrivateKey rootDER: [UInt8], rootCertificate: [UInt8], privateKey: [UInt8],
+        certificate: [UInt8], aaguid: [UInt8], organization: String, country: String, notBefore: Date, years: Int = 20
+    ) throws(Failure) -> BatchAttestation {
+        let rootKey: P256.Signing.PrivateKey
+        let root: Certificate
+        do {
+            rootKey = try P256.Signing.PrivateKey(derRepresentation: rootDER)
+            root = try Certificate(derEncoded: rootCertificate)
+            _ = try P256.Signing.PrivateKey(rawRepresentation: privateKey)
+            _ = try Certificate(derEncoded: certificate)
+        } catch {
+            throw Failure(description: "the batch does not hold a P-256 root key, root, leaf key and leaf: \(error)")
+        }
+        guard Certificate.PublicKey(rootKey.publicKey) == root.publicKey else {
+            throw Failure(description: "the batch's root key does not belong to its root certificate")
+        }
+        guard aaguid.count == 16 else { throw Failure(description: "an AAGUID is 16 bytes") }
+        let enterpriseKey = P256.Signing.PrivateKey()
+        let notAfter = notBefore.addingTimeInterval(Double(years) * 365.25 * 86400)
+        do {
+            let enterprise = try leaf(
+                key: enterpriseKey,
+                subject: try enterpriseSubject(enterpriseKey, organization: organization, country: country),
+                issuer: root.subject, rootKey: rootKey, aaguid: aaguid, notBefore: notBefore, notAfter: notAfter)
+            return BatchAttestation(
+                privateKey: privateKey, certificate: certificate, rootCertificate: rootCertificate,
+                rootPrivateKey: rootDER, enterprisePrivateKey: Array(enterpriseKey.rawRepresentation),
+                enterpriseCertificate: try der(enterprise))
+        } catch {
+            throw Failure(description: "cannot issue the enterprise attestation certificate: \(error)")
+        }
+    }
+
+    /// A certificate the root issues for an attestation key: WebAuthn §8.2.1's requirements, the AAGUID included.
+    static func leaf(
+        key: P256.Signing.PrivateKey, subject: DistinguishedName, issuer: DistinguishedName,
+        rootKey: P256.Signing.PrivateKey, aaguid: [UInt8], notBefore: Date, notAfter: Date
+    ) throws -> Certificate {
+        var aaguidValue = DER.Serializer()
+        try aaguidValue.serialize(ASN1OctetString(contentBytes: aaguid[...]))
+        return try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
+            notValidBefore: notBefore, notValidAfter: notAfter, issuer: issuer, subject: subject,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier)
+                Certificate.Extension(oid: aaguidExtensionOID, critical: false, value: aaguidValue.serializedBytes[...])
+            },
+            issuerPrivateKey: .init(rootKey))
+    }
+
+    /// The enterprise certificate names the device: its serial number (16 hex digits from its key) in the CN.
+    static func enterpriseSubject(_ key: P256.Signing.PrivateKey, organization: String, country: String) throws
+        -> DistinguishedName
+    {
+        let serial = Array(SHA256.hash(data: key.publicKey.rawRepresentation)).prefix(8)
+            .map { String($0, radix: 16, uppercase: true) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+        return try DistinguishedName {
+            CountryName(country)
+            OrganizationName(organization)
+            OrganizationalUnitName("Authenticator Attestation")
+            CommonName("\(organization) enterprise attestation \(serial)")
         }
     }
 

@@ -55,7 +55,9 @@ public final class ControlServer {
     var clients: [Client] = []
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
-    var now: Duration { clock.now - start }
+    var now: Duration { clock.now - start + skipped }
+    /// Time the tests let pass without waiting for it.
+    var skipped: Duration = .zero
     /// While accept has no descriptors left (EMFILE), the listener is not polled until then, so the loop does not
     /// spin on a connection it cannot take.
     var acceptPausedUntil: Duration?

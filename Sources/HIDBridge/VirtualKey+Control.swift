@@ -191,10 +191,14 @@ extension VirtualKey {
     /// Which attestation makeCredential gives, with the batch certificates once provisioned.
     var attestationSummary: JSONValue {
         guard let batch = authenticator.storage.batchAttestation else { return ["type": "self"] }
-        return [
+        var summary: [String: JSONValue] = [
             "type": "batch", "certificate": .string(Base64URL.encode(batch.certificate)),
             "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
         ]
+        if let enterprise = authenticator.storage.enterpriseAttestationKey {
+            summary["enterpriseCertificate"] = .string(Base64URL.encode(enterprise.certificate))
+        }
+        return .object(summary)
     }
 
     /// A credential in WebDriver's Credential Parameters shape, plus its algorithm.

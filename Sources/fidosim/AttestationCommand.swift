@@ -8,6 +8,10 @@ import Foundation
 #endif
 import HIDBridge
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 struct AttestationCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "attestation",
@@ -38,6 +42,14 @@ struct AttestationCommand: ParsableCommand {
         @Flag(help: "Replace a batch attestation the key already has.")
         var force = false
 
+        @Option(
+            help: ArgumentHelp(
+                "A batch file shared by many keys, as real keys share one batch certificate: made (0600, it holds the "
+                    + "root's key) when missing, used when present. Every key of the batch gets the same attestation "
+                    + "certificate and its own enterprise attestation certificate.",
+                valueName: "path"))
+        var batch: String?
+
         func validate() throws {
             guard country.count == 2, country.allSatisfy({ $0.isASCII && $0.isLetter }) else {
                 throw ValidationError("--country must be two letters")
@@ -56,9 +68,20 @@ struct AttestationCommand: ParsableCommand {
             guard let aaguidHex = status["info"]?["aaguid"]?.stringValue, let aaguid = Self.bytes(hex: aaguidHex) else {
                 throw ValidationError("the key did not report its AAGUID")
             }
-            let batch = try BatchAttestation.provision(
-                aaguid: aaguid, organization: organization, country: country.uppercased(),
-                notBefore: Date(timeIntervalSince1970: 1_735_689_600))  // 2025-01-01, like the other certificates
+            let notBefore = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01, like the other certificates
+            let batch: BatchAttestation
+            var shared = ""
+            if let path = self.batch, Glibc.access(path, F_OK) == 0 {
+                batch = try Self.anotherKey(ofBatch: path, aaguid: aaguid, notBefore: notBefore)
+                shared = " from the batch \(path) (its attestation certificate is shared with the batch's other keys)"
+            } else {
+                batch = try BatchAttestation.provision(
+                    aaguid: aaguid, organization: organization, country: country.uppercased(), notBefore: notBefore)
+                if let path = self.batch {
+                    try Self.writeBatch(batch, aaguid: aaguid, organization: organization, country: country.uppercased(), to: path)
+                    shared = "; the new batch is in \(path) (0600: it holds the root's key) for the batch's other keys"
+                }
+            }
             let pkcs8 = try batch.privateKeyPKCS8()
             _ = try access.request(
                 "setAttestation",
@@ -72,7 +95,65 @@ struct AttestationCommand: ParsableCommand {
             let path = rootOut ?? KeyFiles.dataDirectory + "/" + key.name + "-attestation-root.pem"
             try CredentialsCommand.Export.writePrivateFile(
                 path, BatchAttestation.pem(certificate: batch.rootCertificate), replace: true)
-            printLine("fidosim: batch attestation provisioned; root certificate in \(path)")
+            printLine("fidosim: batch attestation provisioned\(shared); root certificate in \(path)")
+        }
+
+        /// Members of a batch file, a JSON object whose binary members are base64url.
+        static let batchFormat = "fidosim-batch-1"
+
+        static func writeBatch(
+            _ batch: BatchAttestation, aaguid: [UInt8], organization: String, country: String, to path: String
+        ) throws {
+            let document: JSONValue = [
+                "format": .string(batchFormat),
+                "aaguid": .string(aaguid.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()),
+                "organization": .string(organization), "country": .string(country),
+                "rootPrivateKey": .string(Base64URL.encode(batch.rootPrivateKey)),
+                "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
+                "privateKey": .string(Base64URL.encode(batch.privateKey)),
+                "certificate": .string(Base64URL.encode(batch.certificate)),
+            ]
+            try CredentialsCommand.Export.writePrivateFile(path, document.prettyEncoded, replace: false)
+        }
+
+        static func anotherKey(ofBatch path: String, aaguid: [UInt8], notBefore: Date) throws -> BatchAttestation {
+            let document: JSONValue
+            do {
+                document = try JSONParser.parse(try CredentialsCommand.Import.read(path))
+            } catch let error as ValidationError {
+                throw error
+            } catch {
+                throw ValidationError("\(path) is not a batch file: \(error)")
+            }
+            func member(_ name: String) throws -> String {
+                guard let value = document[name]?.stringValue else {
+                    throw ValidationError("\(path) is not a \(batchFormat) batch file: no \"\(name)\"")
+                }
+                return value
+            }
+            func bytes(_ name: String) throws -> [UInt8] {
+                guard let value = Base64URL.decode(try member(name)) else {
+                    throw ValidationError("\(path): \"\(name)\" is not base64url")
+                }
+                return value
+            }
+            guard try member("format") == batchFormat else {
+                throw ValidationError("\(path) is not a \(batchFormat) batch file")
+            }
+            let batchAAGUID = try member("aaguid")
+            guard Self.bytes(hex: batchAAGUID) == aaguid else {
+                throw ValidationError(
+                    "the batch \(path) is for AAGUID \(batchAAGUID), this key's is "
+                        + "\(aaguid.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()): a batch is one model of key")
+            }
+            do {
+                return try BatchAttestation.anotherKey(
+                    ofBatchWithRootPrivateKey: try bytes("rootPrivateKey"), rootCertificate: try bytes("rootCertificate"),
+                    privateKey: try bytes("privateKey"), certificate: try bytes("certificate"), aaguid: aaguid,
+                    organization: try member("organization"), country: try member("country"), notBefore: notBefore)
+            } catch let error as BatchAttestation.Failure {
+                throw ValidationError("\(path): \(error)")
+            }
         }
 
         static func bytes(hex: String) -> [UInt8]? {

@@ -320,6 +320,10 @@ struct Serve: ParsableCommand {
         let logger = Logger(label: "fidosim")
         // The process holds the keys' secrets: no core dump of it, and no other process of this user may read its
         // memory (security.md, "Secrets in memory").
+        // Should the kernel dump it anyway (fs.suid_dumpable = 2), no memory of it: anonymous mappings (the heap,
+        // where every key and the flash image live) and file mappings are left out of any core. First: once the
+        // process is not dumpable, its /proc files belong to root and it may not write this one.
+        Self.excludeMemoryFromCoreDumps()
         if fidosim_set_undumpable() != 0 {
             printError("fidosim: warning: cannot mark the process undumpable: \(String(cString: strerror(errno)))")
         }
@@ -477,6 +481,14 @@ struct Serve: ParsableCommand {
             printLine("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))")
         }
         return slot
+    }
+
+    /// Writes 0 to /proc/self/coredump_filter: a core of this process, if one is ever written, holds no mapping.
+    static func excludeMemoryFromCoreDumps() {
+        let fd = open("/proc/self/coredump_filter", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = write(fd, "0x0\n", 4)
+        close(fd)
     }
 
     /// Whether `host` is a loopback address (127.0.0.0/8 or `localhost`).

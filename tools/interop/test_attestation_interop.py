@@ -7,6 +7,7 @@ reject it once the key has another batch.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 
@@ -148,3 +149,56 @@ def test_offline_provisioning_of_an_image(sim, tmp_path):
         root.public_key().verify(leaf.signature, leaf.tbs_certificate_bytes, ec.ECDSA(hashes.SHA256()))
     finally:
         runner.close()
+
+
+def test_keys_of_one_batch_share_their_attestation_certificate(sim, tmp_path):
+    from conftest import Simulator
+
+    batch = tmp_path / "batch.json"
+    first_root = provision(sim, tmp_path, "--batch", str(batch))
+    assert (batch.stat().st_mode & 0o777) == 0o600
+    assert json.loads(batch.read_text())["format"] == "fidosim-batch-1"
+    other = Simulator([])
+    other.start()
+    try:
+        root_pem = tmp_path / "root-2.pem"
+        out = fidosim(other, "attestation", "provision", "--socket", other.control_path, "--root-out", str(root_pem),
+                      "--batch", str(batch))
+        assert "from the batch" in out.stdout
+        assert x509.load_pem_x509_certificate(root_pem.read_bytes()) == first_root
+        # Both keys sign packed attestation with one certificate, which chains to the batch's root.
+        x5cs = []
+        for key in (sim, other):
+            made = Ctap2(key.device()).make_credential(cdh := new_cdh(), RP, user("alice"), ES256)
+            assert PackedAttestation().verify(made.att_stmt, made.auth_data, cdh).attestation_type == AttestationType.BASIC
+            x5cs.append(made.att_stmt["x5c"][0])
+        assert x5cs[0] == x5cs[1]
+        verify_x509_chain([x5cs[0], first_root.public_bytes(serialization.Encoding.DER)])
+        # Each has its own enterprise attestation certificate from the same root.
+        enterprise = []
+        for key in (sim, other):
+            status = json.loads(fidosim(key, "ctl", "--socket", key.control_path, "--json", "status").stdout)
+            der = status["attestation"]["enterpriseCertificate"]
+            enterprise.append(x509.load_der_x509_certificate(base64.urlsafe_b64decode(der + "=" * (-len(der) % 4))))
+        assert enterprise[0].serial_number != enterprise[1].serial_number
+        assert enterprise[0].subject != enterprise[1].subject
+        for certificate in enterprise:
+            verify_x509_chain([certificate.public_bytes(serialization.Encoding.DER),
+                               first_root.public_bytes(serialization.Encoding.DER)])
+    finally:
+        other.stop()
+
+
+def test_a_batch_is_one_model(sim, tmp_path):
+    from conftest import Simulator
+
+    batch = tmp_path / "batch.json"
+    provision(sim, tmp_path, "--batch", str(batch))
+    other = Simulator(["--profile", "yubikey5"])
+    other.start()
+    try:
+        out = fidosim(other, "attestation", "provision", "--socket", other.control_path, "--batch", str(batch),
+                      "--root-out", str(tmp_path / "r.pem"), check=False)
+        assert out.returncode != 0 and "a batch is one model of key" in out.stderr, out.stderr
+    finally:
+        other.stop()

@@ -224,6 +224,9 @@ def test_the_key_process_is_not_dumpable():
     try:
         info = os.stat(f"/proc/{key.process.pid}/mem")
         assert info.st_uid == 0
+        # And a core, should one be written anyway (fs.suid_dumpable = 2), holds none of its memory.
+        with open(f"/proc/{key.process.pid}/coredump_filter") as f:
+            assert int(f.read(), 16) == 0
         with open(f"/proc/{key.process.pid}/status") as f:
             assert any(line.split()[1:2] == ["65534"] for line in f if line.startswith("Uid:"))
     finally:
