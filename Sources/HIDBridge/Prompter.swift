@@ -113,8 +113,5 @@ final class Prompter {
         }
     }
 
-    func closeAll() {
-        for entry in queue.entries { notifier?.close(serial: entry.serial) }
-        notifier?.closeAll()
-    }
+    func closeAll() { notifier?.closeAll() }
 }

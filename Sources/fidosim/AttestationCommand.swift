@@ -1,6 +1,7 @@
 import ArgumentParser
 import Attestation
 import ControlProtocol
+import FIDOClient
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
 #else
@@ -106,7 +107,7 @@ struct AttestationCommand: ParsableCommand {
         ) throws {
             let document: JSONValue = [
                 "format": .string(batchFormat),
-                "aaguid": .string(aaguid.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()),
+                "aaguid": .string(hex(aaguid)),
                 "organization": .string(organization), "country": .string(country),
                 "rootPrivateKey": .string(Base64URL.encode(batch.rootPrivateKey)),
                 "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
@@ -144,7 +145,7 @@ struct AttestationCommand: ParsableCommand {
             guard Self.bytes(hex: batchAAGUID) == aaguid else {
                 throw ValidationError(
                     "the batch \(path) is for AAGUID \(batchAAGUID), this key's is "
-                        + "\(aaguid.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()): a batch is one model of key")
+                        + "\(hex(aaguid)): a batch is one model of key")
             }
             do {
                 return try BatchAttestation.anotherKey(

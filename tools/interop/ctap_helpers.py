@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 
 import pytest
 from fido2.ctap import CtapError
@@ -62,3 +63,33 @@ def self_attested_server(rp_id: str = "example.com"):
         attestation=AttestationConveyancePreference.DIRECT,
         verify_attestation=verify_packed,
     )
+
+
+def in_background(fn, *args, **kwargs):
+    """Runs fn in a thread (a request that waits for a person); the returned function joins it and returns fn's
+    result or raises its exception."""
+    box = {}
+
+    def run():
+        try:
+            box["result"] = fn(*args, **kwargs)
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            box["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def join(timeout=20):
+        thread.join(timeout)
+        assert not thread.is_alive(), "the request did not end"
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    return join
+
+
+def make_credential(ctap, rp_id: str = "example.com", name: str = "bob"):
+    """An ES256 makeCredential for `rp_id` and a new user `name`."""
+    es256 = [{"type": "public-key", "alg": -7}]
+    return ctap.make_credential(new_cdh(), {"id": rp_id, "name": "Example"}, user(name), es256)

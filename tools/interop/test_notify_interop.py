@@ -16,12 +16,11 @@ from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
 from conftest import fidosim_binary
-from ctap_helpers import new_cdh, user
+from ctap_helpers import in_background, make_credential
 from fidosim_control import FidosimControl
-from notifystack import NotifyStack
+from notifystack import notify_stack  # noqa: F401 - the fixture
 from udp_device import open_udp_device, wait_until_ready
 
-ES256 = [{"type": "public-key", "alg": -7}]
 TOOLS = ("Xvfb", "dunst", "dbus-daemon", "busctl", "gdbus", "notify-send")
 pytestmark = [
     pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys"),
@@ -32,13 +31,8 @@ pytestmark = [
 
 
 @pytest.fixture
-def desktop():
-    stack = NotifyStack()
-    stack.start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
+def desktop(notify_stack):
+    return notify_stack
 
 
 class DesktopKeys:
@@ -75,30 +69,8 @@ class DesktopKeys:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def in_background(fn, *args):
-    box = {}
-
-    def run():
-        try:
-            box["result"] = fn(*args)
-        except BaseException as error:  # noqa: BLE001 - handed to the test
-            box["error"] = error
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def join(timeout=20):
-        thread.join(timeout)
-        assert not thread.is_alive(), "the request did not end"
-        if "error" in box:
-            raise box["error"]
-        return box["result"]
-
-    return join
 
 
-def make_credential(ctap, rp_id="example.com", name="bob"):
-    return ctap.make_credential(new_cdh(), {"id": rp_id, "name": "Example"}, user(name), ES256)
 
 
 def test_a_touch_request_is_a_desktop_notification_whose_actions_answer_the_key(desktop):

@@ -17,10 +17,9 @@ from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
 from conftest import fidosim_binary
-from ctap_helpers import new_cdh, user
+from ctap_helpers import in_background, make_credential
 from udp_device import open_udp_device, wait_until_ready
 
-ES256 = [{"type": "public-key", "alg": -7}]
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 
 
@@ -89,31 +88,8 @@ def terminal(request):
     keys.stop()
 
 
-def in_background(fn, *args, **kwargs):
-    """Runs fn in a thread; the returned function joins it and returns its result or raises its exception."""
-    box = {}
-
-    def run():
-        try:
-            box["result"] = fn(*args, **kwargs)
-        except BaseException as error:  # noqa: BLE001 - handed to the test
-            box["error"] = error
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def join(timeout=20):
-        thread.join(timeout)
-        assert not thread.is_alive(), "the request did not end"
-        if "error" in box:
-            raise box["error"]
-        return box["result"]
-
-    return join
 
 
-def make_credential(ctap: Ctap2, rp_id: str = "example.com", name: str = "bob"):
-    return ctap.make_credential(new_cdh(), {"id": rp_id, "name": "Example"}, user(name), ES256)
 
 
 @pytest.mark.parametrize("terminal", [("--keys", "2", "--presence", "prompt", "--name", "desk")], indirect=True)
