@@ -183,8 +183,11 @@ conform_group() {
     group
     gate start-key-conform start_key e2e-conform --flash memory --name conform
     step conform-hidraw "$bin" conform --device "hid:$DEV" --name conform --allow-destructive --report "$out/conform"
-    # getAssertion through hidraw against the raw signing rate, measured in this VM (emulated, debug build).
-    step bench-hidraw bash -c "'$bin' bench --hid-device '$DEV' --seconds 3 | tee '$out/bench-hidraw.md'"
+    # getAssertion through hidraw against the raw signing rate, measured in this VM (emulated, debug build). conform
+    # replugged the key, so its node is looked up again by serial number: the old one may now be the gadget's, and a
+    # bench there made the first lane's gadget-conform see CHANNEL_BUSY.
+    gate find-key-conform wait_for 30 "the conform key's hidraw node" key_with_serial e2e-conform
+    step bench-hidraw bash -c "set -o pipefail; '$bin' bench --hid-device '$DEV' --seconds 3 | tee '$out/bench-hidraw.md'"
     cleanup stop-key-conform stop_key
 }
 
