@@ -16,12 +16,7 @@ extension CBORValue: CustomStringConvertible {
             // -1 - n; n + 1 overflows UInt64 only for n == UInt64.max.
             output += n == .max ? "-18446744073709551616" : "-" + String(n + 1)
         case .byteString(let bytes):
-            output += "h'"
-            for byte in bytes {
-                let hex = String(byte, radix: 16)
-                output += byte < 0x10 ? "0" + hex : hex
-            }
-            output += "'"
+            output += "h'" + Hex.string(bytes) + "'"
         case .textString(let text):
             Self.writeQuoted(text, to: &output)
         case .array(let elements):

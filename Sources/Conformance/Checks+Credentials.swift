@@ -91,7 +91,7 @@ enum CredentialChecks {
             let result = try ctx.verifiedAssertion(assertion.response, rpId: rkRpId, clientDataHash: assertion.clientDataHash, from: [made.credential])
             try ctx.require(
                 result.map[4]?.mapValue?[.textString("id")]?.bytesValue == made.credential.userId, "the user ID comes back (0x04)",
-                expected: hex(made.credential.userId), actual: "\(result.map[4] ?? .null)")
+                expected: Hex.string(made.credential.userId), actual: "\(result.map[4] ?? .null)")
         },
     ]
 
@@ -115,7 +115,7 @@ enum CredentialChecks {
             let basic = try ctx.credential("basic")
             let assertion = try ctx.getAssertion(allow: [basic.id], up: false)
             let result = try ctx.verifiedAssertion(assertion.response, clientDataHash: assertion.clientDataHash, from: [basic])
-            try ctx.require(!result.authData.userPresent, "the UP flag is clear", actual: "flags 0x\(hex(result.authData.flags))")
+            try ctx.require(!result.authData.userPresent, "the UP flag is clear", actual: "flags 0x\(Hex.string(result.authData.flags))")
         },
         ConformanceCheck("get-assertion.unknown", .getAssertion, "CTAP 2.1 §6.2.2", "an allow list of unknown credentials gets CTAP2_ERR_NO_CREDENTIALS") { ctx in
             try ctx.expect(try ctx.getAssertion(allow: [randomBytes(64), randomBytes(16)]).response, CTAPStatusCode.noCredentials, "random credential IDs")
@@ -148,7 +148,7 @@ enum CredentialChecks {
             try ctx.require(a.credential.id != b.credential.id, "the next assertion is the other credential")
             try ctx.require(
                 a.credential.id == second.id, "the most recently made credential comes first",
-                expected: hex(second.id.prefix(8)), actual: hex(a.credential.id.prefix(8)))
+                expected: Hex.string(second.id.prefix(8)), actual: Hex.string(a.credential.id.prefix(8)))
             try ctx.expect(try ctx.send(CTAPCommand.getNextAssertion, nil), CTAPStatusCode.notAllowed, "a third getNextAssertion")
         },
         ConformanceCheck("get-assertion.denied", .getAssertion, "CTAP 2.1 §6.2.2", "a refused touch gets CTAP2_ERR_OPERATION_DENIED", requires: [.automaticOperator]) { ctx in

@@ -77,7 +77,7 @@ enum ExtensionChecks {
             try ctx.require(made.authData.extensions?["credBlob"] == true, "the makeCredential output is true")
             let assertion = try ctx.getAssertion(rpId: "blob.fidosim.test", allow: [made.credential.id], extensions: ["credBlob": true])
             let result = try ctx.verifiedAssertion(assertion.response, rpId: "blob.fidosim.test", clientDataHash: assertion.clientDataHash, from: [made.credential])
-            try ctx.require(result.authData.extensions?["credBlob"]?.bytesValue == blob, "the blob comes back", expected: hex(blob))
+            try ctx.require(result.authData.extensions?["credBlob"]?.bytesValue == blob, "the blob comes back", expected: Hex.string(blob))
             let tooLong = try ctx.makeVerifiedCredential("blob-long", rpId: "blob.fidosim.test", discoverable: true, extensions: ["credBlob": .byteString(randomBytes((ctx.info.maxCredBlobLength ?? 32) + 1))])
             try ctx.require(tooLong.authData.extensions?["credBlob"] == false, "a blob over maxCredBlobLength: output false")
         },

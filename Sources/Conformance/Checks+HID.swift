@@ -6,8 +6,8 @@ enum HIDChecks {
     static func expectError(_ message: HIDMessage, _ code: UInt8, _ what: String) throws {
         guard message.command == HIDCommand.error, message.payload.first == code else {
             throw CheckFailure(
-                what, expected: "ERROR 0x\(hex(code))",
-                actual: "command 0x\(hex(message.command)) payload \(hex(message.payload.prefix(8)))")
+                what, expected: "ERROR 0x\(Hex.string(code))",
+                actual: "command 0x\(Hex.string(message.command)) payload \(Hex.string(message.payload.prefix(8)))")
         }
     }
 
@@ -24,7 +24,7 @@ enum HIDChecks {
         ConformanceCheck("hid.init.allocate", .hid, "CTAP 2.1 §11.2.9.1.3", "INIT on the broadcast channel allocates a channel") { ctx in
             let nonce = randomBytes(8)
             let answer = try ctx.hid.transact(command: HIDCommand.initialize, payload: nonce, on: CTAPHIDClient.broadcast, timeoutMs: 2000)
-            try ctx.require(answer.command == HIDCommand.initialize, "INIT is answered with INIT", actual: "0x\(hex(answer.command))")
+            try ctx.require(answer.command == HIDCommand.initialize, "INIT is answered with INIT", actual: "0x\(Hex.string(answer.command))")
             try ctx.require(answer.payload.count >= 17, "the INIT answer has 17 bytes", actual: "\(answer.payload.count)")
             let parsed = try CTAPHIDClient.parseInit(answer, nonce: nonce)
             try ctx.require(
@@ -52,7 +52,7 @@ enum HIDChecks {
             let answer = try ctx.hid.transact(command: HIDCommand.initialize, payload: nonce, timeoutMs: 2000)
             _ = try CTAPHIDClient.parseInit(answer, nonce: nonce)
             let echo = try ctx.hid.transact(command: HIDCommand.ping, payload: [9, 8, 7], timeoutMs: 2000)
-            try ctx.require(echo.payload == [9, 8, 7], "a new PING after the INIT is answered alone", actual: hex(echo.payload))
+            try ctx.require(echo.payload == [9, 8, 7], "a new PING after the INIT is answered alone", actual: Hex.string(echo.payload))
         },
         ConformanceCheck("hid.ping.sizes", .hid, "CTAP 2.1 §11.2.9.1.4", "PING echoes payloads from 0 bytes to the largest message") { ctx in
             for size in [0, 1, 56, 57, 58, 116, 117, 1024, CTAPHIDClient.maxPayload] {
@@ -60,7 +60,7 @@ enum HIDChecks {
                 let answer = try ctx.hid.transact(command: HIDCommand.ping, payload: payload, timeoutMs: 5000)
                 try ctx.require(
                     answer.command == HIDCommand.ping && answer.payload == payload, "PING of \(size) bytes is echoed",
-                    actual: "command 0x\(hex(answer.command)), \(answer.payload.count) bytes")
+                    actual: "command 0x\(Hex.string(answer.command)), \(answer.payload.count) bytes")
             }
         },
         ConformanceCheck("hid.length.too-long", .hid, "CTAP 2.1 §11.2.4", "a message longer than 7609 bytes gets ERR_INVALID_LEN") { ctx in
@@ -84,7 +84,7 @@ enum HIDChecks {
         ConformanceCheck("hid.channel.unallocated", .hid, "CTAP 2.1 §11.2.3", "a channel no INIT allocated is served or refused with ERR_INVALID_CHANNEL, never left silent") { ctx in
             let answer = try ctx.hid.transact(command: HIDCommand.ping, payload: [1], on: unallocatedChannel(ctx), timeoutMs: 2000)
             if answer.command == HIDCommand.ping {
-                try ctx.require(answer.payload == [1], "the PING is echoed", actual: hex(answer.payload))
+                try ctx.require(answer.payload == [1], "the PING is echoed", actual: Hex.string(answer.payload))
                 ctx.notes.append("hid.channel.unallocated: the key serves channels it did not allocate")
             } else {
                 try expectError(answer, HIDErrorCode.invalidChannel, "PING on an unallocated channel")
@@ -99,10 +99,10 @@ enum HIDChecks {
         ConformanceCheck("hid.continuation.spurious", .hid, "CTAP 2.1 §11.2.5.4", "a continuation with no message under way is ignored") { ctx in
             try ctx.hid.channel.send(CTAPHIDClient.pad(CTAPHIDClient.channelBytes(ctx.hid.cid) + [0] + randomBytes(20)))
             if let stray = try? ctx.hid.receive(timeoutMs: 300) {
-                throw CheckFailure("no answer to a lone continuation packet", actual: "command 0x\(hex(stray.command)) \(hex(stray.payload))")
+                throw CheckFailure("no answer to a lone continuation packet", actual: "command 0x\(Hex.string(stray.command)) \(Hex.string(stray.payload))")
             }
             let echo = try ctx.hid.transact(command: HIDCommand.ping, payload: [5], timeoutMs: 2000)
-            try ctx.require(echo.payload == [5], "PING works after it", actual: hex(echo.payload))
+            try ctx.require(echo.payload == [5], "PING works after it", actual: Hex.string(echo.payload))
         },
         ConformanceCheck("hid.channel.busy", .hid, "CTAP 2.1 §11.2.5.1", "another channel's request while a message is under way gets ERR_CHANNEL_BUSY") { ctx in
             let other = try ctx.newChannel()
@@ -113,7 +113,7 @@ enum HIDChecks {
             try expectError(busy, HIDErrorCode.channelBusy, "PING on a second channel during a message on the first")
             try ctx.hid.channel.send(reports[1])
             let echo = try ctx.hid.receive(timeoutMs: 2000)
-            try ctx.require(echo.payload == payload, "the first channel's message completes", actual: hex(echo.payload.prefix(8)))
+            try ctx.require(echo.payload == payload, "the first channel's message completes", actual: Hex.string(echo.payload.prefix(8)))
         },
         ConformanceCheck("hid.message.timeout", .hid, "CTAP 2.1 §11.2.5.2", "a message left unfinished gets ERR_MSG_TIMEOUT") { ctx in
             let reports = CTAPHIDClient.reports(channel: ctx.hid.cid, command: HIDCommand.ping, payload: randomBytes(100))
@@ -128,7 +128,7 @@ enum HIDChecks {
             if ctx.hid.info?.wink == true {
                 try ctx.require(
                     answer.command == HIDCommand.wink && answer.payload.isEmpty, "WINK answered with an empty WINK",
-                    actual: "command 0x\(hex(answer.command)) \(hex(answer.payload))")
+                    actual: "command 0x\(Hex.string(answer.command)) \(Hex.string(answer.payload))")
             } else {
                 try expectError(answer, HIDErrorCode.invalidCommand, "WINK without the capability")
             }
@@ -139,22 +139,22 @@ enum HIDChecks {
             if lock.command == HIDCommand.error, lock.payload.first == HIDErrorCode.invalidCommand {
                 throw CheckSkip("the key does not implement the optional LOCK")
             }
-            try ctx.require(lock.command == HIDCommand.lock, "LOCK answered with LOCK", actual: "0x\(hex(lock.command))")
+            try ctx.require(lock.command == HIDCommand.lock, "LOCK answered with LOCK", actual: "0x\(Hex.string(lock.command))")
             let busy = try other.transact(command: HIDCommand.ping, payload: [1], timeoutMs: 2000)
             try expectError(busy, HIDErrorCode.channelBusy, "PING from another channel while locked")
             let mine = try ctx.hid.transact(command: HIDCommand.ping, payload: [2], timeoutMs: 2000)
-            try ctx.require(mine.payload == [2], "the locking channel is still served", actual: hex(mine.payload))
+            try ctx.require(mine.payload == [2], "the locking channel is still served", actual: Hex.string(mine.payload))
             let release = try ctx.hid.transact(command: HIDCommand.lock, payload: [0], timeoutMs: 2000)
-            try ctx.require(release.command == HIDCommand.lock, "LOCK 0 releases", actual: "0x\(hex(release.command))")
+            try ctx.require(release.command == HIDCommand.lock, "LOCK 0 releases", actual: "0x\(Hex.string(release.command))")
             let after = try other.transact(command: HIDCommand.ping, payload: [3], timeoutMs: 2000)
-            try ctx.require(after.payload == [3], "other channels are served after the release", actual: hex(after.payload))
+            try ctx.require(after.payload == [3], "other channels are served after the release", actual: Hex.string(after.payload))
         },
         ConformanceCheck("hid.capabilities.cbor", .hid, "CTAP 2.1 §11.2.9.1.3", "the CBOR capability matches whether CTAPHID_CBOR works") { ctx in
             let answer = try ctx.hid.transact(command: HIDCommand.cbor, payload: [CTAPCommand.getInfo], timeoutMs: 5000)
             if ctx.hid.info?.cbor == true {
                 try ctx.require(
                     answer.command == HIDCommand.cbor && answer.payload.first == 0, "getInfo over CTAPHID_CBOR succeeds",
-                    actual: "command 0x\(hex(answer.command)) \(hex(answer.payload.prefix(4)))")
+                    actual: "command 0x\(Hex.string(answer.command)) \(Hex.string(answer.payload.prefix(4)))")
             } else {
                 try expectError(answer, HIDErrorCode.invalidCommand, "CTAPHID_CBOR without the capability")
             }
@@ -185,7 +185,7 @@ enum HIDChecks {
                     times.append(CTAPHIDClient.nowMs())
                     statuses.insert(report[7])
                 } else {
-                    throw CheckFailure("the request keeps waiting", actual: "command 0x\(hex(report[4])) \(hex(report.dropFirst(5).prefix(4)))")
+                    throw CheckFailure("the request keeps waiting", actual: "command 0x\(Hex.string(report[4])) \(Hex.string(report.dropFirst(5).prefix(4)))")
                 }
             }
             try ctx.hid.cancel()
@@ -218,7 +218,7 @@ enum HIDChecks {
             try ctx.require(
                 answer.command == HIDCommand.cbor && answer.payload == [CTAPStatusCode.keepaliveCancel],
                 "the request ends with CTAP2_ERR_KEEPALIVE_CANCEL", expected: "CBOR 2d",
-                actual: "command 0x\(hex(answer.command)) \(hex(answer.payload))")
+                actual: "command 0x\(Hex.string(answer.command)) \(Hex.string(answer.payload))")
         },
     ]
 }

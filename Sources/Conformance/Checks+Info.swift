@@ -23,7 +23,7 @@ enum InfoChecks {
             for key in [5, 7, 8, 0x0B, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12, 0x14] {
                 if let value = raw[key] {
                     try ctx.require(
-                        value.intValue.map { $0 >= 0 } == true, "member 0x\(hex(UInt8(key))) is an unsigned integer", actual: "\(value)")
+                        value.intValue.map { $0 >= 0 } == true, "member 0x\(Hex.string(UInt8(key))) is an unsigned integer", actual: "\(value)")
                 }
             }
             if let protocols = raw[6] {
@@ -44,7 +44,7 @@ enum InfoChecks {
             try ctx.expectOK(response, "getInfo")
             try ctx.require(
                 CBORDecoder.isCanonical(response.body, maxDepth: 8), "canonical encoding (shortest forms, sorted keys)",
-                actual: hex(response.body.prefix(32)))
+                actual: Hex.string(response.body.prefix(32)))
         },
         ConformanceCheck("info.versions", .info, "CTAP 2.1 §6.4", "a key that speaks CTAP2 lists FIDO_2_0 or FIDO_2_1") { ctx in
             try ctx.require(

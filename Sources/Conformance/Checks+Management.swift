@@ -94,7 +94,7 @@ enum ManagementChecks {
             let made = try ctx.credential("managed", discoverable: true)
             let entries = try enumerate(ctx, rpId: managedRpId)
             guard let entry = entries.first(where: { credentialId($0) == made.id }) else {
-                throw CheckFailure("the credential is listed", expected: hex(made.id.prefix(8)), actual: "\(entries.count) entries")
+                throw CheckFailure("the credential is listed", expected: Hex.string(made.id.prefix(8)), actual: "\(entries.count) entries")
             }
             try ctx.require(entry[6]?.mapValue?[.textString("id")]?.bytesValue == made.userId, "user (0x06) has the user ID")
             guard let key = entry[8] else { throw CheckFailure("no publicKey (0x08)") }

@@ -76,7 +76,7 @@ enum PINChecks {
                     actual: "\(token.count) bytes in protocol \(version)")
                 let request = try makeCredential(ctx, token: token, version: version, touch: "makeCredential with a PIN token")
                 let made = try ctx.madeCredential(request.response, clientDataHash: request.clientDataHash, userId: [], discoverable: false)
-                try ctx.require(made.authData.userVerified, "the UV flag is set", actual: "flags 0x\(hex(made.authData.flags))")
+                try ctx.require(made.authData.userVerified, "the UV flag is set", actual: "flags 0x\(Hex.string(made.authData.flags))")
             }
         },
         ConformanceCheck("client-pin.wrong", .clientPIN, "CTAP 2.1 §6.5.5.7", "a wrong PIN gets CTAP2_ERR_PIN_INVALID and costs one retry; the right one restores them", requires: [.knownPIN, .spendsPINRetries(1)]) { ctx in

@@ -27,7 +27,7 @@ enum ResetChecks {
                 if status == CTAPStatusCode.pinBlocked { break }
                 if status == CTAPStatusCode.pinAuthBlocked { try ctx.powerCycle() }
             }
-            try ctx.require(statuses.last == CTAPStatusCode.pinBlocked, "PIN_BLOCKED in the end", actual: statuses.map { hex($0) }.joined(separator: " "))
+            try ctx.require(statuses.last == CTAPStatusCode.pinBlocked, "PIN_BLOCKED in the end", actual: statuses.map { Hex.string($0) }.joined(separator: " "))
             try ctx.require(statuses.filter { $0 == CTAPStatusCode.pinInvalid }.count <= 8, "at most 8 tries", actual: "\(statuses.count)")
             try ctx.require(try PINChecks.retries(ctx) == 0, "getPINRetries answers 0")
             let right = try PINChecks.pinClient(ctx).token(pin: ctx.pin ?? "").response

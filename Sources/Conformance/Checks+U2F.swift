@@ -48,7 +48,7 @@ enum U2FChecks {
                 data: challenge + appId + [UInt8(key.keyHandle.count)] + key.keyHandle), what: "U2F authenticate")
         try expectWord(answer.status, U2FMessage.noError, "U2F_AUTHENTICATE with enforce-user-presence")
         try ctx.require(answer.data.count > 5, "an authentication answer of flags, counter and signature")
-        try ctx.require(answer.data[0] & 0x01 == 1, "the user-presence bit is set", actual: "0x\(hex(answer.data[0]))")
+        try ctx.require(answer.data[0] & 0x01 == 1, "the user-presence bit is set", actual: "0x\(Hex.string(answer.data[0]))")
         let signed = appId + Array(answer.data[0..<5]) + challenge
         guard try OpenSSLVerifier.verify(spki: key.publicKey.spki, message: signed, signature: Array(answer.data[5...])) else {
             throw CheckFailure("the authentication signature verifies with the registered key (OpenSSL)")
@@ -60,7 +60,7 @@ enum U2FChecks {
         ConformanceCheck("u2f.version", .u2f, "U2F Raw Message Formats §6.1", "U2F_VERSION answers U2F_V2", requires: [.u2fTransport]) { ctx in
             let answer = try ctx.client.u2f(U2FMessage.apdu(ins: U2FMessage.version, data: []))
             try expectWord(answer.status, U2FMessage.noError, "U2F_VERSION")
-            try ctx.require(answer.data == Array("U2F_V2".utf8), "the version string", expected: "U2F_V2", actual: hex(answer.data))
+            try ctx.require(answer.data == Array("U2F_V2".utf8), "the version string", expected: "U2F_V2", actual: Hex.string(answer.data))
         },
         ConformanceCheck("u2f.register", .u2f, "U2F Raw Message Formats §4.1, §4.3", "U2F_REGISTER answers a key, a key handle, a certificate and a valid signature", requires: [.u2fTransport]) { ctx in
             ctx.credentials["u2f"] = nil

@@ -97,18 +97,18 @@ extension ConformanceContext {
         let authData = try ParsedAuthenticatorData(authBytes)
         try require(
             authData.rpIdHash == OpenSSLVerifier.sha256(Array(rpId.utf8)), "rpIdHash is SHA-256 of the RP ID",
-            expected: hex(OpenSSLVerifier.sha256(Array(rpId.utf8))), actual: hex(authData.rpIdHash))
-        try require(authData.userPresent, "the UP flag is set", actual: "flags 0x\(hex(authData.flags))")
+            expected: Hex.string(OpenSSLVerifier.sha256(Array(rpId.utf8))), actual: Hex.string(authData.rpIdHash))
+        try require(authData.userPresent, "the UP flag is set", actual: "flags 0x\(Hex.string(authData.flags))")
         guard authData.attested, let id = authData.credentialId, let keyValue = authData.credentialPublicKey else {
-            throw CheckFailure("the AT flag and attested credential data", actual: "flags 0x\(hex(authData.flags))")
+            throw CheckFailure("the AT flag and attested credential data", actual: "flags 0x\(Hex.string(authData.flags))")
         }
         let key = try COSEPublicKey(keyValue)
         let type = try AttestationVerifier.verify(
             format: format, authData: authData, statement: statement, clientDataHash: clientDataHash)
         if type != .none {
             try require(
-                authData.aaguid == info.aaguid, "the AAGUID in authenticator data is getInfo's", expected: hex(info.aaguid),
-                actual: hex(authData.aaguid ?? []))
+                authData.aaguid == info.aaguid, "the AAGUID in authenticator data is getInfo's", expected: Hex.string(info.aaguid),
+                actual: Hex.string(authData.aaguid ?? []))
         }
         let credential = MadeCredential(
             rpId: rpId, id: id, publicKey: key, userId: userId, signCount: authData.signCount, discoverable: discoverable)
@@ -176,16 +176,16 @@ extension ConformanceContext {
             throw CheckFailure("the assertion lacks credential (1)")
         }
         guard let credential = candidates.first(where: { $0.id == id }) else {
-            throw CheckFailure("the assertion names a credential that was not asked for", actual: hex(id))
+            throw CheckFailure("the assertion names a credential that was not asked for", actual: Hex.string(id))
         }
         let authData = try ParsedAuthenticatorData(authBytes)
         try require(
             authData.rpIdHash == OpenSSLVerifier.sha256(Array(rpId.utf8)), "rpIdHash is SHA-256 of the RP ID",
-            expected: hex(OpenSSLVerifier.sha256(Array(rpId.utf8))), actual: hex(authData.rpIdHash))
+            expected: Hex.string(OpenSSLVerifier.sha256(Array(rpId.utf8))), actual: Hex.string(authData.rpIdHash))
         try require(!authData.attested, "an assertion has no attested credential data (AT clear)")
         guard try OpenSSLVerifier.verify(spki: credential.publicKey.spki, message: authBytes + clientDataHash, signature: signature)
         else {
-            throw CheckFailure("the assertion signature verifies with the credential's public key (OpenSSL)", actual: hex(signature))
+            throw CheckFailure("the assertion signature verifies with the credential's public key (OpenSSL)", actual: Hex.string(signature))
         }
         return (credential, authData, map)
     }

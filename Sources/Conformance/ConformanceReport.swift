@@ -1,3 +1,4 @@
+import CTAPCBOR
 import ControlProtocol
 import FIDOClient
 
@@ -14,7 +15,7 @@ public struct DeviceIdentity: Sendable {
 
     init(address: String, info: AuthenticatorInfo, hid: HIDInitResponse?) {
         self.address = address
-        let a = hex(info.aaguid)
+        let a = Hex.string(info.aaguid)
         aaguid =
             a.count == 32
             ? [a.prefix(8), a.dropFirst(8).prefix(4), a.dropFirst(12).prefix(4), a.dropFirst(16).prefix(4), a.dropFirst(20)]

@@ -81,7 +81,7 @@ public enum AttestationVerifier {
         if let ext = leaf.aaguidExtension {
             guard !ext.critical else { throw .malformed("the AAGUID extension is critical") }
             guard ext.aaguid == aaguid else {
-                throw .malformed("the AAGUID extension holds \(hex(ext.aaguid)), the authenticator data \(hex(aaguid))")
+                throw .malformed("the AAGUID extension holds \(Hex.string(ext.aaguid)), the authenticator data \(Hex.string(aaguid))")
             }
         }
     }

@@ -68,7 +68,7 @@ public enum CTAPStatusCode {
 
     /// `0x2E CTAP2_ERR_NO_CREDENTIALS`, or the bare byte for a code the spec does not name.
     public static func describe(_ code: UInt8) -> String {
-        "0x\(hex(code))" + (names[code].map { " \($0)" } ?? "")
+        "0x\(Hex.string(code))" + (names[code].map { " \($0)" } ?? "")
     }
 }
 
@@ -124,7 +124,7 @@ public final class CTAP2Client {
         let answer = try hid.transact(command: HIDCommand.cbor, payload: bytes, timeoutMs: timeoutMs, onKeepalive: onKeepalive)
         if answer.command == HIDCommand.error { throw .hidError(answer.payload.first ?? 0) }
         guard answer.command == HIDCommand.cbor, let status = answer.payload.first else {
-            throw .malformed("a CBOR request answered with command 0x\(hex(answer.command)), \(answer.payload.count) bytes")
+            throw .malformed("a CBOR request answered with command 0x\(Hex.string(answer.command)), \(answer.payload.count) bytes")
         }
         return CTAPResponse(status: status, body: Array(answer.payload.dropFirst()))
     }
@@ -141,7 +141,7 @@ public final class CTAP2Client {
         let answer = try hid.transact(command: HIDCommand.msg, payload: apdu, timeoutMs: timeoutMs, onKeepalive: onKeepalive)
         if answer.command == HIDCommand.error { throw .hidError(answer.payload.first ?? 0) }
         guard answer.command == HIDCommand.msg, answer.payload.count >= 2 else {
-            throw .malformed("a U2F request answered with command 0x\(hex(answer.command)), \(answer.payload.count) bytes")
+            throw .malformed("a U2F request answered with command 0x\(Hex.string(answer.command)), \(answer.payload.count) bytes")
         }
         let p = answer.payload
         return (Array(p.dropLast(2)), UInt16(p[p.count - 2]) << 8 | UInt16(p[p.count - 1]))

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CTAPCBOR
 import Glibc
 #endif
 
@@ -112,7 +113,7 @@ public final class CTAPHIDClient {
     public static func parseInit(_ message: HIDMessage, nonce: [UInt8]) throws(ClientError) -> HIDInitResponse {
         if message.command == HIDCommand.error { throw .hidError(message.payload.first ?? 0) }
         guard message.command == HIDCommand.initialize, message.payload.count >= 17 else {
-            throw .malformed("INIT answered command 0x\(hex(message.command)) with \(message.payload.count) bytes")
+            throw .malformed("INIT answered command 0x\(Hex.string(message.command)) with \(message.payload.count) bytes")
         }
         let p = message.payload
         guard Array(p[0..<8]) == nonce else { throw .malformed("INIT answered another nonce") }

@@ -1,3 +1,4 @@
+import CTAPCBOR
 import COpenSSL
 
 /// Signature and certificate checks through OpenSSL's libcrypto.
@@ -12,7 +13,7 @@ public enum OpenSSLVerifier {
                 }
             }
         }
-        guard result >= 0 else { throw .malformed("OpenSSL cannot read the public key \(hex(spki))") }
+        guard result >= 0 else { throw .malformed("OpenSSL cannot read the public key \(Hex.string(spki))") }
         return result == 1
     }
 

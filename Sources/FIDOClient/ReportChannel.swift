@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CTAPCBOR
 import Glibc
 #endif
 
@@ -31,7 +32,7 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
 
     /// `VID:PID` as four lowercase hex digits each.
     public static func formatVIDPID(_ vendor: UInt16, _ product: UInt16) -> String {
-        func four(_ v: UInt16) -> String { hex(UInt8(v >> 8)) + hex(UInt8(v & 0xFF)) }
+        func four(_ v: UInt16) -> String { Hex.string(UInt8(v >> 8)) + Hex.string(UInt8(v & 0xFF)) }
         return four(vendor) + ":" + four(product)
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CTAPCBOR
 import Attestation
 import ControlProtocol
 import FIDOClient
@@ -66,7 +67,7 @@ struct AttestationCommand: ParsableCommand {
             if status["attestation"]?["type"] == "batch" && !force {
                 throw ValidationError("the key already has a batch attestation; --force replaces it")
             }
-            guard let aaguidHex = status["info"]?["aaguid"]?.stringValue, let aaguid = Self.bytes(hex: aaguidHex) else {
+            guard let aaguidHex = status["info"]?["aaguid"]?.stringValue, let aaguid = Hex.bytes(aaguidHex) else {
                 throw ValidationError("the key did not report its AAGUID")
             }
             let notBefore = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01, like the other certificates
@@ -107,7 +108,7 @@ struct AttestationCommand: ParsableCommand {
         ) throws {
             let document: JSONValue = [
                 "format": .string(batchFormat),
-                "aaguid": .string(hex(aaguid)),
+                "aaguid": .string(Hex.string(aaguid)),
                 "organization": .string(organization), "country": .string(country),
                 "rootPrivateKey": .string(Base64URL.encode(batch.rootPrivateKey)),
                 "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
@@ -142,10 +143,10 @@ struct AttestationCommand: ParsableCommand {
                 throw ValidationError("\(path) is not a \(batchFormat) batch file")
             }
             let batchAAGUID = try member("aaguid")
-            guard Self.bytes(hex: batchAAGUID) == aaguid else {
+            guard Hex.bytes(batchAAGUID) == aaguid else {
                 throw ValidationError(
                     "the batch \(path) is for AAGUID \(batchAAGUID), this key's is "
-                        + "\(hex(aaguid)): a batch is one model of key")
+                        + "\(Hex.string(aaguid)): a batch is one model of key")
             }
             do {
                 return try BatchAttestation.anotherKey(
@@ -155,17 +156,6 @@ struct AttestationCommand: ParsableCommand {
             } catch let error as BatchAttestation.Failure {
                 throw ValidationError("\(path): \(error)")
             }
-        }
-
-        static func bytes(hex: String) -> [UInt8]? {
-            let digits = Array(hex.utf8)
-            guard digits.count % 2 == 0 else { return nil }
-            var out: [UInt8] = []
-            for i in stride(from: 0, to: digits.count, by: 2) {
-                guard let byte = UInt8(String(decoding: digits[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-                out.append(byte)
-            }
-            return out
         }
     }
 }

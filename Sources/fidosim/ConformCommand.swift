@@ -1,3 +1,4 @@
+import CTAPCBOR
 import ArgumentParser
 import CTAPCore
 import Conformance
@@ -248,7 +249,7 @@ struct ConformCommand: ParsableCommand {
         let hid = try open()
         try hid.initialize()
         let info = try CTAP2Client(hid: hid).getInfo()
-        let sameKey = aaguid.filter { $0 != "-" }.lowercased() == hex(info.aaguid)
+        let sameKey = aaguid.filter { $0 != "-" }.lowercased() == Hex.string(info.aaguid)
         var samePort = true
         if case .udp(_, let port) = address { samePort = transport.hasSuffix(":\(port)") }
         guard sameKey && samePort else { return try terminalOperator(address: address, open: open, lookedFor: path) }

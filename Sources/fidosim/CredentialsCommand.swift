@@ -170,17 +170,10 @@ struct CredentialsCommand: ParsableCommand {
         }
 
         static func read(_ path: String) throws -> [UInt8] {
-            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw ValidationError("cannot open \(path): \(String(cString: strerror(errno)))") }
-            defer { close(fd) }
-            var out: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-                guard n >= 0 else { throw ValidationError("cannot read \(path): \(String(cString: strerror(errno)))") }
-                if n == 0 { return out }
-                out += buffer[0..<n]
-                guard out.count <= 64 << 20 else { throw ValidationError("\(path) is larger than 64 MiB") }
+            do {
+                return try KeyFiles.read(path)
+            } catch {
+                throw ValidationError(error.message)
             }
         }
     }

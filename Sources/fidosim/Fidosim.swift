@@ -1,4 +1,5 @@
 import ArgumentParser
+import HIDBridge
 
 @main
 struct Fidosim: ParsableCommand {
@@ -17,4 +18,16 @@ struct Fidosim: ParsableCommand {
         ],
         defaultSubcommand: nil
     )
+}
+
+struct ProfilesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "profiles", abstract: "List the built-in key profiles (serve --profile NAME).")
+
+    func run() throws {
+        for name in ProfileFile.builtInNames {
+            let file = try ProfileFile.load(name)
+            printLine("\(name): \(file.description)")
+        }
+    }
 }

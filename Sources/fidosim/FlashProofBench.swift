@@ -4,6 +4,7 @@ import CTAPCore
 import FlashStore
 import FlashStoreTesting
 import CTAPCoreTesting
+import HIDBridge
 
 #if canImport(Glibc)
     import Glibc

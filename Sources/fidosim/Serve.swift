@@ -10,10 +10,9 @@ import CUHID
 import Glibc
 #endif
 
-/// Where a virtual key's reports travel.
-enum TransportChoice: String, ExpressibleByArgument, CaseIterable {
-    case auto, udp, uhid, hid, gadget
-}
+extension TransportChoice: ExpressibleByArgument {}
+extension Durability: ExpressibleByArgument {}
+extension GeometryChoice: ExpressibleByArgument {}
 
 enum OnOff: String, ExpressibleByArgument, CaseIterable {
     case on, off
@@ -255,26 +254,11 @@ struct Serve: ParsableCommand {
         if let serial, serial.isEmpty || serial.utf8.count > 63 {
             throw ValidationError("--serial must be 1 to 63 bytes")
         }
-        if !Self.isLoopback(host) && !allowRemote {
+        if !KeyFactory.isLoopback(host) && !allowRemote {
             throw ValidationError(
                 "--host \(host) can be reached from other machines, and anyone who reaches the key can use it: "
                     + "add --allow-remote to mean it, or listen on 127.0.0.1")
         }
-    }
-
-    /// What differs between the keys of one `serve`.
-    struct KeySpec {
-        var name: String
-        var flash: String
-        var port: UInt16
-        var serial: String?
-        var control: String
-        var trace: String?
-        /// Nil: the transport's default (prompt where the desktop sees the key, approve on UDP).
-        var presence: String?
-        var uv: String
-        var enrolledFingers: Int
-        var profile: String
     }
 
     /// The keys to serve: from --config, else --keys copies of the command line's key.
@@ -283,7 +267,13 @@ struct Serve: ParsableCommand {
             name: name, flash: flash ?? KeyFiles.defaultImagePath(name: name), port: port, serial: serial,
             control: control ?? KeyFiles.defaultControlPath(name: name), trace: trace, presence: presence, uv: uv,
             enrolledFingers: enrolledFingers, profile: profile)
-        if let config { return try ServeConfig.load(config, base: base) }
+        if let config {
+            do {
+                return try ServeConfig.load(config, base: base)
+            } catch let error as KeySetupError {
+                throw ValidationError(error.message)
+            }
+        }
         guard keys > 1 else { return [base] }
         if let flash, flash != "memory" {
             throw ValidationError("with --keys, each key has its own image NAME-N.img; name images in a --config file")
@@ -295,19 +285,10 @@ struct Serve: ParsableCommand {
             spec.flash = flash ?? KeyFiles.defaultImagePath(name: spec.name)
             spec.port = port == 0 ? 0 : port &+ UInt16(i - 1)
             spec.serial = serial.map { "\($0)-\(i)" }
-            spec.control = control.map { $0 == "off" ? "off" : Self.numbered($0, i) } ?? KeyFiles.defaultControlPath(name: spec.name)
-            spec.trace = trace.map { Self.numbered($0, i) }
+            spec.control = control.map { $0 == "off" ? "off" : KeySpec.numbered($0, i) } ?? KeyFiles.defaultControlPath(name: spec.name)
+            spec.trace = trace.map { KeySpec.numbered($0, i) }
             return spec
         }
-    }
-
-    /// `dir/key.sock` → `dir/key-2.sock`.
-    static func numbered(_ path: String, _ i: Int) -> String {
-        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
-        if let dot = path[slash...].lastIndex(of: "."), dot > slash {
-            return String(path[..<dot]) + "-\(i)" + String(path[dot...])
-        }
-        return path + "-\(i)"
     }
 
     func run() throws {
@@ -338,11 +319,13 @@ struct Serve: ParsableCommand {
         }
         DeviceRunner.installSignalHandlers()
         var slots: [KeySlot] = []
+        let factory = keyFactory()
         for spec in specs {
             do {
-                slots.append(try makeSlot(spec, transport: chosen, several: specs.count > 1, logger: logger))
-            } catch let error as ExitCode {
-                throw error
+                slots.append(try factory.makeSlot(spec, transport: chosen, several: specs.count > 1, logger: logger))
+            } catch let error as KeyStartError where !error.aboutKey {
+                printError("fidosim: \(error)")
+                throw ExitCode(1)
             } catch {
                 printError("fidosim: \(spec.name): \(error)")
                 throw ExitCode(1)
@@ -361,126 +344,29 @@ struct Serve: ParsableCommand {
         DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications).run()
     }
 
-    /// Opens one key's image, device, authenticator, control socket and trace.
-    func makeSlot(_ spec: KeySpec, transport chosen: TransportChoice, several: Bool, logger: Logger) throws
-        -> KeySlot
-    {
-        let presenceArgument = spec.presence ?? (chosen == .udp ? "approve" : "prompt")
-        guard let mode = PresenceMode(argument: presenceArgument, approveDelay: .milliseconds(presenceDelay)) else {
-            throw ValidationError("\(spec.name): unknown presence '\(presenceArgument)'")
-        }
-        let profileFile = try ProfileFile.load(spec.profile)
-        var entropy = EntropySource.system
-        let persistent: PersistentKey
-        do {
-            persistent = try PersistentKey.open(
-                flash: spec.flash, geometry: flashGeometry, durability: durability, entropy: &entropy)
-            // Mounting decodes every record once; hand the freed heap pages back.
-            fidosim_trim_heap()
-        } catch {
-            printError("fidosim: \(error)")
-            throw ExitCode(1)
-        }
-        // The control socket exists before the device appears, so a client that sees the device can connect.
-        var server: ControlServer?
-        if spec.control != "off" {
-            do {
-                server = try ControlServer(path: spec.control)
-            } catch {
-                printError("fidosim: \(error)")
-                throw ExitCode(1)
-            }
-            printLine("fidosim: control socket \(spec.control)")
-        }
-        let device: any ReportTransport
-        do {
-            if chosen == .uhid {
-                let info = UHIDDeviceInfo(
-                    name: deviceName, vendorID: Self.parseID(vendorId) ?? 0, productID: Self.parseID(productId) ?? 0,
-                    serial: spec.serial ?? persistent.serial)
-                device = try UHIDTransport(path: uhidPath, info: info)
-            } else if chosen == .gadget {
-                let info = UHIDDeviceInfo(
-                    name: deviceName, vendorID: Self.parseID(vendorId) ?? 0, productID: Self.parseID(productId) ?? 0,
-                    serial: spec.serial ?? persistent.serial)
-                device = try GadgetTransport(name: spec.name, info: info, udc: udc)
-            } else if chosen == .hid, let board = self.device {
-                device = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
-            } else {
-                device = try UDPTransport(
-                    host: host, port: spec.port,
-                    policy: UDPKeyPolicy(
-                        anyUser: udpAnyUser, powerCycleDatagram: udpPowerCycle == .on, remote: allowRemote))
-                if !Self.isLoopback(host) {
-                    printError(
-                        "fidosim: warning: listening on udp \(host):\(spec.port): any machine that reaches this address "
-                            + "can use the key (no touch is asked in approve mode)")
-                }
-            }
-        } catch {
-            printError("fidosim: \(error.description)")
-            throw ExitCode(1)
-        }
-
-        // Every write goes through the fault switch of the control plane (a failed flash write on demand).
-        let storage = FaultInjectingStorage(persistent.storage)
-        // The kernel's uhid output queue holds 32 reports and never blocks the writer: a host that writes a longer
-        // message faster than this process reads loses reports. 1200 bytes (21 reports) is also what common
-        // hardware keys announce.
-        let messageSize = maxMsgSize ?? profileFile.maxMessageSize ?? (chosen == .uhid ? 1200 : 7609)
-        var configuration = AuthenticatorConfiguration(
-            resetWindowEnabled: resetWindow == .on, maxMessageSize: messageSize, minPinLengthRPIDs: minPinLengthRPs,
-            fingerprintSensor: spec.uv == "fingerprint", preEnrolledFingerprints: spec.enrolledFingers,
-            enterpriseAttestationRPIDs: enterpriseRPs, profile: profileFile.profile)
-        if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
-        if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }
-        var authenticator: Authenticator
-        do {
-            authenticator = try Authenticator(
-                configuration: configuration, storage: storage, entropy: entropy, now: .zero)
-            if profileFile.alwaysUv && !authenticator.storage.settings.alwaysUv {
-                try authenticator.setOptions(alwaysUv: true)
-            }
-        } catch {
-            throw ValidationError("cannot start the authenticator: \(error)")
-        }
-        if !enterpriseRPs.isEmpty && authenticator.storage.batchAttestation == nil {
-            printError(
-                "fidosim: --ep-rp: this key has no batch attestation, so it offers no enterprise attestation (ep) "
-                    + "until one is provisioned: fidosim attestation provision --name \(spec.name)")
-        }
-        // A key without CTAP2 lacks the CBOR capability; one without U2F says NMSG.
-        var capabilities = CTAPHIDConfiguration.capabilityWink
-        if profileFile.profile.speaksCTAP2 { capabilities |= CTAPHIDConfiguration.capabilityCBOR }
-        if !profileFile.profile.speaksU2F { capabilities |= CTAPHIDConfiguration.capabilityNMSG }
-        let hid = CTAPHIDMachine(
-            configuration: CTAPHIDConfiguration(capabilities: capabilities),
-            channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
-        var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
-        key.presenceTimeout = .seconds(presenceTimeout)
-        // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
-        let defaulted = spec.presence == nil && chosen != .udp ? ", the default on \(chosen.rawValue)" : ""
-        var named = several ? "key \(spec.name), " : ""
-        if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
-        printLine(
-            "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))")
-        if chosen != .udp, case .approve = mode {
-            printError(
-                "fidosim: warning: presence \(mode) on \(chosen.rawValue): any local program that can open the key "
-                    + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key")
-        }
-        // With several keys, the terminal's answer goes to the key that asked.
-        let slot = KeySlot(key: key, transport: device, logger: logger, control: server, name: spec.name)
-        if let trace = spec.trace {
-            do {
-                slot.tracer = try TraceWriter(path: trace)
-            } catch {
-                printError("fidosim: \(error)")
-                throw ExitCode(1)
-            }
-            printLine("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))")
-        }
-        return slot
+    /// The options every key of this `serve` shares.
+    func keyFactory() -> KeyFactory {
+        var factory = KeyFactory()
+        factory.presenceDelay = .milliseconds(presenceDelay)
+        factory.presenceTimeout = .seconds(presenceTimeout)
+        factory.flashGeometry = flashGeometry
+        factory.durability = durability
+        factory.uhidPath = uhidPath
+        factory.deviceName = deviceName
+        factory.vendorID = Self.parseID(vendorId) ?? 0
+        factory.productID = Self.parseID(productId) ?? 0
+        factory.udc = udc
+        factory.board = device
+        factory.hidBackend = hidBackend
+        factory.host = host
+        factory.udpAnyUser = udpAnyUser
+        factory.udpPowerCycle = udpPowerCycle == .on
+        factory.allowRemote = allowRemote
+        factory.maxMessageSize = maxMsgSize
+        factory.resetWindow = resetWindow == .on
+        factory.minPinLengthRPs = minPinLengthRPs
+        factory.enterpriseRPs = enterpriseRPs
+        return factory
     }
 
     /// Writes 0 to /proc/self/coredump_filter: a core of this process, if one is ever written, holds no mapping.
@@ -489,11 +375,6 @@ struct Serve: ParsableCommand {
         guard fd >= 0 else { return }
         _ = write(fd, "0x0\n", 4)
         close(fd)
-    }
-
-    /// Whether `host` is a loopback address (127.0.0.0/8 or `localhost`).
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host.hasPrefix("127.")
     }
 
     /// A 16-bit USB id from `0x1209` or `4617`.

@@ -242,8 +242,8 @@ let keepalive: UInt8 = 0xBB
 
     @Test func powerCycleDatagramIsTheDocumentedOne() {
         #expect(UDPTransport.powerCycleDatagram.count == 64)
-        #expect(UDPTransport.powerCycleDatagram.hexString.hasPrefix("ac1052ca"))
-        #expect(UDPTransport.powerCycleDatagram.hexString.hasSuffix("7250dc"))
+        #expect(Hex.string(UDPTransport.powerCycleDatagram).hasPrefix("ac1052ca"))
+        #expect(Hex.string(UDPTransport.powerCycleDatagram).hasSuffix("7250dc"))
     }
 }
 

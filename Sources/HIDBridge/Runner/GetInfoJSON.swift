@@ -23,7 +23,7 @@ public enum GetInfoJSON {
             guard let number = key.intValue else { continue }
             let name = names[number] ?? String(number)
             if number == 0x03, let bytes = value.bytesValue {
-                out[name] = .string(bytes.hexString)
+                out[name] = .string(Hex.string(bytes))
             } else {
                 out[name] = json(value: value)
             }

@@ -220,7 +220,7 @@ extension VirtualKey {
 
     /// `f1d0f1d0-5157-4e00-8a6e-000000000001`
     static func uuid(_ bytes: [UInt8]) -> String {
-        let hex = bytes.hexString
+        let hex = Hex.string(bytes)
         guard hex.count == 32 else { return hex }
         let c = Array(hex)
         return [c[0..<8], c[8..<12], c[12..<16], c[16..<20], c[20..<32]].map { String($0) }.joined(separator: "-")

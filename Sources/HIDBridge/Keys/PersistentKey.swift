@@ -1,7 +1,6 @@
-import ArgumentParser
+import CTAPCBOR
 import CTAPCore
 import FlashStore
-import HIDBridge
 
 #if canImport(Glibc)
 import Glibc
@@ -9,17 +8,17 @@ import Glibc
 
 /// The flash geometries a new image can have.
 /// What an acknowledged write survives (storage.md, "What survives what").
-enum Durability: String, ExpressibleByArgument, CaseIterable {
+package enum Durability: String, CaseIterable, Sendable {
     /// Written to the file (`pwrite`) before the answer: survives the process being killed, not a host crash.
     case process
     /// Also flushed to the disk (`fdatasync`) before the answer: survives a host crash or power loss too.
     case host
 }
 
-enum GeometryChoice: String, ExpressibleByArgument, CaseIterable {
+package enum GeometryChoice: String, CaseIterable, Sendable {
     case nrf52840, stm32l4, large
 
-    var geometry: FlashGeometry {
+    package var geometry: FlashGeometry {
         switch self {
         case .nrf52840: .nrf52840
         case .stm32l4: .stm32l4
@@ -29,9 +28,9 @@ enum GeometryChoice: String, ExpressibleByArgument, CaseIterable {
 }
 
 /// Where a key's files live.
-enum KeyFiles {
+package enum KeyFiles {
     /// `$XDG_DATA_HOME/fidosim`, else `~/.local/share/fidosim`.
-    static var dataDirectory: String {
+    package static var dataDirectory: String {
         if let xdg = getenv("XDG_DATA_HOME").map({ String(cString: $0) }), xdg.hasPrefix("/") {
             return xdg + "/fidosim"
         }
@@ -39,10 +38,10 @@ enum KeyFiles {
         return home + "/.local/share/fidosim"
     }
 
-    static func defaultImagePath(name: String) -> String { dataDirectory + "/" + name + ".img" }
+    package static func defaultImagePath(name: String) -> String { dataDirectory + "/" + name + ".img" }
 
     /// `$XDG_RUNTIME_DIR/fidosim/NAME.sock`, else `~/.local/share/fidosim/NAME.sock`.
-    static func defaultControlPath(name: String) -> String {
+    package static func defaultControlPath(name: String) -> String {
         if let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") {
             return runtime + "/fidosim/" + name + ".sock"
         }
@@ -50,7 +49,7 @@ enum KeyFiles {
     }
 
     /// Creates `path` (absolute, or relative to the current directory) and its parents with mode 0700 where missing.
-    static func makeDirectories(_ path: String) throws(StorageError) {
+    package static func makeDirectories(_ path: String) throws(StorageError) {
         var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             current += "/" + component
@@ -60,9 +59,25 @@ enum KeyFiles {
         }
     }
 
+    /// The bytes of a small file (a profile, a `--config` file, a credential file): at most 64 MiB.
+    package static func read(_ path: String) throws(KeySetupError) -> [UInt8] {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw KeySetupError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            guard n >= 0 else { throw KeySetupError("cannot read \(path): \(String(cString: strerror(errno)))") }
+            if n == 0 { return out }
+            out += buffer[0..<n]
+            guard out.count <= 64 << 20 else { throw KeySetupError("\(path) is larger than 64 MiB") }
+        }
+    }
+
     /// Takes an exclusive lock on `path + ".lock"` for the life of the process, so two simulators never
     /// share one image.
-    static func lock(imagePath: String) throws(StorageError) {
+    package static func lock(imagePath: String) throws(StorageError) {
         let fd = open(imagePath + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StorageError("cannot create \(imagePath).lock: \(String(cString: strerror(errno)))") }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
@@ -74,18 +89,18 @@ enum KeyFiles {
 }
 
 /// The persistent state a `serve` starts from: a flash image, or memory.
-struct PersistentKey {
-    var storage: any AuthenticatorStorage
-    var serial: String
-    var summary: String
+package struct PersistentKey {
+    package var storage: any AuthenticatorStorage
+    package var serial: String
+    package var summary: String
 
-    static func open(
+    package static func open(
         flash: String, geometry: GeometryChoice?, durability: Durability = .process, entropy: inout EntropySource
     ) throws(StorageError) -> PersistentKey {
         if flash == "memory" {
             let serial = entropy.bytes(8)
             return PersistentKey(
-                storage: MemoryStorage(deviceSecret: entropy.bytes(32)), serial: hex(serial), summary: "memory")
+                storage: MemoryStorage(deviceSecret: entropy.bytes(32)), serial: Hex.string(serial, uppercase: true), summary: "memory")
         }
         let directory = String(flash.split(separator: "/", omittingEmptySubsequences: false).dropLast()
             .joined(separator: "/"))
@@ -113,12 +128,8 @@ struct PersistentKey {
         for line in storage.damage { printError("fidosim: \(flash): damage: \(line)") }
         let credentials = storage.residentCount
         return PersistentKey(
-            storage: storage, serial: hex(storage.serial),
+            storage: storage, serial: Hex.string(storage.serial, uppercase: true),
             summary: "\(flash), \(credentials) discoverable credential\(credentials == 1 ? "" : "s"), "
                 + "durability \(durability.rawValue)")
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String($0 >> 4, radix: 16) + String($0 & 0xF, radix: 16) }.joined().uppercased()
     }
 }

@@ -1,7 +1,6 @@
-import ArgumentParser
+import CTAPCBOR
 import CTAPCore
 import ControlProtocol
-import HIDBridge
 
 /// A key profile as a JSON file: the built-in ones (BuiltInProfiles.swift), or a user's own.
 ///
@@ -9,13 +8,13 @@ import HIDBridge
 /// "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid",
 /// "quirks": {"dropsDisplayName", "rejectsLargeLists", "forcedStatus": {"makeCredential": 40, …}}}`; every member
 /// but name is optional and defaults to fidosim's.
-struct ProfileFile {
-    var profile: KeyProfile
-    var description: String
-    var maxResidentCredentials: Int?
-    var maxMessageSize: Int?
-    var alwaysUv: Bool
-    var aaguid: [UInt8]?
+package struct ProfileFile {
+    package var profile: KeyProfile
+    package var description: String
+    package var maxResidentCredentials: Int?
+    package var maxMessageSize: Int?
+    package var alwaysUv: Bool
+    package var aaguid: [UInt8]?
 
     static let members: Set<String> = [
         "name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms",
@@ -33,18 +32,18 @@ struct ProfileFile {
     ]
 
     /// The names of the built-in profiles.
-    static var builtInNames: [String] { builtIn.keys.sorted() }
+    package static var builtInNames: [String] { builtIn.keys.sorted() }
 
     /// A built-in profile by name, or a file by path (anything with a '/' or ending in .json).
-    static func load(_ nameOrPath: String) throws -> ProfileFile {
+    package static func load(_ nameOrPath: String) throws -> ProfileFile {
         let source: String
         let text: [UInt8]
         if nameOrPath.contains("/") || nameOrPath.hasSuffix(".json") {
             source = nameOrPath
-            text = try CredentialsCommand.Import.read(nameOrPath)
+            text = try KeyFiles.read(nameOrPath)
         } else {
             guard let json = builtIn[nameOrPath] else {
-                throw ValidationError(
+                throw KeySetupError(
                     "no profile named \(nameOrPath); built in: \(builtInNames.joined(separator: ", ")), or give a path")
             }
             source = "\(nameOrPath) (built in)"
@@ -54,51 +53,51 @@ struct ProfileFile {
         do {
             document = try JSONParser.parse(text)
         } catch {
-            throw ValidationError("profile \(source) is not JSON: \(error)")
+            throw KeySetupError("profile \(source) is not JSON: \(error)")
         }
         do {
             return try parse(document)
-        } catch let error as ValidationError {
-            throw ValidationError("profile \(source): \(error.message)")
+        } catch let error as KeySetupError {
+            throw KeySetupError("profile \(source): \(error.message)")
         }
     }
 
-    static func parse(_ document: JSONValue) throws -> ProfileFile {
-        guard case .object(let fields) = document else { throw ValidationError("a profile is a JSON object") }
+    package static func parse(_ document: JSONValue) throws -> ProfileFile {
+        guard case .object(let fields) = document else { throw KeySetupError("a profile is a JSON object") }
         for key in fields.keys.sorted() where !members.contains(key) {
-            throw ValidationError("unknown member \"\(key)\"")
+            throw KeySetupError("unknown member \"\(key)\"")
         }
         func strings(_ key: String) throws -> [String]? {
             guard let value = fields[key] else { return nil }
             guard let list = value.arrayValue?.compactMap(\.stringValue), list.count == value.arrayValue?.count else {
-                throw ValidationError("\"\(key)\" must be an array of strings")
+                throw KeySetupError("\"\(key)\" must be an array of strings")
             }
             return list
         }
         func integer(_ key: String, _ range: ClosedRange<Int64>, in object: [String: JSONValue]? = nil) throws -> Int? {
             guard let value = (object ?? fields)[key] else { return nil }
             guard let n = value.integerValue, range.contains(n) else {
-                throw ValidationError("\"\(key)\" must be an integer from \(range.lowerBound) to \(range.upperBound)")
+                throw KeySetupError("\"\(key)\" must be an integer from \(range.lowerBound) to \(range.upperBound)")
             }
             return Int(n)
         }
         func flag(_ key: String, in object: [String: JSONValue]? = nil) throws -> Bool {
             guard let value = (object ?? fields)[key] else { return false }
-            guard let b = value.boolValue else { throw ValidationError("\"\(key)\" must be true or false") }
+            guard let b = value.boolValue else { throw KeySetupError("\"\(key)\" must be true or false") }
             return b
         }
-        guard let name = fields["name"]?.stringValue, !name.isEmpty else { throw ValidationError("\"name\" is missing") }
+        guard let name = fields["name"]?.stringValue, !name.isEmpty else { throw KeySetupError("\"name\" is missing") }
         var profile = KeyProfile(name: name)
         if let versions = try strings("versions") { profile.versions = versions }
         if let extensions = try strings("extensions") {
             for e in extensions where !KeyProfile.allExtensions.contains(e) {
-                throw ValidationError("unknown extension \"\(e)\"; fidosim has \(KeyProfile.allExtensions.joined(separator: ", "))")
+                throw KeySetupError("unknown extension \"\(e)\"; fidosim has \(KeyProfile.allExtensions.joined(separator: ", "))")
             }
             profile.extensions = extensions
         }
         if let value = fields["pinUvAuthProtocols"] {
             guard let list = value.arrayValue?.compactMap(\.integerValue), list.count == value.arrayValue?.count else {
-                throw ValidationError("\"pinUvAuthProtocols\" must be an array of integers")
+                throw KeySetupError("\"pinUvAuthProtocols\" must be an array of integers")
             }
             profile.pinUvAuthProtocols = list.map { Int($0) }
         }
@@ -107,24 +106,24 @@ struct ProfileFile {
                 switch name {
                 case "ES256": .es256
                 case "EdDSA": .edDSA
-                default: throw ValidationError("unknown algorithm \"\(name)\": use ES256 or EdDSA")
+                default: throw KeySetupError("unknown algorithm \"\(name)\": use ES256 or EdDSA")
                 }
             }
         }
         if let n = try integer("maxCredentialCountInList", 1...64) { profile.maxCredentialCountInList = n }
         if let value = fields["quirks"] {
-            guard case .object(let quirks) = value else { throw ValidationError("\"quirks\" must be an object") }
+            guard case .object(let quirks) = value else { throw KeySetupError("\"quirks\" must be an object") }
             for key in quirks.keys.sorted() where !["dropsDisplayName", "rejectsLargeLists", "forcedStatus"].contains(key) {
-                throw ValidationError("unknown quirk \"\(key)\"")
+                throw KeySetupError("unknown quirk \"\(key)\"")
             }
             profile.dropsDisplayName = try flag("dropsDisplayName", in: quirks)
             profile.rejectsLargeLists = try flag("rejectsLargeLists", in: quirks)
             if let forced = quirks["forcedStatus"] {
-                guard case .object(let map) = forced else { throw ValidationError("\"forcedStatus\" must be an object") }
+                guard case .object(let map) = forced else { throw KeySetupError("\"forcedStatus\" must be an object") }
                 for (command, status) in map {
-                    guard let byte = commandNames[command] else { throw ValidationError("unknown command \"\(command)\"") }
+                    guard let byte = commandNames[command] else { throw KeySetupError("unknown command \"\(command)\"") }
                     guard let code = status.integerValue, (0...255).contains(code) else {
-                        throw ValidationError("the status of \(command) must be 0 to 255")
+                        throw KeySetupError("the status of \(command) must be 0 to 255")
                     }
                     profile.forcedStatus[byte] = UInt8(code)
                 }
@@ -133,19 +132,19 @@ struct ProfileFile {
         // The behaviour follows the versions (CTAP 2.0's rules for a FIDO_2_0 key, …) unless "behaviour" says otherwise.
         profile.behaviour = .forVersions(profile.versions)
         if let value = fields["behaviour"] {
-            guard case .object(let members) = value else { throw ValidationError("\"behaviour\" must be an object") }
+            guard case .object(let members) = value else { throw KeySetupError("\"behaviour\" must be an object") }
             try parseBehaviour(members, into: &profile.behaviour)
         }
-        if let problem = profile.problem { throw ValidationError(problem) }
+        if let problem = profile.problem { throw KeySetupError(problem) }
         var aaguid: [UInt8]?
         if let text = fields["aaguid"]?.stringValue {
             let hex = String(text.filter { $0 != "-" })
-            guard hex.count == 32, let bytes = AttestationCommand.Provision.bytes(hex: hex) else {
-                throw ValidationError("\"aaguid\" must be 32 hex digits (dashes allowed)")
+            guard hex.count == 32, let bytes = Hex.bytes(hex) else {
+                throw KeySetupError("\"aaguid\" must be 32 hex digits (dashes allowed)")
             }
             aaguid = bytes
         } else if fields["aaguid"] != nil {
-            throw ValidationError("\"aaguid\" must be a string")
+            throw KeySetupError("\"aaguid\" must be a string")
         }
         return ProfileFile(
             profile: profile, description: fields["description"]?.stringValue ?? "",
@@ -158,20 +157,20 @@ extension ProfileFile {
     /// The "behaviour" object: each member names one choice (firmware-spec/profiles.md).
     static func parseBehaviour(_ fields: [String: JSONValue], into behaviour: inout ProfileBehaviour) throws {
         for key in fields.keys.sorted() where !behaviourMembers.contains(key) {
-            throw ValidationError("unknown behaviour \"\(key)\"; known: \(behaviourMembers.sorted().joined(separator: ", "))")
+            throw KeySetupError("unknown behaviour \"\(key)\"; known: \(behaviourMembers.sorted().joined(separator: ", "))")
         }
         func choice<T: RawRepresentable & CaseIterable>(_ key: String, _ type: T.Type) throws -> T?
         where T.RawValue == String {
             guard let value = fields[key] else { return nil }
             guard let text = value.stringValue, let parsed = T(rawValue: text) else {
                 let names = T.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
-                throw ValidationError("behaviour \"\(key)\" must be one of \(names)")
+                throw KeySetupError("behaviour \"\(key)\" must be one of \(names)")
             }
             return parsed
         }
         func flag(_ key: String) throws -> Bool? {
             guard let value = fields[key] else { return nil }
-            guard let b = value.boolValue else { throw ValidationError("behaviour \"\(key)\" must be true or false") }
+            guard let b = value.boolValue else { throw KeySetupError("behaviour \"\(key)\" must be true or false") }
             return b
         }
         if let v = try choice("pinToken", ProfileBehaviour.PinTokenModel.self) { behaviour.pinToken = v }
@@ -183,7 +182,7 @@ extension ProfileFile {
         if let v = try choice("optionRules", ProfileBehaviour.OptionRules.self) { behaviour.optionRules = v }
         if let value = fields["clientPinSubcommands"] {
             guard let list = value.arrayValue?.compactMap(\.integerValue), list.count == value.arrayValue?.count else {
-                throw ValidationError("behaviour \"clientPinSubcommands\" must be an array of integers")
+                throw KeySetupError("behaviour \"clientPinSubcommands\" must be an array of integers")
             }
             behaviour.clientPINSubcommands = list.map { Int($0) }
         }
@@ -192,17 +191,5 @@ extension ProfileFile {
         }
         if let v = try choice("setPinWhenSet", ProfileBehaviour.SetPINWhenSetStatus.self) { behaviour.setPINWhenSet = v }
         if let v = try choice("hmacSecretSaltLength", ProfileBehaviour.SaltLengthCheck.self) { behaviour.saltLength = v }
-    }
-}
-
-struct ProfilesCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "profiles", abstract: "List the built-in key profiles (serve --profile NAME).")
-
-    func run() throws {
-        for name in ProfileFile.builtInNames {
-            let file = try ProfileFile.load(name)
-            printLine("\(name): \(file.description)")
-        }
     }
 }

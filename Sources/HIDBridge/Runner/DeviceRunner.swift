@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CTAPCBOR
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -170,7 +171,7 @@ public final class KeySlot {
         case .report(let report):
             // An unplugged key hears nothing (UDP datagrams still arrive).
             if unpluggedUntil != nil { return }
-            logger.trace("report in: \(report.hexString)")
+            logger.trace("report in: \(Hex.string(report))")
             tracer?.report(report, fromHost: true)
             emit(key.receive(report: report, now: now))
         case .powerCycle:
@@ -273,7 +274,7 @@ public final class KeySlot {
             }
             switch output {
             case .report(let report):
-                logger.trace("report out: \(report.hexString)")
+                logger.trace("report out: \(Hex.string(report))")
                 tracer?.report(report, fromHost: false)
                 reports.append(report)
             case .traced(let message):
@@ -309,41 +310,6 @@ public final class KeySlot {
     }
 }
 
-extension Array where Element == UInt8 {
-    /// Bytes from a hex string; invalid digits are skipped (only used for constants).
-    init(hex: String) {
-        var bytes: [UInt8] = []
-        var high: UInt8?
-        for c in hex.utf8 {
-            let v: UInt8
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): v = c - UInt8(ascii: "A") + 10
-            default: continue
-            }
-            if let h = high {
-                bytes.append(h << 4 | v)
-                high = nil
-            } else {
-                high = v
-            }
-        }
-        self = bytes
-    }
-
-    /// Lower-case hex.
-    var hexString: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(count * 2)
-        for b in self {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0xF)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-}
 
 /// Writes a line to standard output at once (no stdio buffering), for status lines scripts wait for.
 public func printLine(_ line: String) {

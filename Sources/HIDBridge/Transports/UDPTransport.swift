@@ -1,3 +1,4 @@
+import CTAPCBOR
 import CUHID
 
 #if canImport(Glibc)
@@ -102,9 +103,9 @@ public final class UDPTransport: ReportTransport {
     public var descriptor: Int32 { fd }
 
     /// The exact datagram that power-cycles the key (solo1's simulation convention).
-    public static let powerCycleDatagram: [UInt8] = Array(
-        hex: "ac1052ca95e569de69e02ebff333485f13f9b2da34c5a8a340526697a9ab2e0b"
-            + "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc")
+    public static let powerCycleDatagram: [UInt8] = Hex.bytes(
+        "ac1052ca95e569de69e02ebff333485f13f9b2da34c5a8a340526697a9ab2e0b"
+            + "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc")!
 
     public var summary: String { "udp \(host):\(port)" }
 

@@ -1,43 +1,41 @@
-import ArgumentParser
 import ControlProtocol
-import HIDBridge
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// The `--config` file of `serve`: one entry per key.
-enum ServeConfig {
+package enum ServeConfig {
     static let members: Set<String> = [
         "name", "flash", "port", "serial", "control", "trace", "presence", "uv", "enrolledFingers", "profile",
     ]
 
-    static func load(_ path: String, base: Serve.KeySpec) throws -> [Serve.KeySpec] {
-        let bytes = try CredentialsCommand.Import.read(path)
+    package static func load(_ path: String, base: KeySpec) throws -> [KeySpec] {
+        let bytes = try KeyFiles.read(path)
         let document: JSONValue
         do {
             document = try JSONParser.parse(bytes)
         } catch {
-            throw ValidationError("\(path) is not JSON: \(error)")
+            throw KeySetupError("\(path) is not JSON: \(error)")
         }
         guard let entries = document["keys"]?.arrayValue, !entries.isEmpty, entries.count <= 16 else {
-            throw ValidationError("\(path): expected {\"keys\": [...]} with 1 to 16 keys")
+            throw KeySetupError("\(path): expected {\"keys\": [...]} with 1 to 16 keys")
         }
-        var specs: [Serve.KeySpec] = []
+        var specs: [KeySpec] = []
         for (i, entry) in entries.enumerated() {
             let at = "\(path): key \(i + 1)"
-            guard case .object(let fields) = entry else { throw ValidationError("\(at) is not an object") }
+            guard case .object(let fields) = entry else { throw KeySetupError("\(at) is not an object") }
             for key in fields.keys.sorted() where !members.contains(key) {
-                throw ValidationError("\(at): unknown member \"\(key)\"")
+                throw KeySetupError("\(at): unknown member \"\(key)\"")
             }
             func text(_ key: String) throws -> String? {
                 guard let value = fields[key] else { return nil }
-                guard let s = value.stringValue, !s.isEmpty else { throw ValidationError("\(at): \"\(key)\" must be a string") }
+                guard let s = value.stringValue, !s.isEmpty else { throw KeySetupError("\(at): \"\(key)\" must be a string") }
                 return s
             }
             var spec = base
             guard let name = try text("name"), name.utf8.allSatisfy({ $0 > 0x20 && $0 != UInt8(ascii: "/") }) else {
-                throw ValidationError("\(at): \"name\" must be a word without '/'")
+                throw KeySetupError("\(at): \"name\" must be a word without '/'")
             }
             spec.name = name
             // `--flash memory` on the command line holds for every key without its own; an image is per key.
@@ -48,17 +46,17 @@ enum ServeConfig {
             if let profile = try text("profile") { spec.profile = profile }
             if let presence = try text("presence") {
                 guard PresenceMode(argument: presence) != nil else {
-                    throw ValidationError("\(at): unknown presence \"\(presence)\"")
+                    throw KeySetupError("\(at): unknown presence \"\(presence)\"")
                 }
                 spec.presence = presence
             }
             if let uv = try text("uv") {
-                guard uv == "none" || uv == "fingerprint" else { throw ValidationError("\(at): \"uv\" is none or fingerprint") }
+                guard uv == "none" || uv == "fingerprint" else { throw KeySetupError("\(at): \"uv\" is none or fingerprint") }
                 spec.uv = uv
             }
             if let value = fields["port"] {
                 guard let port = value.integerValue, (0...65535).contains(port) else {
-                    throw ValidationError("\(at): \"port\" must be 0 to 65535")
+                    throw KeySetupError("\(at): \"port\" must be 0 to 65535")
                 }
                 spec.port = UInt16(port)
             } else if base.port != 0 {
@@ -66,14 +64,14 @@ enum ServeConfig {
             }
             if let value = fields["enrolledFingers"] {
                 guard let n = value.integerValue, (0...5).contains(n) else {
-                    throw ValidationError("\(at): \"enrolledFingers\" must be 0 to 5")
+                    throw KeySetupError("\(at): \"enrolledFingers\" must be 0 to 5")
                 }
                 spec.enrolledFingers = Int(n)
             }
             specs.append(spec)
         }
         let names = specs.map(\.name)
-        guard Set(names).count == names.count else { throw ValidationError("\(path): two keys have the same name") }
+        guard Set(names).count == names.count else { throw KeySetupError("\(path): two keys have the same name") }
         return specs
     }
 }

@@ -18,7 +18,7 @@ public struct TraceMessage: Equatable, Sendable {
     public var decoded: String {
         let channelText = "channel " + String(channel, radix: 16)
         if command == 0x03 {
-            return "\(fromHost ? "U2F request" : "U2F response") \(payload.hexString) (\(channelText))"
+            return "\(fromHost ? "U2F request" : "U2F response") \(Hex.string(payload)) (\(channelText))"
         }
         guard let first = payload.first else { return "CTAP2 (empty) (\(channelText))" }
         let head: String
@@ -95,7 +95,7 @@ public final class TraceWriter {
         case .jsonl:
             line([
                 "t": .integer(Int64(time / 1000)), "us": .integer(Int64(time)), "dir": fromHost ? "in" : "out",
-                "report": .string(report.hexString),
+                "report": .string(Hex.string(report)),
             ])
         case .pcapng:
             flush()
@@ -114,7 +114,7 @@ public final class TraceWriter {
             var fields: [String: JSONValue] = [
                 "t": .integer(Int64(Self.now() / 1000)), "dir": message.fromHost ? "in" : "out",
                 "type": message.fromHost ? "request" : "response", "channel": .integer(Int64(message.channel)),
-                "hidCommand": .integer(Int64(message.command)), "payload": .string(message.payload.hexString),
+                "hidCommand": .integer(Int64(message.command)), "payload": .string(Hex.string(message.payload)),
                 "decoded": .string(message.decoded),
             ]
             if message.command == 0x10, let first = message.payload.first {

@@ -1,0 +1,220 @@
+import CTAPCore
+import CTAPHID
+import FIDOClient
+import Logging
+
+#if canImport(Glibc)
+import CUHID
+import Glibc
+#endif
+
+/// Where a virtual key's reports travel.
+package enum TransportChoice: String, CaseIterable, Sendable {
+    case auto, udp, uhid, hid, gadget
+}
+
+/// What differs between the keys of one `serve`.
+package struct KeySpec: Sendable {
+    package var name: String
+    package var flash: String
+    package var port: UInt16
+    package var serial: String?
+    package var control: String
+    package var trace: String?
+    /// Nil: the transport's default (prompt where the desktop sees the key, approve on UDP).
+    package var presence: String?
+    package var uv: String
+    package var enrolledFingers: Int
+    package var profile: String
+
+    package init(
+        name: String, flash: String, port: UInt16, serial: String?, control: String, trace: String?, presence: String?,
+        uv: String, enrolledFingers: Int, profile: String
+    ) {
+        self.name = name
+        self.flash = flash
+        self.port = port
+        self.serial = serial
+        self.control = control
+        self.trace = trace
+        self.presence = presence
+        self.uv = uv
+        self.enrolledFingers = enrolledFingers
+        self.profile = profile
+    }
+
+    /// `dir/key.sock` → `dir/key-2.sock`.
+    package static func numbered(_ path: String, _ i: Int) -> String {
+        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
+        if let dot = path[slash...].lastIndex(of: "."), dot > slash {
+            return String(path[..<dot]) + "-\(i)" + String(path[dot...])
+        }
+        return path + "-\(i)"
+    }
+}
+
+/// Why a key did not start. `aboutKey`: the message is about the key's own settings (serve names the key before
+/// it); otherwise it names the file, socket or device it is about.
+package struct KeyStartError: Error, CustomStringConvertible {
+    package var message: String
+    package var aboutKey: Bool
+
+    package init(_ message: String, aboutKey: Bool = false) {
+        self.message = message
+        self.aboutKey = aboutKey
+    }
+
+    package var description: String { message }
+}
+
+/// Builds the keys `serve` runs from a ``KeySpec`` and the options every key of one `serve` shares: the image,
+/// the authenticator with its profile, the CTAPHID machine, the transport, the control socket and the trace.
+package struct KeyFactory {
+    package var presenceDelay: Duration = .milliseconds(200)
+    package var presenceTimeout: Duration = .seconds(30)
+    package var flashGeometry: GeometryChoice?
+    package var durability: Durability = .process
+    package var uhidPath = "/dev/uhid"
+    package var deviceName = "fidosim virtual FIDO2 key"
+    package var vendorID: UInt32 = 0x1209
+    package var productID: UInt32 = 0xF1D0
+    package var udc: String?
+    /// The bridge board's address (the `hid` transport).
+    package var board: String?
+    package var hidBackend = "hidraw"
+    package var host = "127.0.0.1"
+    package var udpAnyUser = false
+    package var udpPowerCycle = true
+    package var allowRemote = false
+    package var maxMessageSize: Int?
+    package var resetWindow = true
+    package var minPinLengthRPs: [String] = []
+    package var enterpriseRPs: [String] = []
+
+    package init() {}
+
+    /// Whether `host` is a loopback address (127.0.0.0/8 or `localhost`).
+    package static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host.hasPrefix("127.")
+    }
+
+    /// Opens one key's image, device, authenticator, control socket and trace.
+    package func makeSlot(_ spec: KeySpec, transport chosen: TransportChoice, several: Bool, logger: Logger) throws
+        -> KeySlot
+    {
+        let presenceArgument = spec.presence ?? (chosen == .udp ? "approve" : "prompt")
+        guard let mode = PresenceMode(argument: presenceArgument, approveDelay: presenceDelay) else {
+            throw KeyStartError("unknown presence '\(presenceArgument)'", aboutKey: true)
+        }
+        let profileFile: ProfileFile
+        do {
+            profileFile = try ProfileFile.load(spec.profile)
+        } catch {
+            throw KeyStartError("\(error)", aboutKey: true)
+        }
+        var entropy = EntropySource.system
+        let persistent: PersistentKey
+        do {
+            persistent = try PersistentKey.open(
+                flash: spec.flash, geometry: flashGeometry, durability: durability, entropy: &entropy)
+            // Mounting decodes every record once; hand the freed heap pages back.
+            fidosim_trim_heap()
+        } catch {
+            throw KeyStartError("\(error)")
+        }
+        // The control socket exists before the device appears, so a client that sees the device can connect.
+        var server: ControlServer?
+        if spec.control != "off" {
+            do {
+                server = try ControlServer(path: spec.control)
+            } catch {
+                throw KeyStartError("\(error)")
+            }
+            printLine("fidosim: control socket \(spec.control)")
+        }
+        let device: any ReportTransport
+        do {
+            if chosen == .uhid {
+                let info = UHIDDeviceInfo(
+                    name: deviceName, vendorID: vendorID, productID: productID, serial: spec.serial ?? persistent.serial)
+                device = try UHIDTransport(path: uhidPath, info: info)
+            } else if chosen == .gadget {
+                let info = UHIDDeviceInfo(
+                    name: deviceName, vendorID: vendorID, productID: productID, serial: spec.serial ?? persistent.serial)
+                device = try GadgetTransport(name: spec.name, info: info, udc: udc)
+            } else if chosen == .hid, let board {
+                device = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
+            } else {
+                device = try UDPTransport(
+                    host: host, port: spec.port,
+                    policy: UDPKeyPolicy(anyUser: udpAnyUser, powerCycleDatagram: udpPowerCycle, remote: allowRemote))
+                if !Self.isLoopback(host) {
+                    printError(
+                        "fidosim: warning: listening on udp \(host):\(spec.port): any machine that reaches this address "
+                            + "can use the key (no touch is asked in approve mode)")
+                }
+            }
+        } catch {
+            throw KeyStartError(error.description)
+        }
+
+        // Every write goes through the fault switch of the control plane (a failed flash write on demand).
+        let storage = FaultInjectingStorage(persistent.storage)
+        // The kernel's uhid output queue holds 32 reports and never blocks the writer: a host that writes a longer
+        // message faster than this process reads loses reports. 1200 bytes (21 reports) is also what common
+        // hardware keys announce.
+        let messageSize = maxMessageSize ?? profileFile.maxMessageSize ?? (chosen == .uhid ? 1200 : 7609)
+        var configuration = AuthenticatorConfiguration(
+            resetWindowEnabled: resetWindow, maxMessageSize: messageSize, minPinLengthRPIDs: minPinLengthRPs,
+            fingerprintSensor: spec.uv == "fingerprint", preEnrolledFingerprints: spec.enrolledFingers,
+            enterpriseAttestationRPIDs: enterpriseRPs, profile: profileFile.profile)
+        if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
+        if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }
+        var authenticator: Authenticator
+        do {
+            authenticator = try Authenticator(
+                configuration: configuration, storage: storage, entropy: entropy, now: .zero)
+            if profileFile.alwaysUv && !authenticator.storage.settings.alwaysUv {
+                try authenticator.setOptions(alwaysUv: true)
+            }
+        } catch {
+            throw KeyStartError("cannot start the authenticator: \(error)", aboutKey: true)
+        }
+        if !enterpriseRPs.isEmpty && authenticator.storage.batchAttestation == nil {
+            printError(
+                "fidosim: --ep-rp: this key has no batch attestation, so it offers no enterprise attestation (ep) "
+                    + "until one is provisioned: fidosim attestation provision --name \(spec.name)")
+        }
+        // A key without CTAP2 lacks the CBOR capability; one without U2F says NMSG.
+        var capabilities = CTAPHIDConfiguration.capabilityWink
+        if profileFile.profile.speaksCTAP2 { capabilities |= CTAPHIDConfiguration.capabilityCBOR }
+        if !profileFile.profile.speaksU2F { capabilities |= CTAPHIDConfiguration.capabilityNMSG }
+        let hid = CTAPHIDMachine(
+            configuration: CTAPHIDConfiguration(capabilities: capabilities),
+            channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
+        var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
+        key.presenceTimeout = presenceTimeout
+        // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
+        let defaulted = spec.presence == nil && chosen != .udp ? ", the default on \(chosen.rawValue)" : ""
+        var named = several ? "key \(spec.name), " : ""
+        if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
+        printLine(
+            "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))")
+        if chosen != .udp, case .approve = mode {
+            printError(
+                "fidosim: warning: presence \(mode) on \(chosen.rawValue): any local program that can open the key "
+                    + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key")
+        }
+        // With several keys, the terminal's answer goes to the key that asked.
+        let slot = KeySlot(key: key, transport: device, logger: logger, control: server, name: spec.name)
+        if let trace = spec.trace {
+            do {
+                slot.tracer = try TraceWriter(path: trace)
+            } catch {
+                throw KeyStartError("\(error)")
+            }
+            printLine("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))")
+        }
+        return slot
+    }
+}
