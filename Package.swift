@@ -81,10 +81,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "Benchmark",
+            dependencies: [
+                "CTAPCBOR", "CTAPCore", "CTAPHID", "CUHID", "FlashStore", "FIDOClient", "HIDBridge",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation", "FlashStoreTesting", "CTAPCoreTesting",
+                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation", "FlashStoreTesting", "CTAPCoreTesting",
                 "FIDOClient", "Conformance", "CUHID",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -139,42 +139,19 @@ public final class CTAPHIDClient {
     {
         let want = cid ?? self.cid
         let start = Self.nowMs()
-        var message: HIDMessage?
-        var expected = 0
-        var nextSequence: UInt8 = 0
+        var assembler = HIDMessageAssembler(channel: want)
         while true {
             let left = Double(timeoutMs) - (Self.nowMs() - start)
             guard left > 0, let report = try channel.receive(timeoutMs: Int(left.rounded(.up))) else {
                 throw .timeout("an answer on channel \(String(want, radix: 16))")
             }
-            guard report.count >= 5 else { continue }
-            let reportCID = UInt32(report[0]) << 24 | UInt32(report[1]) << 16 | UInt32(report[2]) << 8 | UInt32(report[3])
-            guard reportCID == want else { continue }
-            if report[4] & 0x80 != 0 {
-                guard report.count >= 7 else { throw .malformed("an initialization packet of \(report.count) bytes") }
-                let length = Int(report[5]) << 8 | Int(report[6])
-                guard length <= Self.maxPayload else {
-                    throw .malformed("a message of \(length) bytes declared (at most \(Self.maxPayload))")
-                }
-                if report[4] == HIDCommand.keepalive {
-                    // A short report may end before the status byte its length announces.
-                    let status = length > 0 && report.count > 7 ? report[7] : 0
-                    keepalives.append((status, Self.nowMs()))
-                    onKeepalive?(status)
-                    continue
-                }
-                message = HIDMessage(channel: reportCID, command: report[4], payload: Array(report[7...].prefix(length)))
-                expected = length
-                nextSequence = 0
-            } else {
-                guard message != nil else { throw .malformed("a continuation packet before any initialization packet") }
-                guard report[4] == nextSequence else {
-                    throw .malformed("continuation sequence \(report[4]) where \(nextSequence) was due")
-                }
-                message!.payload += report[5...].prefix(expected - message!.payload.count)
-                nextSequence &+= 1
+            switch try assembler.add(report) {
+            case .pending: continue
+            case .keepalive(let status):
+                keepalives.append((status, Self.nowMs()))
+                onKeepalive?(status)
+            case .message(let message): return message
             }
-            if let done = message, done.payload.count >= expected { return done }
         }
     }
 
@@ -209,4 +186,60 @@ public final class CTAPHIDClient {
 public func randomBytes(_ count: Int) -> [UInt8] {
     var generator = SystemRandomNumberGenerator()
     return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+}
+
+/// Reassembles the answer on one channel from the reports a key sends: reports of other channels are passed over,
+/// keepalives are handed back as they come, and the message when its last report is in.
+public struct HIDMessageAssembler: Sendable {
+    public enum Step: Equatable, Sendable {
+        /// Nothing yet: another channel's report, or a part of the message.
+        case pending
+        /// A KEEPALIVE with its status byte.
+        case keepalive(UInt8)
+        /// The whole message.
+        case message(HIDMessage)
+    }
+
+    public let channel: UInt32
+    var message: HIDMessage?
+    var expected = 0
+    var nextSequence: UInt8 = 0
+
+    public init(channel: UInt32) {
+        self.channel = channel
+    }
+
+    /// The channel a report is on; nil for one too short to have a command byte.
+    public static func channel(of report: [UInt8]) -> UInt32? {
+        report.count >= 5 ? UInt32(report[0]) << 24 | UInt32(report[1]) << 16 | UInt32(report[2]) << 8 | UInt32(report[3]) : nil
+    }
+
+    /// Takes one report; throws on one that cannot belong to a well-formed answer on this channel.
+    public mutating func add(_ report: [UInt8]) throws(ClientError) -> Step {
+        guard Self.channel(of: report) == channel else { return .pending }
+        if report[4] & 0x80 != 0 {
+            guard report.count >= 7 else { throw .malformed("an initialization packet of \(report.count) bytes") }
+            let length = Int(report[5]) << 8 | Int(report[6])
+            guard length <= CTAPHIDClient.maxPayload else {
+                throw .malformed("a message of \(length) bytes declared (at most \(CTAPHIDClient.maxPayload))")
+            }
+            if report[4] == HIDCommand.keepalive {
+                // A short report may end before the status byte its length announces.
+                return .keepalive(length > 0 && report.count > 7 ? report[7] : 0)
+            }
+            message = HIDMessage(channel: channel, command: report[4], payload: Array(report[7...].prefix(length)))
+            expected = length
+            nextSequence = 0
+        } else {
+            guard message != nil else { throw .malformed("a continuation packet before any initialization packet") }
+            guard report[4] == nextSequence else {
+                throw .malformed("continuation sequence \(report[4]) where \(nextSequence) was due")
+            }
+            message!.payload += report[5...].prefix(expected - message!.payload.count)
+            nextSequence &+= 1
+        }
+        guard let done = message, done.payload.count >= expected else { return .pending }
+        message = nil
+        return .message(done)
+    }
 }

@@ -4,6 +4,7 @@ import CTAPCore
 import FlashStore
 import FlashStoreTesting
 import CTAPCoreTesting
+import Benchmark
 import HIDBridge
 
 #if canImport(Glibc)
@@ -24,9 +25,6 @@ enum TestGeometry: String, ExpressibleByArgument, CaseIterable {
     }
 }
 
-func seconds(_ d: Duration) -> Double {
-    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-}
 
 extension FlashCommand {
     struct Proof: ParsableCommand {
@@ -285,46 +283,4 @@ extension FlashCommand {
                 + "p99 \(format2(percentile(latencies, 99))) ms")
         }
     }
-}
-
-func percentile(_ values: [Double], _ p: Double) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    let index = min(sorted.count - 1, Int((p / 100 * Double(sorted.count - 1)).rounded()))
-    return sorted[index]
-}
-
-func format1(_ x: Double) -> String { format(x, decimals: 1) }
-func format2(_ x: Double) -> String { format(x, decimals: 2) }
-
-func format(_ x: Double, decimals: Int) -> String {
-    var scale = 1.0
-    for _ in 0..<decimals { scale *= 10 }
-    let scaled = Int((x * scale).rounded())
-    let whole = scaled / Int(scale)
-    let fraction = abs(scaled % Int(scale))
-    let digits = String(fraction)
-    return "\(whole)." + String(repeating: "0", count: max(0, decimals - digits.count)) + digits
-}
-
-/// A flash device that counts what is programmed and erased, for write amplification.
-struct CountingFlash<Inner: FlashDevice>: FlashDevice {
-    var inner: Inner
-    var programmedBytes = 0
-    var erases = 0
-
-    init(_ inner: Inner) { self.inner = inner }
-
-    var geometry: FlashGeometry { inner.geometry }
-    func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] { try inner.read(offset: offset, count: count) }
-    mutating func program(offset: Int, bytes: [UInt8]) throws(FlashError) {
-        try inner.program(offset: offset, bytes: bytes)
-        programmedBytes += bytes.count
-    }
-    mutating func erase(page: Int) throws(FlashError) {
-        try inner.erase(page: page)
-        erases += 1
-    }
-    func eraseCount(page: Int) -> Int { inner.eraseCount(page: page) }
-    mutating func repower() { inner.repower() }
 }
