@@ -65,7 +65,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .target(name: "Conformance", dependencies: ["FIDOClient", "CTAPCBOR", "ControlProtocol"], swiftSettings: swiftSettings),
+        .target(name: "ControlClient", dependencies: ["ControlProtocol"], swiftSettings: swiftSettings),
+        .target(
+            name: "Conformance", dependencies: ["FIDOClient", "CTAPCBOR", "ControlProtocol", "ControlClient"],
+            swiftSettings: swiftSettings),
         .target(
             name: "CTAPCoreTesting",
             dependencies: [
@@ -93,7 +96,7 @@ let package = Package(
             name: "fidosim",
             dependencies: [
                 "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation", "FlashStoreTesting", "CTAPCoreTesting",
-                "FIDOClient", "Conformance", "CUHID",
+                "FIDOClient", "Conformance", "CUHID", "ControlClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

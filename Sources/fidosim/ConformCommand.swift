@@ -2,6 +2,7 @@ import CTAPCBOR
 import ArgumentParser
 import CTAPCore
 import Conformance
+import ControlClient
 import ControlProtocol
 import FIDOClient
 import HIDBridge
@@ -281,49 +282,6 @@ extension ConformCommand {
 extension String {
     var trimmingSpaces: String {
         String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
-    }
-}
-
-/// A fidosim key: touches approved, refused or held through its control socket, power cycles by command.
-final class ControlSocketOperator: DeviceOperator {
-    let access: SocketKeyAccess
-    let status: JSONValue?
-    let originalPresence: String?
-    var isAutomatic: Bool { true }
-
-    init(path: String) throws {
-        access = SocketKeyAccess(connection: try ControlConnection(path: path), timeout: 10)
-        status = try? access.request("status", .object([:]))
-        originalPresence = status?["presence"]?.stringValue
-        try approve()
-    }
-
-    func approve() throws {
-        _ = try access.request("presence", .object(["mode": "approve", "delayMs": 20]))
-    }
-
-    func touchNeeded(_ what: String) throws {}
-
-    func refuseNextTouch() throws {
-        _ = try access.request("presence", .object(["mode": "deny", "delayMs": 20]))
-    }
-
-    func holdTouch() throws {
-        _ = try access.request("presence", .object(["mode": "prompt"]))
-    }
-
-    func restore() throws { try approve() }
-
-    func powerCycle() throws {
-        _ = try access.request("powerCycle", .object([:]))
-    }
-
-    /// Back to the presence mode the key had before the run (the `presence` words of `status` start with it).
-    func finish() {
-        guard let original = originalPresence?.split(separator: " ").first.map(String.init),
-            ["approve", "deny", "prompt"].contains(original)
-        else { return }
-        _ = try? access.request("presence", .object(["mode": .string(original)]))
     }
 }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CTAPCore
 import CTAPHID
+import ControlClient
 import ControlProtocol
 import HIDBridge
 
@@ -205,15 +206,7 @@ struct SocketKeyAccess: KeyAccess {
     var timeout: Double = 30
 
     func request(_ command: String, _ params: JSONValue) throws -> JSONValue {
-        try connection.send(JSONValue.object(["id": 1, "command": .string(command), "params": params]).encoded)
-        let response = try connection.readMessage(timeout: timeout)
-        guard response["ok"] == true, let result = response["result"] else {
-            let error = response["error"]
-            throw KeyAccessError(
-                description:
-                    "\(error?["code"]?.stringValue ?? "error"): \(error?["message"]?.stringValue ?? response.encoded)")
-        }
-        return result
+        try connection.request(command, params, timeout: timeout)
     }
 }
 
