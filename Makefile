@@ -60,13 +60,15 @@ release: deps
 	$(SWIFT) build -c release --product fidosim
 
 # Power-cut proof of the flash store (release build): cut points, violations, wall time.
-flash-proof: release
-	.build/release/fidosim flash proof --geometry nrf52840 --cut-points 10000 --seeds 3500
-	.build/release/fidosim flash proof --geometry stm32l4 --cut-points 3000 --seeds 1000
+flash-proof: deps
+	$(SWIFT) build -c release --product fidosim-proof
+	.build/release/fidosim-proof proof --geometry nrf52840 --cut-points 10000 --seeds 3500
+	.build/release/fidosim-proof proof --geometry stm32l4 --cut-points 3000 --seeds 1000
 
 # Capacity, lifetime, mount time, getAssertion latency, write amplification (release build).
-flash-bench: release
-	.build/release/fidosim flash bench
+flash-bench: deps
+	$(SWIFT) build -c release --product fidosim-proof
+	.build/release/fidosim-proof bench
 
 # Throughput and latency against this machine's raw ES256 signing rate (release build).
 bench: release

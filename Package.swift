@@ -95,11 +95,19 @@ let package = Package(
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation", "FlashStoreTesting", "CTAPCoreTesting",
+                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation",
                 "FIDOClient", "Conformance", "CUHID", "ControlClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "fidosim-proof",
+            dependencies: [
+                "Benchmark", "CTAPCBOR", "CTAPCore", "CTAPCoreTesting", "FlashStore", "FlashStoreTesting", "HIDBridge",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),

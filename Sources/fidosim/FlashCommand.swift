@@ -3,7 +3,6 @@ import ControlProtocol
 import CTAPCBOR
 import CTAPCore
 import FlashStore
-import FlashStoreTesting
 import HIDBridge
 
 #if canImport(Glibc)
@@ -13,8 +12,8 @@ import Glibc
 struct FlashCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flash",
-        abstract: "Inspect flash images, and prove and measure the flash store.",
-        subcommands: [Inspect.self, Proof.self, Bench.self]
+        abstract: "Inspect flash images (the store's proof and measurements: fidosim-proof, make flash-proof).",
+        subcommands: [Inspect.self]
     )
 }
 

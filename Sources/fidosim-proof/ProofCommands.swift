@@ -25,8 +25,17 @@ enum TestGeometry: String, ExpressibleByArgument, CaseIterable {
     }
 }
 
+/// The flash store's power-cut proof and its measurements: a tool of this repository (`make flash-proof`,
+/// `make flash-bench`), apart from the fidosim binary so that it does not link the proofs' test support.
+@main
+struct FidosimProof: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fidosim-proof",
+        abstract: "Prove and measure fidosim's flash store (a tool of the repository; not part of the fidosim binary).",
+        subcommands: [Proof.self, Bench.self])
+}
 
-extension FlashCommand {
+extension FidosimProof {
     struct Proof: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Cut the power at every flash write of a workload, with every tear mode, and check nothing is lost.",
