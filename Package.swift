@@ -56,10 +56,11 @@ let package = Package(
         .systemLibrary(
             name: "CHIDAPI", path: "Sources/CHIDAPI", pkgConfig: "hidapi-hidraw", providers: [.apt(["libhidapi-dev"])]),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(name: "HIDAPIDevice", dependencies: ["CHIDAPI"], swiftSettings: swiftSettings),
         .target(
             name: "FIDOClient",
             dependencies: [
-                "CTAPCBOR", "CHIDAPI", "COpenSSL",
+                "CTAPCBOR", "HIDAPIDevice", "COpenSSL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
@@ -79,7 +80,7 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "ControlProtocol", "FIDOClient",
+                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "ControlProtocol", "HIDAPIDevice",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -87,7 +88,7 @@ let package = Package(
         .target(
             name: "Benchmark",
             dependencies: [
-                "CTAPCBOR", "CTAPCore", "CTAPHID", "CUHID", "FlashStore", "FIDOClient", "HIDBridge",
+                "CTAPCBOR", "CTAPCore", "CTAPHID", "CUHID", "FlashStore", "FIDOClient", "HIDAPIDevice", "HIDBridge",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -96,7 +97,7 @@ let package = Package(
             name: "fidosim",
             dependencies: [
                 "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation",
-                "FIDOClient", "Conformance", "CUHID", "ControlClient",
+                "FIDOClient", "Conformance", "CUHID", "ControlClient", "HIDAPIDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -125,7 +126,9 @@ let package = Package(
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
             name: "FIDOClientTests",
-            dependencies: ["FIDOClient", "CTAPCBOR", "Attestation", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "FIDOClient", "HIDAPIDevice", "CTAPCBOR", "Attestation", .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "CTAPCoreTests",

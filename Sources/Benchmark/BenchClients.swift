@@ -1,3 +1,4 @@
+import HIDAPIDevice
 import CTAPCBOR
 import CTAPCore
 import CTAPHID

@@ -13,57 +13,6 @@ public protocol ReportChannel: AnyObject {
     var name: String { get }
 }
 
-/// Where a key is: `udp:HOST:PORT`, `hid:/dev/hidrawN` (or any hidapi path), `hid:VID:PID` (hexadecimal) or
-/// `hid:auto`.
-public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
-    case udp(host: String, port: UInt16)
-    case hidPath(String)
-    case hidID(vendor: UInt16, product: UInt16)
-    case hidAuto
-
-    /// `VID:PID` in hexadecimal (`1209:f1d0`), or nil.
-    public static func parseVIDPID(_ text: some StringProtocol) -> (vendor: UInt16, product: UInt16)? {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts.allSatisfy({ (1...4).contains($0.count) }),
-            let vendor = UInt16(parts[0], radix: 16), let product = UInt16(parts[1], radix: 16)
-        else { return nil }
-        return (vendor, product)
-    }
-
-    /// `VID:PID` as four lowercase hex digits each.
-    public static func formatVIDPID(_ vendor: UInt16, _ product: UInt16) -> String {
-        func four(_ v: UInt16) -> String { Hex.string(UInt8(v >> 8)) + Hex.string(UInt8(v & 0xFF)) }
-        return four(vendor) + ":" + four(product)
-    }
-
-    public init(parsing text: String) throws(ClientError) {
-        if text == "hid:auto" {
-            self = .hidAuto
-        } else if text.hasPrefix("hid:"), let (vendor, product) = Self.parseVIDPID(text.dropFirst(4)) {
-            self = .hidID(vendor: vendor, product: product)
-        } else if text.hasPrefix("hid:"), text.count > 4 {
-            self = .hidPath(String(text.dropFirst(4)))
-        } else if text.hasPrefix("udp:"), let colon = text.lastIndex(of: ":"), colon > text.index(text.startIndex, offsetBy: 3) {
-            let host = String(text[text.index(text.startIndex, offsetBy: 4)..<colon])
-            guard !host.isEmpty, let port = UInt16(text[text.index(after: colon)...]), port > 0 else {
-                throw .transport("'\(text)': expected udp:HOST:PORT with a port from 1 to 65535")
-            }
-            self = .udp(host: host, port: port)
-        } else {
-            throw .transport("'\(text)': expected hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT")
-        }
-    }
-
-    public var description: String {
-        switch self {
-        case .udp(let host, let port): "udp:\(host):\(port)"
-        case .hidPath(let path): "hid:\(path)"
-        case .hidID(let vendor, let product): "hid:" + Self.formatVIDPID(vendor, product)
-        case .hidAuto: "hid:auto"
-        }
-    }
-}
-
 /// CTAPHID reports over UDP, one report per datagram (the convention of solo1's and Trezor's simulators).
 public final class UDPReportChannel: ReportChannel {
     let fd: Int32

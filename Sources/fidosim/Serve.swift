@@ -1,3 +1,4 @@
+import HIDAPIDevice
 import ArgumentParser
 import CTAPCore
 import CTAPHID

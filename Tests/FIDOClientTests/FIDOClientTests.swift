@@ -1,3 +1,4 @@
+@testable import HIDAPIDevice
 import Attestation
 import CTAPCBOR
 import Crypto
@@ -119,7 +120,7 @@ final class ScriptedChannel: ReportChannel {
         #expect(try DeviceAddress(parsing: "hid:1209:F1D0") == .hidID(vendor: 0x1209, product: 0xF1D0))
         #expect(try DeviceAddress(parsing: "hid:1209:F1D0").description == "hid:1209:f1d0")
         for bad in ["", "udp:host", "udp:host:0", "udp::80", "udp:h:99999", "hid:", "usb:1"] {
-            #expect(throws: ClientError.self, "\(bad)") { try DeviceAddress(parsing: bad) }
+            #expect(throws: HIDDeviceError.self, "\(bad)") { try DeviceAddress(parsing: bad) }
         }
     }
 }
@@ -278,11 +279,11 @@ final class ScriptedChannel: ReportChannel {
         let fd = open("\(node)/report_descriptor", O_WRONLY | O_CREAT, 0o644)
         #expect(Self.fido.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == Self.fido.count)
         close(fd)
-        #expect(HIDAPIReportChannel.usageFromSysfs(interface: "1-1:1.0", root: root).map { [$0.0, $0.1] } == [0xF1D0, 1])
+        #expect(HIDDevice.usageFromSysfs(interface: "1-1:1.0", root: root).map { [$0.0, $0.1] } == [0xF1D0, 1])
         // An interface without a bound driver, or a name that is not an interface's, has none.
-        #expect(HIDAPIReportChannel.usageFromSysfs(interface: "2-1:1.0", root: root) == nil)
-        #expect(HIDAPIReportChannel.usageFromSysfs(interface: "../1-1:1.0", root: root) == nil)
-        #expect(HIDAPIReportChannel.usageFromSysfs(interface: "", root: root) == nil)
+        #expect(HIDDevice.usageFromSysfs(interface: "2-1:1.0", root: root) == nil)
+        #expect(HIDDevice.usageFromSysfs(interface: "../1-1:1.0", root: root) == nil)
+        #expect(HIDDevice.usageFromSysfs(interface: "", root: root) == nil)
     }
 }
 
@@ -310,7 +311,7 @@ nonisolated(unsafe) private var scriptedReads: [[UInt8]] = []
     @Test func zeroLengthReportsAreSkippedNotTakenForATimeout() throws {
         let report = [UInt8](repeating: 0xAB, count: 64)
         scriptedReads = [[], report, [], [], report]
-        let channel = try HIDAPIReportChannel(path: "scripted", api: Self.api())
+        let channel = try HIDDevice(path: "scripted", api: Self.api())
         #expect(try channel.receive(timeoutMs: 1000) == report)
         #expect(try channel.receive(timeoutMs: 1000) == report)
         #expect(channel.zeroLengthReads == 3)

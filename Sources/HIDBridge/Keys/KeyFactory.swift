@@ -1,6 +1,6 @@
 import CTAPCore
 import CTAPHID
-import FIDOClient
+import HIDAPIDevice
 import Logging
 
 #if canImport(Glibc)

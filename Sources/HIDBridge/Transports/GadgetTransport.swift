@@ -1,4 +1,4 @@
-import FIDOClient
+import HIDAPIDevice
 
 #if canImport(Glibc)
 import Glibc

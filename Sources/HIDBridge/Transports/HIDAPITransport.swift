@@ -1,5 +1,5 @@
 import Dispatch
-import FIDOClient
+import HIDAPIDevice
 import Synchronization
 
 #if canImport(Glibc)
@@ -9,10 +9,10 @@ import Glibc
 /// A HID device opened through hidapi, shared by the reader thread (which reads) and the run loop (which writes).
 /// hidapi allows one thread to read while another writes to the same device, in both its backends.
 final class SharedHIDChannel: @unchecked Sendable {
-    let channel: HIDAPIReportChannel
+    let channel: HIDDevice
     let stopped = Atomic<Bool>(false)
 
-    init(_ channel: HIDAPIReportChannel) { self.channel = channel }
+    init(_ channel: HIDDevice) { self.channel = channel }
 }
 
 /// The key served through a real HID device opened with hidapi: a bridge board that relays 64-byte reports between
@@ -25,12 +25,12 @@ public final class HIDAPITransport: ReportTransport {
 
     /// Opens the board by `VID:PID` (hexadecimal) or by a hidapi path (`/dev/hidrawN`).
     public init(device: String, backend: HIDBackend = .hidraw) throws(TransportError) {
-        let channel: HIDAPIReportChannel
+        let channel: HIDDevice
         do {
             if let (vendor, product) = Self.parseVIDPID(device) {
-                channel = try HIDAPIReportChannel(vendorID: vendor, productID: product, backend: backend)
+                channel = try HIDDevice(vendorID: vendor, productID: product, backend: backend)
             } else {
-                channel = try HIDAPIReportChannel(path: device, backend: backend)
+                channel = try HIDDevice(path: device, backend: backend)
             }
         } catch {
             throw TransportError("--device \(device): \(error.description)")

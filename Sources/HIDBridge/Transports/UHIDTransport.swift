@@ -3,7 +3,7 @@ import Glibc
 #endif
 import CUHID
 import Dispatch
-import FIDOClient
+import HIDAPIDevice
 import Synchronization
 
 /// How the virtual key presents itself on the USB bus.

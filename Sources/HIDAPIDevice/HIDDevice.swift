@@ -4,6 +4,71 @@ import CHIDAPI
 import Glibc
 #endif
 
+/// Why a HID device cannot be listed, opened, read or written, or an address is not one.
+public struct HIDDeviceError: Error, Equatable, CustomStringConvertible {
+    public var message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Where a key is: `udp:HOST:PORT`, `hid:/dev/hidrawN` (or any hidapi path), `hid:VID:PID` (hexadecimal) or
+/// `hid:auto`.
+public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
+    case udp(host: String, port: UInt16)
+    case hidPath(String)
+    case hidID(vendor: UInt16, product: UInt16)
+    case hidAuto
+
+    /// `VID:PID` in hexadecimal (`1209:f1d0`), or nil.
+    public static func parseVIDPID(_ text: some StringProtocol) -> (vendor: UInt16, product: UInt16)? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ (1...4).contains($0.count) }),
+            let vendor = UInt16(parts[0], radix: 16), let product = UInt16(parts[1], radix: 16)
+        else { return nil }
+        return (vendor, product)
+    }
+
+    /// `VID:PID` as four lowercase hex digits each.
+    public static func formatVIDPID(_ vendor: UInt16, _ product: UInt16) -> String {
+        func four(_ v: UInt16) -> String {
+            let digits = String(v, radix: 16)
+            return String(repeating: "0", count: 4 - digits.count) + digits
+        }
+        return four(vendor) + ":" + four(product)
+    }
+
+    public init(parsing text: String) throws(HIDDeviceError) {
+        if text == "hid:auto" {
+            self = .hidAuto
+        } else if text.hasPrefix("hid:"), let (vendor, product) = Self.parseVIDPID(text.dropFirst(4)) {
+            self = .hidID(vendor: vendor, product: product)
+        } else if text.hasPrefix("hid:"), text.count > 4 {
+            self = .hidPath(String(text.dropFirst(4)))
+        } else if text.hasPrefix("udp:"), let colon = text.lastIndex(of: ":"), colon > text.index(text.startIndex, offsetBy: 3) {
+            let host = String(text[text.index(text.startIndex, offsetBy: 4)..<colon])
+            guard !host.isEmpty, let port = UInt16(text[text.index(after: colon)...]), port > 0 else {
+                throw HIDDeviceError("'\(text)': expected udp:HOST:PORT with a port from 1 to 65535")
+            }
+            self = .udp(host: host, port: port)
+        } else {
+            throw HIDDeviceError("'\(text)': expected hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .udp(let host, let port): "udp:\(host):\(port)"
+        case .hidPath(let path): "hid:\(path)"
+        case .hidID(let vendor, let product): "hid:" + Self.formatVIDPID(vendor, product)
+        case .hidAuto: "hid:auto"
+        }
+    }
+}
+
 /// Which hidapi backend opens HID devices: hidraw (linked) or libusb (loaded when asked for, because both
 /// libraries define the same symbols).
 public enum HIDBackend: String, Sendable, CaseIterable {
@@ -75,16 +140,16 @@ struct HIDAPI: @unchecked Sendable {
         openPath: { hid_open_path($0) }, write: { hid_write($0, $1, $2) },
         readTimeout: { hid_read_timeout($0, $1, $2, $3) }, close: { hid_close($0) })
 
-    static func load(_ backend: HIDBackend) throws(ClientError) -> HIDAPI {
+    static func load(_ backend: HIDBackend) throws(HIDDeviceError) -> HIDAPI {
         switch backend {
         case .hidraw:
             return .hidraw
         case .libusb:
             guard let handle = dlopen("libhidapi-libusb.so.0", RTLD_NOW | RTLD_LOCAL) else {
-                throw .transport("hidapi's libusb backend: \(String(cString: dlerror())) (install libhidapi-libusb0)")
+                throw HIDDeviceError("hidapi's libusb backend: \(String(cString: dlerror())) (install libhidapi-libusb0)")
             }
-            func symbol<T>(_ name: String, as type: T.Type) throws(ClientError) -> T {
-                guard let pointer = dlsym(handle, name) else { throw .transport("libhidapi-libusb has no \(name)") }
+            func symbol<T>(_ name: String, as type: T.Type) throws(HIDDeviceError) -> T {
+                guard let pointer = dlsym(handle, name) else { throw HIDDeviceError("libhidapi-libusb has no \(name)") }
                 return unsafeBitCast(pointer, to: type)
             }
             return HIDAPI(
@@ -123,8 +188,8 @@ struct HIDAPI: @unchecked Sendable {
     }
 }
 
-/// CTAPHID reports through a HID device opened with hidapi.
-public final class HIDAPIReportChannel: ReportChannel {
+/// A HID device opened with hidapi: 64-byte reports out and in, paced as a full-speed USB endpoint takes them.
+public final class HIDDevice {
     let api: HIDAPI
     let device: OpaquePointer
     public let name: String
@@ -135,7 +200,7 @@ public final class HIDAPIReportChannel: ReportChannel {
     /// hidapi's libusb backend (0.13) reports no usage page: reading the report descriptor would mean detaching the
     /// kernel's driver. Where usbhid has the interface, its sysfs node has the descriptor, so the usage comes from
     /// there (`/sys/bus/usb/devices/<path>/*/report_descriptor`, hidapi-libusb's path being the interface's name).
-    public static func devices(backend: HIDBackend = .hidraw, fidoOnly: Bool = true) throws(ClientError) -> [HIDDeviceInfo] {
+    public static func devices(backend: HIDBackend = .hidraw, fidoOnly: Bool = true) throws(HIDDeviceError) -> [HIDDeviceInfo] {
         var all = try HIDAPI.load(backend).devices()
         if backend == .libusb {
             for i in all.indices where all[i].usagePage == 0 {
@@ -162,15 +227,15 @@ public final class HIDAPIReportChannel: ReportChannel {
         return nil
     }
 
-    public convenience init(path: String, backend: HIDBackend = .hidraw) throws(ClientError) {
+    public convenience init(path: String, backend: HIDBackend = .hidraw) throws(HIDDeviceError) {
         try self.init(path: path, api: try HIDAPI.load(backend))
     }
 
-    init(path: String, api: HIDAPI) throws(ClientError) {
+    init(path: String, api: HIDAPI) throws(HIDDeviceError) {
         self.api = api
         _ = api.initialize()
         guard let device = api.openPath(path) else {
-            throw .transport("hid:\(path): cannot open it (\(String(cString: strerror(errno))); is it there, and may you read it?)")
+            throw HIDDeviceError("hid:\(path): cannot open it (\(String(cString: strerror(errno))); is it there, and may you read it?)")
         }
         self.device = device
         self.path = path
@@ -178,20 +243,20 @@ public final class HIDAPIReportChannel: ReportChannel {
     }
 
     /// Opens the first FIDO device hidapi lists.
-    public convenience init(auto backend: HIDBackend = .hidraw) throws(ClientError) {
+    public convenience init(auto backend: HIDBackend = .hidraw) throws(HIDDeviceError) {
         guard let first = try Self.devices(backend: backend).first else {
-            throw .transport("hid:auto: no HID device on the FIDO usage page 0xF1D0")
+            throw HIDDeviceError("hid:auto: no HID device on the FIDO usage page 0xF1D0")
         }
         try self.init(path: first.path, backend: backend)
     }
 
     /// The first device with this vendor and product ID, whatever its usage page (a bridge board is not on FIDO's).
-    public convenience init(vendorID: UInt16, productID: UInt16, backend: HIDBackend = .hidraw) throws(ClientError) {
+    public convenience init(vendorID: UInt16, productID: UInt16, backend: HIDBackend = .hidraw) throws(HIDDeviceError) {
         let matches = try Self.devices(backend: backend, fidoOnly: false).filter {
             $0.vendorID == vendorID && $0.productID == productID
         }
         guard let first = matches.first else {
-            throw .transport(
+            throw HIDDeviceError(
                 "no HID device \(String(vendorID, radix: 16)):\(String(productID, radix: 16)) (hidapi lists none with that ID)")
         }
         try self.init(path: first.path, backend: backend)
@@ -206,12 +271,12 @@ public final class HIDAPIReportChannel: ReportChannel {
     /// Reads that returned no bytes (timeouts and zero-length reports).
     public private(set) var zeroLengthReads = 0
 
-    public func send(_ report: [UInt8]) throws(ClientError) {
+    public func send(_ report: [UInt8]) throws(HIDDeviceError) {
         pacer.wait()
         // hidapi takes the report ID first: 0 for a device without numbered reports.
         let framed = [0] + report
         let written = framed.withUnsafeBufferPointer { api.write(device, $0.baseAddress, $0.count) }
-        guard written >= 0 else { throw .transport("\(name): write failed (unplugged?)") }
+        guard written >= 0 else { throw HIDDeviceError("\(name): write failed (unplugged?)") }
     }
 
     /// The next report, or nil when none came within `timeoutMs`.
@@ -219,7 +284,7 @@ public final class HIDAPIReportChannel: ReportChannel {
     /// hidapi returns 0 both for a timeout and for a zero-length report. Through the libusb backend a USB device
     /// can send zero-length packets (the Linux HID gadget on dummy_hcd follows each 64-byte report with one), and
     /// usbhid drops them, so they are skipped here too: only a read that waited out its time is a timeout.
-    public func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
+    public func receive(timeoutMs: Int) throws(HIDDeviceError) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 64)
         let deadline = ReportPacer.nowNs() + Double(max(0, timeoutMs)) * 1e6
         while true {
@@ -227,7 +292,7 @@ public final class HIDAPIReportChannel: ReportChannel {
             let count = buffer.withUnsafeMutableBufferPointer {
                 api.readTimeout(device, $0.baseAddress, $0.count, Int32(clamping: max(0, left)))
             }
-            guard count >= 0 else { throw .transport("\(name): read failed (unplugged?)") }
+            guard count >= 0 else { throw HIDDeviceError("\(name): read failed (unplugged?)") }
             if count > 0 { return Array(buffer[0..<Int(count)]) }
             zeroLengthReads += 1
             if left <= 0 || ReportPacer.nowNs() >= deadline { return nil }
