@@ -32,6 +32,7 @@ let package = Package(
         .target(name: "CTAPCBOR", swiftSettings: swiftSettings),
         .target(name: "ControlProtocol", swiftSettings: swiftSettings),
         .target(name: "FlashStore", swiftSettings: swiftSettings),
+        .target(name: "FlashImage", dependencies: ["FlashStore"], swiftSettings: swiftSettings),
         .target(name: "FlashStoreTesting", dependencies: ["FlashStore"], swiftSettings: swiftSettings),
         .target(name: "CTAPHID", swiftSettings: swiftSettings),
         .target(
@@ -80,7 +81,7 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "ControlProtocol", "HIDAPIDevice",
+                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "ControlProtocol", "FlashImage", "HIDAPIDevice",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -88,7 +89,7 @@ let package = Package(
         .target(
             name: "Benchmark",
             dependencies: [
-                "CTAPCBOR", "CTAPCore", "CTAPHID", "CUHID", "FlashStore", "FIDOClient", "HIDAPIDevice", "HIDBridge",
+                "CTAPCBOR", "CTAPCore", "CTAPHID", "CUHID", "FlashImage", "FlashStore", "FIDOClient", "HIDAPIDevice", "HIDBridge",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -96,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashStore", "ControlProtocol", "Attestation",
+                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashImage", "FlashStore", "ControlProtocol", "Attestation",
                 "FIDOClient", "Conformance", "CUHID", "ControlClient", "HIDAPIDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -107,7 +108,8 @@ let package = Package(
         .executableTarget(
             name: "fidosim-proof",
             dependencies: [
-                "Benchmark", "CTAPCBOR", "CTAPCore", "CTAPCoreTesting", "FlashStore", "FlashStoreTesting", "HIDBridge",
+                "Benchmark", "CTAPCBOR", "CTAPCore", "CTAPCoreTesting", "FlashImage", "FlashStore", "FlashStoreTesting",
+                "HIDBridge",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -123,6 +125,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "FlashStoreTests", dependencies: ["FlashStore", "FlashStoreTesting"], swiftSettings: swiftSettings),
+        .testTarget(name: "FlashImageTests", dependencies: ["FlashImage", "FlashStore"], swiftSettings: swiftSettings),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
             name: "FIDOClientTests",

@@ -1,3 +1,4 @@
+import FlashImage
 import HIDAPIDevice
 import CTAPCBOR
 import CTAPCore

@@ -123,7 +123,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
     /// Arms a power cut at the `k`-th next mutation (1 is the very next program or erase).
     /// Sets bytes to what another copy of the flash holds (a file that refused a write), outside the NOR rules:
     /// the flash is then as a power cut during that write would have left it.
-    mutating func restore(offset: Int, bytes data: [UInt8]) {
+    package mutating func restore(offset: Int, bytes data: [UInt8]) {
         guard offset >= 0, offset + data.count <= bytes.count else { return }
         bytes.replaceSubrange(offset..<offset + data.count, with: data)
     }

@@ -471,13 +471,13 @@ extension Array where Element == UInt8 {
 
     func readLE16(_ at: Int) -> UInt16 { UInt16(self[at]) | UInt16(self[at + 1]) << 8 }
 
-    func readLE32(_ at: Int) -> UInt32 {
+    package func readLE32(_ at: Int) -> UInt32 {
         UInt32(self[at]) | UInt32(self[at + 1]) << 8 | UInt32(self[at + 2]) << 16 | UInt32(self[at + 3]) << 24
     }
 }
 
 extension UInt32 {
-    var littleEndianBytes: [UInt8] {
+    package var littleEndianBytes: [UInt8] {
         [
             UInt8(truncatingIfNeeded: self), UInt8(truncatingIfNeeded: self >> 8),
             UInt8(truncatingIfNeeded: self >> 16), UInt8(truncatingIfNeeded: self >> 24),

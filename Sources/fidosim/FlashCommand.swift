@@ -1,3 +1,4 @@
+import FlashImage
 import ArgumentParser
 import ControlProtocol
 import CTAPCBOR

@@ -1,6 +1,7 @@
 // libFuzzer target: whole flash image files, header included, through the path every command takes to open one
 // (FileFlash.open, then a mount of the store in memory, as `flash inspect` does). Compiled together with
-// Sources/FlashStore. A header is untrusted: nothing may trap, hang or allocate more than the file can hold.
+// Sources/FlashStore and Sources/FlashImage. A header is untrusted: nothing may trap, hang or allocate more than
+// the file can hold.
 
 #if canImport(Glibc)
     import Glibc

@@ -57,7 +57,10 @@ fuzz_flags=(-sanitize=fuzzer,address -parse-as-library -O -package-name fidosim)
 
 # One module whose sources contain the driver: CTAPCBOR, CTAPHID, FlashStore, ControlProtocol.
 build_single() { # $1 target, $2 module
-    "$swiftc" "${fuzz_flags[@]}" -wmo -module-name "$2" Sources/"$2"/*.swift "tools/fuzz/$1.swift" -o "$out/$1"
+    local sources=(Sources/"$2"/*.swift)
+    # The image file (FlashImage) is compiled into the store's module here: one instrumented module.
+    [ "$1" = flashimage ] && sources+=(Sources/FlashImage/*.swift)
+    "$swiftc" "${fuzz_flags[@]}" -wmo -module-name "$2" "${sources[@]}" "tools/fuzz/$1.swift" -o "$out/$1"
 }
 
 # The authenticator: CTAPCBOR, FlashStore and CTAPCore instrumented, each its own module, linked with

@@ -1,3 +1,4 @@
+import FlashImage
 import CTAPCBOR
 import CTAPCore
 import FlashStore

@@ -1,4 +1,6 @@
-// The only file of FlashStore that does I/O: a flash image kept in a file. Everything else is pure.
+// A flash image kept in a file: the FlashImage target, the I/O beside the pure FlashStore.
+import FlashStore
+
 #if canImport(Glibc)
     import Glibc
 

@@ -1,3 +1,4 @@
+import FlashImage
 import FlashStore
 import Testing
 
