@@ -54,6 +54,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .systemLibrary(name: "CUHID", path: "Sources/CUHID"),
+        .systemLibrary(name: "CDatagrams", path: "Sources/CDatagrams"),
+        .systemLibrary(name: "CProcessControl", path: "Sources/CProcessControl"),
         .systemLibrary(
             name: "CHIDAPI", path: "Sources/CHIDAPI", pkgConfig: "hidapi-hidraw", providers: [.apt(["libhidapi-dev"])]),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
@@ -81,7 +83,8 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "ControlProtocol", "FlashImage", "HIDAPIDevice",
+                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl", "ControlProtocol", "FlashImage",
+                "HIDAPIDevice",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -89,7 +92,8 @@ let package = Package(
         .target(
             name: "Benchmark",
             dependencies: [
-                "CTAPCBOR", "CTAPCore", "CTAPHID", "CUHID", "FlashImage", "FlashStore", "FIDOClient", "HIDAPIDevice", "HIDBridge",
+                "CTAPCBOR", "CTAPCore", "CTAPHID", "CProcessControl", "FlashImage", "FlashStore", "FIDOClient", "HIDAPIDevice",
+                "HIDBridge",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -98,7 +102,7 @@ let package = Package(
             name: "fidosim",
             dependencies: [
                 "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashImage", "FlashStore", "ControlProtocol", "Attestation",
-                "FIDOClient", "Conformance", "CUHID", "ControlClient", "HIDAPIDevice",
+                "FIDOClient", "Conformance", "CProcessControl", "ControlClient", "HIDAPIDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

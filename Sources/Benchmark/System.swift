@@ -5,7 +5,7 @@ import Foundation
 #endif
 
 #if canImport(Glibc)
-import CUHID
+import CProcessControl
 import Glibc
 #endif
 

@@ -7,7 +7,7 @@ import HIDBridge
 import Logging
 
 #if canImport(Glibc)
-import CUHID
+import CProcessControl
 import Glibc
 #endif
 

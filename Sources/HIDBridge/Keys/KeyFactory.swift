@@ -4,7 +4,7 @@ import HIDAPIDevice
 import Logging
 
 #if canImport(Glibc)
-import CUHID
+import CProcessControl
 import Glibc
 #endif
 

@@ -1,5 +1,5 @@
 import CTAPCBOR
-import CUHID
+import CDatagrams
 
 #if canImport(Glibc)
 import Glibc
