@@ -118,7 +118,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR"], swiftSettings: swiftSettings),
+        .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR", "FlashStore"], swiftSettings: swiftSettings),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AttestationTests",

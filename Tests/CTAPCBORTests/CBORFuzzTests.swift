@@ -1,4 +1,5 @@
 import CTAPCBOR
+import FlashStore
 import Testing
 
 @Suite("Decoder fuzzing")

@@ -57,9 +57,11 @@ fuzz_flags=(-sanitize=fuzzer,address -parse-as-library -O -package-name fidosim)
 
 # One module whose sources contain the driver: CTAPCBOR, CTAPHID, FlashStore, ControlProtocol.
 build_single() { # $1 target, $2 module
-    local sources=(Sources/"$2"/*.swift)
+    local sources
+    mapfile -t sources < <(find Sources/"$2" -name '*.swift' | sort)
     # The image file (FlashImage) is compiled into the store's module here: one instrumented module.
     [ "$1" = flashimage ] && sources+=(Sources/FlashImage/*.swift)
+    [ ${#sources[@]} -gt 0 ] || return 1
     "$swiftc" "${fuzz_flags[@]}" -wmo -module-name "$2" "${sources[@]}" "tools/fuzz/$1.swift" -o "$out/$1"
 }
 
@@ -89,7 +91,7 @@ build_authenticator() {
     for module in CTAPCBOR FlashStore CTAPCore; do
         "$swiftc" "${fuzz_flags[@]}" -module-name "$module" -I "$mods" -I "$deps/Modules" -wmo \
             -emit-module -emit-module-path "$mods/$module.swiftmodule" -emit-object -o "$mods/$module.o" \
-            Sources/"$module"/*.swift || return 1
+            $(find Sources/"$module" -name '*.swift' | sort) || return 1
     done
     rm -f "$mods/libcryptodeps.a"
     find "$deps/Crypto.build" "$deps/_CryptoExtras.build" "$deps/CryptoExtras.build" "$deps/CCryptoBoringSSL.build" \

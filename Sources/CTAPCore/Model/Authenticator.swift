@@ -260,7 +260,7 @@ public struct Authenticator: Sendable {
     mutating func newPrivateKey() -> P256.Signing.PrivateKey {
         while true {
             var raw = entropy.bytes(32)
-            defer { wipe(&raw) }
+            defer { raw.wipe() }
             if let key = try? P256.Signing.PrivateKey(rawRepresentation: raw) { return key }
         }
     }
@@ -280,7 +280,7 @@ public struct Authenticator: Sendable {
         case .es256: return SigningKey(newPrivateKey())
         case .edDSA:
             var seed = entropy.bytes(32)
-            defer { wipe(&seed) }
+            defer { seed.wipe() }
             return try SigningKey(raw: seed, algorithm: .edDSA)
         }
     }

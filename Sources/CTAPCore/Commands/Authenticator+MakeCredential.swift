@@ -172,7 +172,7 @@ extension Authenticator {
     mutating func finishMakeCredential(_ plan: MakeCredentialPlan) throws(CTAPError) -> CBORValue {
         let signingKey = try newSigningKey(plan.algorithm)
         var rawKey = signingKey.raw
-        defer { wipe(&rawKey) }
+        defer { rawKey.wipe() }
         let ext = plan.extensions
         let credProtect = ext.credProtect ?? .optional
         let credentialId = try CredentialID.seal(

@@ -135,11 +135,3 @@ enum PinUvAuthProtocol: Int, Sendable, CaseIterable {
         return constantTimeEqual(authenticate(key: key, message: message), signature)
     }
 }
-
-/// Compares two byte strings without an early exit on the first difference.
-func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-    guard a.count == b.count else { return false }
-    var difference: UInt8 = 0
-    for i in a.indices { difference |= a[i] ^ b[i] }
-    return difference == 0
-}

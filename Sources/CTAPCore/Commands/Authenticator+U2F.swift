@@ -136,7 +136,7 @@ extension Authenticator {
         else { throw CTAPError(.other, "no U2F attestation") }
         let key = newPrivateKey()
         var rawKey = Array(key.rawRepresentation)
-        defer { wipe(&rawKey) }
+        defer { rawKey.wipe() }
         let keyHandle = try CredentialID.seal(
             .init(isResident: false, privateKey: rawKey), rpIdHash: request.application, key: sealingKey,
             nonce: entropy.bytes(12))

@@ -43,7 +43,7 @@ struct PinUvState: Sendable {
     private static func newKeyAgreementKey(_ entropy: inout EntropySource) -> P256.KeyAgreement.PrivateKey {
         while true {
             var raw = entropy.bytes(32)
-            defer { wipe(&raw) }
+            defer { raw.wipe() }
             if let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: raw) { return key }
         }
     }

@@ -238,10 +238,10 @@ extension Authenticator {
         guard var padded = proto.decrypt(newPinEnc, secret: secret) else {
             throw CTAPError(.pinAuthInvalid, "newPinEnc does not decrypt")
         }
-        defer { wipe(&padded) }
+        defer { padded.wipe() }
         guard padded.count == 64 else { throw CTAPError(.invalidParameter, "the padded PIN is not 64 bytes") }
         var pinBytes = Array(padded.prefix { $0 != 0 })
-        defer { wipe(&pinBytes) }
+        defer { pinBytes.wipe() }
         guard padded[pinBytes.count...].allSatisfy({ $0 == 0 }) else {
             throw CTAPError(.pinPolicyViolation, "the PIN contains a zero byte")
         }

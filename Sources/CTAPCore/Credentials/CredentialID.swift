@@ -47,7 +47,7 @@ struct CredentialID {
         if contents.thirdPartyPayment { flags |= 0x10 }
         var plaintext: [UInt8] = [flags, algorithmByte(contents.algorithm)]
         plaintext += contents.privateKey
-        defer { wipe(&plaintext) }
+        defer { plaintext.wipe() }
         do {
             let box = try AES.GCM.seal(
                 plaintext, using: key, nonce: AES.GCM.Nonce(data: nonce), authenticating: [version] + rpIdHash)
@@ -78,9 +78,4 @@ struct CredentialID {
             credProtect: CredProtect(rawValue: (flags >> 1) & 0x03) ?? .optional, hmacSecret: flags & 0x08 != 0,
             thirdPartyPayment: flags & 0x10 != 0)
     }
-}
-
-/// Overwrites a buffer holding secret bytes.
-func wipe(_ bytes: inout [UInt8]) {
-    for i in bytes.indices { bytes[i] = 0 }
 }

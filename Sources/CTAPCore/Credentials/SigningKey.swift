@@ -85,13 +85,6 @@ struct CredentialLRU<Value: Sendable>: Sendable {
     }
 }
 
-extension Array where Element == UInt8 {
-    /// Overwrites the bytes with zeros in place (secrets that leave a cache do not stay in freed memory).
-    mutating func wipe() {
-        withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
-    }
-}
-
 /// The contents of the credential ids opened last, with the rpIdHash they opened for (cleared by power cycle and
 /// reset, when the sealing key changes). Opening an id is an AES-GCM key schedule and decryption.
 struct OpenedIdCache: Sendable {

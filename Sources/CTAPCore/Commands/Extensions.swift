@@ -154,7 +154,7 @@ extension Authenticator {
         _ request: HMACSecretRequest, credentialId: [UInt8], userVerified: Bool
     ) throws(CTAPError) -> [UInt8] {
         var credRandom = credRandoms.credRandom(credentialId: credentialId, userVerified: userVerified)
-        defer { wipe(&credRandom) }
+        defer { credRandom.wipe() }
         var output: [UInt8] = []
         for salt in request.salts {
             output += HMAC<SHA256>.authenticationCode(for: salt, using: SymmetricKey(data: credRandom))
