@@ -13,14 +13,8 @@ extension Authenticator {
         try storage.setPersistentToken(entropy.bytes(32))
         sealingKey = CredentialID.sealingKey(deviceSecret: storage.deviceSecret)
         credRandoms = CredRandomDeriver(deviceSecret: storage.deviceSecret)
-        nextAssertion = nil
-        credentialEnumeration = nil
-        largeBlobWrite = nil
-        enrollment = nil
+        forgetVolatileState()
         createdCredentials.removeAll()
-        signingKeys.removeAll()
-        openedIds.removeAll()
-        pinUv = PinUvState(entropy: &entropy)
         return [CTAPStatus.ok.rawValue]
     }
 }

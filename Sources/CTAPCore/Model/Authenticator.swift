@@ -73,12 +73,9 @@ public struct Authenticator: Sendable {
     var sealingKey: SymmetricKey
     var credRandoms: CredRandomDeriver
     var powerUpTime: Duration
-    var pending: PendingOperation?
-    var nextAssertion: NextAssertionState?
+    /// What requests leave for the next ones; a power cycle and a reset forget it (``forgetVolatileState()``).
+    var volatile = VolatileState()
     var pinUv: PinUvState
-    var credentialEnumeration: CredentialEnumeration?
-    var largeBlobWrite: LargeBlobWrite?
-    var enrollment: FingerprintEnrollment?
     /// Non-discoverable credentials made since start, oldest first (for the control plane).
     var createdCredentials: [CreatedCredential] = []
     /// The credential the last request made or used, if any (for the control plane's events).
@@ -123,15 +120,39 @@ public struct Authenticator: Sendable {
 
     /// Simulates removing and re-inserting the key: volatile state is cleared, persistent state kept.
     public mutating func powerCycle(now: Duration) {
-        pending = nil
-        nextAssertion = nil
-        credentialEnumeration = nil
-        largeBlobWrite = nil
-        enrollment = nil
+        forgetVolatileState()
+        powerUpTime = now
+    }
+
+    /// Forgets everything a power cycle loses: the session state, the RAM caches of keys (wiped) and the PIN/UV
+    /// state with its tokens and key agreement key.
+    mutating func forgetVolatileState() {
+        volatile = VolatileState()
         signingKeys.removeAll()
         openedIds.removeAll()
-        powerUpTime = now
         pinUv = PinUvState(entropy: &entropy)
+    }
+
+    // The session fields, each kept in ``volatile``.
+    var pending: PendingOperation? {
+        get { volatile.pending }
+        set { volatile.pending = newValue }
+    }
+    var nextAssertion: NextAssertionState? {
+        get { volatile.nextAssertion }
+        set { volatile.nextAssertion = newValue }
+    }
+    var credentialEnumeration: CredentialEnumeration? {
+        get { volatile.credentialEnumeration }
+        set { volatile.credentialEnumeration = newValue }
+    }
+    var largeBlobWrite: LargeBlobWrite? {
+        get { volatile.largeBlobWrite }
+        set { volatile.largeBlobWrite = newValue }
+    }
+    var enrollment: FingerprintEnrollment? {
+        get { volatile.enrollment }
+        set { volatile.enrollment = newValue }
     }
 
     /// The prompt of the request waiting for user presence, if any.
@@ -309,4 +330,14 @@ struct PendingOperation: Sendable {
     }
     var kind: Kind
     var prompt: PresencePrompt
+}
+
+/// The state one request leaves for the next ones (a touch being waited for, getNextAssertion, a credential
+/// enumeration, a large-blob write in fragments, a fingerprint enrollment): RAM only, forgotten as a whole.
+struct VolatileState: Sendable {
+    var pending: PendingOperation?
+    var nextAssertion: NextAssertionState?
+    var credentialEnumeration: CredentialEnumeration?
+    var largeBlobWrite: LargeBlobWrite?
+    var enrollment: FingerprintEnrollment?
 }
