@@ -91,7 +91,7 @@ public enum CTAPBitFlipProof {
         let image = written.store.device.image
         let counterBefore = written.signCounter
         for key in written.store.keys where key >= StorageKey.firstCredential {
-            guard let bytes = try? written.store.get(key), let c = Storage.decodeCredential(bytes),
+            guard let bytes = try? written.store.get(key), let c = CredentialRecord.decode(bytes),
                 let i = credentials.firstIndex(where: { $0.id == c.id })
             else { continue }
             credentials[i].storeKey = key

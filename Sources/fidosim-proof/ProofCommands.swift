@@ -218,7 +218,7 @@ extension FidosimProof {
             }
             let storage = key.authenticator.storage as? FlashStorage<CountingFlash<SimulatedFlash>>
             let stored = storage?.residentCredentials.reduce(0) {
-                $0 + FlashStorage<CountingFlash<SimulatedFlash>>.encodeCredential($1).count
+                $0 + CredentialRecord.encode($1).count
             } ?? 1
             let programmed = (storage?.store.device.programmedBytes ?? 0) - (before?.programmedBytes ?? 0)
             return (count, advertised, Double(programmed) / Double(max(1, stored)))

@@ -19,7 +19,7 @@ import Testing
 
     @Test func recordsRoundTripByteExact() {
         let c = credential(7)
-        let decoded = FlashStorage<SimulatedFlash>.decodeCredential(FlashStorage<SimulatedFlash>.encodeCredential(c))
+        let decoded = CredentialRecord.decode(CredentialRecord.encode(c))
         #expect(decoded == c)
     }
 
@@ -133,11 +133,11 @@ import Testing
         c.hmacSecret = true
         c.credBlob = [1, 2, 3]
         c.largeBlobKey = Array(repeating: 0x4B, count: 32)
-        let bytes = FlashStorage<SimulatedFlash>.encodeCredential(c)
-        #expect(FlashStorage<SimulatedFlash>.decodeCredential(bytes) == c)
+        let bytes = CredentialRecord.encode(c)
+        #expect(CredentialRecord.decode(bytes) == c)
         // A record of format 1 without the new members reads with their defaults.
         let plain = credential(8)
-        let decoded = FlashStorage<SimulatedFlash>.decodeCredential(FlashStorage<SimulatedFlash>.encodeCredential(plain))
+        let decoded = CredentialRecord.decode(CredentialRecord.encode(plain))
         #expect(decoded?.algorithm == .es256 && decoded?.credProtect == .optional && decoded?.hmacSecret == false)
     }
 

@@ -67,12 +67,11 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     public private(set) var deviceSecret: [UInt8]
     public private(set) var signCounter: UInt32
     public private(set) var serial: [UInt8]
-    /// What RAM keeps of each stored credential, by record key; the credential itself is decoded from its record
-    /// when a request needs it.
-    var residents: [UInt16: ResidentSummary]
-    /// Every credential record key below this one holds a record (this one may too): a free key is looked for from
-    /// here, so that filling the store does not probe every taken key again for each new credential.
-    var freeKeyHint = StorageKey.firstCredential
+    /// What RAM keeps of the stored credentials; a credential itself is decoded from its record when a request
+    /// needs it.
+    var index = CredentialIndex()
+    /// The summary of each stored credential, by record key.
+    var residents: [UInt16: ResidentSummary] { index.residents }
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
     public private(set) var batchAttestation: BatchAttestationKey?
@@ -223,8 +222,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
                 throw StorageError("cleaning an interrupted large-blob write: \(error)")
             }
         }
-        var residents: [UInt16: ResidentSummary] = [:]
-        var keysById: [[UInt8]: UInt16] = [:]
+        var index = CredentialIndex()
         var damagedCredentials: [UInt16] = []
         for key in store.keys where key >= StorageKey.firstCredential && key <= StorageKey.lastCredential {
             // A credential whose record fails its check is not used (it answers as absent) and is kept.
@@ -237,16 +235,11 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             } catch {
                 throw StorageError("reading record \(key): \(error)")
             }
-            guard let bytes, let credential = Self.decodeCredential(bytes) else { continue }
-            let summary = ResidentSummary(credential)
-            residents[key] = summary
-            owners.insert(summary, key: key)
-            if keysById[credential.id] == nil { keysById[credential.id] = key }
+            guard let bytes, let credential = CredentialRecord.decode(bytes) else { continue }
+            index.load(credential, key: key)
         }
-        self.residents = residents
+        self.index = index
         self.damagedCredentials = damagedCredentials
-        self.keysById = keysById
-        self.newestSerial = residents.values.map(\.creationSerial).max() ?? 0
         self.deviceSecret = secret
         self.serial = serial
         self.store = store
@@ -255,24 +248,6 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// Credential records that fail their integrity check: not used, kept (reset removes them).
     var damagedCredentials: [UInt16] = []
 
-    public var damage: [String] {
-        store.recovery.damage.map(\.description)
-            + damagedCredentials.map { "credential record 0x\(String($0, radix: 16, uppercase: true)) is damaged: that credential is not used" }
-            + (Self.largeBlobDamaged(store) ? ["the large-blob array is damaged: the initial (empty) array is served until the next write"] : [])
-    }
-
-    /// Whether the mount found the large-blob header or a chunk damaged beyond correction.
-    static func largeBlobDamaged(_ store: FlashKVStore<Device>) -> Bool {
-        store.recovery.damagedKeys.contains { $0 == StorageKey.largeBlobHeader || StorageKey.isLargeBlobChunk($0) }
-    }
-
-    /// The record key of each stored credential by its id: a lookup by id needs no scan of the credentials.
-    var keysById: [[UInt8]: UInt16] = [:]
-    /// The record key of each discoverable credential by its RP and user.
-    var owners = OwnerIndex()
-    /// The largest creation serial stored.
-    var newestSerial: UInt64 = 0
-
     /// Decodes every stored credential from flash.
     public var residentCredentials: [ResidentCredential] { residents.keys.compactMap(credential(at:)) }
 
@@ -280,10 +255,10 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
 
     public var discoverableCount: Int { residents.values.count(where: \.discoverable) }
 
-    public var newestCreationSerial: UInt64 { newestSerial }
+    public var newestCreationSerial: UInt64 { index.newestSerial }
 
     public func residentCredential(id: [UInt8]) -> ResidentCredential? {
-        keysById[id].flatMap(credential(at:))
+        index.keysById[id].flatMap(credential(at:))
     }
 
     public func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential] {
@@ -307,9 +282,9 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             guard let stored = credential(at: key) else { return false }
             return stored.discoverable && stored.rpIdHash == rpIdHash && stored.user.id == userId
         }
-        if let key = owners.keys[tag], holds(key) { return key }
+        if let key = index.owners.keys[tag], holds(key) { return key }
         // Two records have shared a tag since the mount: a miss proves nothing, so every candidate is checked.
-        guard owners.collided else { return nil }
+        guard index.owners.collided else { return nil }
         return residents.first { key, summary in
             summary.discoverable && summary.rpTag == tag.rp && summary.userTag == tag.user && holds(key)
         }?.key
@@ -318,7 +293,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// The credential in record `key`, decoded from flash (nil if the record went unreadable since the mount).
     func credential(at key: UInt16) -> ResidentCredential? {
         guard residents[key] != nil, let bytes = try? store.get(key) else { return nil }
-        return Self.decodeCredential(bytes)
+        return CredentialRecord.decode(bytes)
     }
 
     /// Gives the flash device to `body` (tests arm power cuts through it).
@@ -349,7 +324,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     }
 
     public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
-        let sameId = keysById[credential.id]
+        let sameId = index.keysById[credential.id]
         let replaced =
             credential.discoverable ? discoverableKey(rpIdHash: credential.rpIdHash, userId: credential.user.id) : nil
         guard let key = sameId ?? replaced ?? freeCredentialKey() else {
@@ -357,42 +332,19 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         }
         // The credential goes in under its own id's record, else the replaced one's, else a free one; a replaced
         // credential under another record goes in the same operation.
-        var updates: [StoreUpdate] = [.insert(key: key, value: Self.encodeCredential(credential))]
+        var updates: [StoreUpdate] = [.insert(key: key, value: CredentialRecord.encode(credential))]
         if let replaced, replaced != key { updates.append(.remove(key: replaced)) }
         let gone = Set([key, replaced].compactMap { $0 }).filter { residents[$0] != nil }
             .map { (key: $0, id: self.credential(at: $0)?.id) }
         try write(updates, fullIs: .keyStoreFull)
-        // The new serial first: replacing the newest record (the same user registering again) then leaves forget
-        // nothing to recompute, where it would scan every record.
-        newestSerial = max(newestSerial, credential.creationSerial)
-        for old in gone { forget(key: old.key, id: old.id) }
-        let summary = ResidentSummary(credential)
-        residents[key] = summary
-        owners.insert(summary, key: key)
-        keysById[credential.id] = key
-        // `key` is taken again; only a replaced credential under another key leaves its key free.
-        if let replaced, replaced != key { freeKeyHint = min(freeKeyHint, replaced) }
-        // A free key was the first free one from the hint: every key up to it is taken now.
-        if sameId == nil && replaced == nil { freeKeyHint = min(key + 1, StorageKey.lastCredential) }
-        // Again, in case an imported credential's serial was below the one forget just gave up.
-        newestSerial = max(newestSerial, credential.creationSerial)
-    }
-
-    /// Drops the record in `key` (holding credential `id`) from the RAM indexes, once the store no longer has it.
-    mutating func forget(key: UInt16, id: [UInt8]?) {
-        guard let old = residents.removeValue(forKey: key) else { return }
-        owners.remove(old, key: key)
-        if let id, keysById[id] == key { keysById[id] = nil }
-        if old.creationSerial == newestSerial { newestSerial = residents.values.map(\.creationSerial).max() ?? 0 }
+        index.stored(credential, key: key, gone: gone, replaced: replaced, tookFreeKey: sameId == nil && replaced == nil)
     }
 
     @discardableResult
     public mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
-        guard let key = keysById[id] else { return false }
+        guard let key = index.keysById[id] else { return false }
         try write([.remove(key: key)])
-        forget(key: key, id: id)
-        freeKeyHint = min(freeKeyHint, key)
-        keysById[id] = nil
+        index.deleted(key: key, id: id)
         return true
     }
 
@@ -510,11 +462,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         fingerprints = []
         uvRetries = StoredPIN.maxUvRetries
         persistentToken = nil
-        residents.removeAll()
-        freeKeyHint = StorageKey.firstCredential
-        keysById.removeAll()
-        owners = OwnerIndex()
-        newestSerial = 0
+        index = CredentialIndex()
         pin = nil
         pinRetries = StoredPIN.maxRetries
         deviceSecret = newDeviceSecret
@@ -523,7 +471,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// The lowest credential record key that holds nothing: not a credential, and not a record that did not decode
     /// at mount either, which a new credential would otherwise overwrite without a word.
     func freeCredentialKey() -> UInt16? {
-        var key = freeKeyHint
+        var key = index.freeKeyHint
         while key <= StorageKey.lastCredential {
             if !store.contains(key) { return key }  // every credential in `residents` has its record in the store
             key += 1
@@ -550,148 +498,5 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     mutating func recoverFromFailedWrite() {
         var entropy = EntropySource.system
         if let again = try? FlashStorage(device: store.device, entropy: &entropy) { self = again }
-    }
-
-    // MARK: - Record encoding
-
-    /// What authenticatorReset removes: every credential record (also one that did not decode at mount: it may
-    /// still hold a private key), the PIN and its retries, the settings, the large-blob array, the fingerprints,
-    /// the UV retries and the persistent token.
-    static func keysReset(_ store: FlashKVStore<Device>) -> [UInt16] {
-        let settings: Set<UInt16> = [
-            StorageKey.pin, StorageKey.pinRetries, StorageKey.settings, StorageKey.largeBlobHeader,
-            StorageKey.fingerprints, StorageKey.uvRetries, StorageKey.persistentToken,
-        ]
-        return store.keys.filter { key in
-            (key >= StorageKey.firstCredential && key <= StorageKey.lastCredential) || settings.contains(key)
-                || StorageKey.isLargeBlobChunk(key)
-        }
-    }
-
-    /// Resets the store's state: one transaction when it fits. On a store too full for it (its removals take one
-    /// descriptor each), the reset is done in steps that each fit in the reserve: the first removes 3 records and
-    /// marks the reset as begun (``StorageKey/resetInProgress``), the next remove 4 records each until the rest
-    /// fits, and the last removes the rest and the mark and writes the new device secret. A mount that finds the
-    /// mark finishes the reset, so a power cut leaves the state before the reset or after it.
-    static func reset(_ store: inout FlashKVStore<Device>, newDeviceSecret: [UInt8]) throws(StoreError) {
-        var removals = keysReset(store)
-        func last() -> [StoreUpdate] {
-            removals.map { .remove(key: $0) }
-                + [.remove(key: StorageKey.resetInProgress), .insert(key: StorageKey.deviceSecret, value: newDeviceSecret)]
-        }
-        if store.canApply(last()) != nil && !store.contains(StorageKey.resetInProgress) {
-            let first = removals.prefix(3)
-            try store.apply(first.map { .remove(key: $0) } + [.insert(key: StorageKey.resetInProgress, value: [1])])
-            removals.removeFirst(first.count)
-        }
-        while !removals.isEmpty, store.canApply(last()) != nil {
-            let step = removals.prefix(4)
-            try store.apply(step.map { .remove(key: $0) })
-            removals.removeFirst(step.count)
-        }
-        try store.apply(last())
-    }
-
-    package static func encodeCredential(_ c: ResidentCredential) -> [UInt8] {
-        var user: [CBORValue: CBORValue] = ["id": .byteString(c.user.id)]
-        if let name = c.user.name { user["name"] = .textString(name) }
-        if let displayName = c.user.displayName { user["displayName"] = .textString(displayName) }
-        if let icon = c.user.icon { user["icon"] = .textString(icon) }
-        var record: [CBORValue: CBORValue] = [
-            1: .byteString(c.id),
-            2: .textString(c.rpId),
-            3: .map(user),
-            4: .byteString(c.privateKey),
-            5: .unsigned(c.creationSerial),
-        ]
-        if c.algorithm != .es256 { record[6] = CBORValue(c.algorithm.rawValue) }
-        if c.credProtect != .optional { record[7] = CBORValue(Int(c.credProtect.rawValue)) }
-        if c.hmacSecret { record[8] = true }
-        if let blob = c.credBlob { record[9] = .byteString(blob) }
-        if let key = c.largeBlobKey { record[10] = .byteString(key) }
-        if c.thirdPartyPayment { record[11] = true }
-        if !c.discoverable { record[12] = false }
-        return CBORValue.map(record).encoded()
-    }
-
-    package static func decodeCredential(_ bytes: [UInt8]) -> ResidentCredential? {
-        guard let record = try? CBORDecoder.decode(bytes), let map = record.mapValue else { return nil }
-        guard
-            let id = map[1]?.bytesValue, let rpId = map[2]?.textValue, let user = map[3]?.mapValue,
-            let userId = user["id"]?.bytesValue, let key = map[4]?.bytesValue, key.count == 32,
-            case .unsigned(let serial)? = map[5]
-        else { return nil }
-        var algorithm = CredentialAlgorithm.es256
-        if let value = map[6] {
-            guard let raw = value.intValue, let known = CredentialAlgorithm(rawValue: raw) else { return nil }
-            algorithm = known
-        }
-        var credProtect = CredProtect.optional
-        if let value = map[7] {
-            guard let raw = value.intValue, let level = CredProtect(rawValue: UInt8(clamping: raw)) else { return nil }
-            credProtect = level
-        }
-        return ResidentCredential(
-            id: id, rpId: rpId, rpIdHash: Array(SHA256.hash(data: Array(rpId.utf8))),
-            user: UserEntity(
-                id: userId, name: user["name"]?.textValue, displayName: user["displayName"]?.textValue,
-                icon: user["icon"]?.textValue),
-            privateKey: key, creationSerial: serial, algorithm: algorithm, credProtect: credProtect,
-            hmacSecret: map[8]?.boolValue ?? false, credBlob: map[9]?.bytesValue, largeBlobKey: map[10]?.bytesValue,
-            thirdPartyPayment: map[11]?.boolValue ?? false, discoverable: map[12]?.boolValue ?? true)
-    }
-}
-
-/// A stored credential as RAM keeps it: tags to find it by RP and user (confirmed against the decoded record), and
-/// what counts and ordering need. About 40 bytes, against nearly a kilobyte for a decoded credential.
-struct ResidentSummary {
-    /// The first 8 bytes of the rpIdHash.
-    var rpTag: UInt64
-    /// A hash of the user id.
-    var userTag: Int
-    var creationSerial: UInt64
-    var discoverable: Bool
-
-    init(_ credential: ResidentCredential) {
-        rpTag = Self.tag(credential.rpIdHash)
-        userTag = Self.tag(user: credential.user.id)
-        creationSerial = credential.creationSerial
-        discoverable = credential.discoverable
-    }
-
-    static func tag(_ rpIdHash: [UInt8]) -> UInt64 {
-        rpIdHash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
-    }
-
-    static func tag(user id: [UInt8]) -> Int {
-        var hasher = Hasher()
-        hasher.combine(id)
-        return hasher.finalize()
-    }
-}
-
-/// The record key of each discoverable credential by a tag of its RP and user: at most one discoverable credential
-/// of an RP and user is stored, so a new one finds the one it replaces without a scan. Candidates are confirmed
-/// against the decoded record; if two live records ever share a tag, a miss is no longer proof of absence.
-struct OwnerIndex {
-    struct Tag: Hashable {
-        var rp: UInt64
-        var user: Int
-    }
-
-    var keys: [Tag: UInt16] = [:]
-    /// Set once two live records shared a tag (from then on lookups that miss fall back to a scan).
-    var collided = false
-
-    mutating func insert(_ summary: ResidentSummary, key: UInt16) {
-        guard summary.discoverable else { return }
-        let tag = Tag(rp: summary.rpTag, user: summary.userTag)
-        if let other = keys[tag], other != key { collided = true }
-        keys[tag] = key
-    }
-
-    mutating func remove(_ summary: ResidentSummary, key: UInt16) {
-        let tag = Tag(rp: summary.rpTag, user: summary.userTag)
-        if keys[tag] == key { keys[tag] = nil }
     }
 }
