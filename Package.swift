@@ -57,8 +57,17 @@ let package = Package(
         .systemLibrary(name: "CDatagrams", path: "Sources/CDatagrams"),
         .systemLibrary(name: "CProcessControl", path: "Sources/CProcessControl"),
         .systemLibrary(
-            name: "CHIDAPI", path: "Sources/CHIDAPI", pkgConfig: "hidapi-hidraw", providers: [.apt(["libhidapi-dev"])]),
-        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+            name: "CHIDAPI",
+            path: "Sources/CHIDAPI",
+            pkgConfig: "hidapi-hidraw",
+            providers: [.apt(["libhidapi-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            path: "Sources/COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(name: "HIDAPIDevice", dependencies: ["CHIDAPI"], swiftSettings: swiftSettings),
         .target(
             name: "FIDOClient",
@@ -71,8 +80,10 @@ let package = Package(
         ),
         .target(name: "ControlClient", dependencies: ["ControlProtocol"], swiftSettings: swiftSettings),
         .target(
-            name: "Conformance", dependencies: ["FIDOClient", "CTAPCBOR", "ControlProtocol", "ControlClient"],
-            swiftSettings: swiftSettings),
+            name: "Conformance",
+            dependencies: ["FIDOClient", "CTAPCBOR", "ControlProtocol", "ControlClient"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "CTAPCoreTesting",
             dependencies: [
@@ -83,7 +94,8 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl", "ControlProtocol", "FlashImage",
+                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl", "ControlProtocol",
+                "FlashImage",
                 "HIDAPIDevice",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -92,7 +104,8 @@ let package = Package(
         .target(
             name: "Benchmark",
             dependencies: [
-                "CTAPCBOR", "CTAPCore", "CTAPHID", "CProcessControl", "FlashImage", "FlashStore", "FIDOClient", "HIDAPIDevice",
+                "CTAPCBOR", "CTAPCore", "CTAPHID", "CProcessControl", "FlashImage", "FlashStore", "FIDOClient",
+                "HIDAPIDevice",
                 "HIDBridge",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -101,7 +114,8 @@ let package = Package(
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashImage", "FlashStore", "ControlProtocol", "Attestation",
+                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashImage", "FlashStore", "ControlProtocol",
+                "Attestation",
                 "FIDOClient", "Conformance", "CProcessControl", "ControlClient", "HIDAPIDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -126,17 +140,23 @@ let package = Package(
                 "Attestation", .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"), .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
-            name: "FlashStoreTests", dependencies: ["FlashStore", "FlashStoreTesting"], swiftSettings: swiftSettings),
+            name: "FlashStoreTests",
+            dependencies: ["FlashStore", "FlashStoreTesting"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "FlashImageTests", dependencies: ["FlashImage", "FlashStore"], swiftSettings: swiftSettings),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
             name: "FIDOClientTests",
             dependencies: [
-                "FIDOClient", "HIDAPIDevice", "CTAPCBOR", "Attestation", .product(name: "Crypto", package: "swift-crypto"),
+                "FIDOClient", "HIDAPIDevice", "CTAPCBOR", "Attestation",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "CTAPCoreTests",
             dependencies: [
@@ -149,8 +169,10 @@ let package = Package(
         .testTarget(
             name: "HIDBridgeTests",
             dependencies: [
-                "HIDBridge", "CTAPHID", "CTAPCore", "ControlProtocol", .product(name: "Crypto", package: "swift-crypto"),
+                "HIDBridge", "CTAPHID", "CTAPCore", "ControlProtocol",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings),
+            swiftSettings: swiftSettings
+        ),
     ]
 )

@@ -1,11 +1,12 @@
 import Crypto
+import SwiftASN1
+import X509
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
 #else
 import Foundation
 #endif
-import SwiftASN1
-import X509
 
 /// A batch attestation identity: a root CA, and a leaf certificate and key that sign attestation statements.
 ///
@@ -36,8 +37,12 @@ public struct BatchAttestation: Sendable {
 
     /// Makes a new root CA and a leaf for `aaguid`, valid from `notBefore` for `years` years.
     public static func provision(
-        aaguid: [UInt8], organization: String = "fidosim", country: String = "US",
-        commonName: String = "fidosim batch attestation", notBefore: Date, years: Int = 20
+        aaguid: [UInt8],
+        organization: String = "fidosim",
+        country: String = "US",
+        commonName: String = "fidosim batch attestation",
+        notBefore: Date,
+        years: Int = 20
     ) throws(Failure) -> BatchAttestation {
         guard aaguid.count == 16 else { throw Failure(description: "an AAGUID is 16 bytes") }
         let rootKey = P256.Signing.PrivateKey()
@@ -52,19 +57,31 @@ public struct BatchAttestation: Sendable {
                 CommonName("\(organization) attestation root")
             }
             let root = try Certificate(
-                version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(rootKey.publicKey),
-                notValidBefore: notBefore, notValidAfter: notAfter, issuer: rootName, subject: rootName,
+                version: .v3,
+                serialNumber: Certificate.SerialNumber(),
+                publicKey: .init(rootKey.publicKey),
+                notValidBefore: notBefore,
+                notValidAfter: notAfter,
+                issuer: rootName,
+                subject: rootName,
                 signatureAlgorithm: .ecdsaWithSHA256,
                 extensions: try Certificate.Extensions {
                     Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                     Critical(KeyUsage(keyCertSign: true, cRLSign: true))
                     SubjectKeyIdentifier(hash: .init(rootKey.publicKey))
                 },
-                issuerPrivateKey: .init(rootKey))
+                issuerPrivateKey: .init(rootKey)
+            )
             func leafCertificate(_ key: P256.Signing.PrivateKey, _ subject: DistinguishedName) throws -> Certificate {
                 try Self.leaf(
-                    key: key, subject: subject, issuer: rootName, rootKey: rootKey, aaguid: aaguid,
-                    notBefore: notBefore, notAfter: notAfter)
+                    key: key,
+                    subject: subject,
+                    issuer: rootName,
+                    rootKey: rootKey,
+                    aaguid: aaguid,
+                    notBefore: notBefore,
+                    notAfter: notAfter
+                )
             }
             let leaf = try leafCertificate(
                 leafKey,
@@ -73,13 +90,20 @@ public struct BatchAttestation: Sendable {
                     OrganizationName(organization)
                     OrganizationalUnitName("Authenticator Attestation")
                     CommonName(commonName)
-                })
+                }
+            )
             let enterprise = try leafCertificate(
-                enterpriseKey, try enterpriseSubject(enterpriseKey, organization: organization, country: country))
+                enterpriseKey,
+                try enterpriseSubject(enterpriseKey, organization: organization, country: country)
+            )
             return BatchAttestation(
-                privateKey: Array(leafKey.rawRepresentation), certificate: try der(leaf),
-                rootCertificate: try der(root), rootPrivateKey: Array(rootKey.derRepresentation),
-                enterprisePrivateKey: Array(enterpriseKey.rawRepresentation), enterpriseCertificate: try der(enterprise))
+                privateKey: Array(leafKey.rawRepresentation),
+                certificate: try der(leaf),
+                rootCertificate: try der(root),
+                rootPrivateKey: Array(rootKey.derRepresentation),
+                enterprisePrivateKey: Array(enterpriseKey.rawRepresentation),
+                enterpriseCertificate: try der(enterprise)
+            )
         } catch let error as Failure {
             throw error
         } catch {
@@ -91,8 +115,15 @@ public struct BatchAttestation: Sendable {
     /// on real keys (at least 100,000 units share one, so the certificate does not single out one user), and a new
     /// enterprise attestation key and certificate for this device, issued by the batch's root.
     public static func anotherKey(
-        ofBatchWithRootPrivateKey rootDER: [UInt8], rootCertificate: [UInt8], privateKey: [UInt8],
-        certificate: [UInt8], aaguid: [UInt8], organization: String, country: String, notBefore: Date, years: Int = 20
+        ofBatchWithRootPrivateKey rootDER: [UInt8],
+        rootCertificate: [UInt8],
+        privateKey: [UInt8],
+        certificate: [UInt8],
+        aaguid: [UInt8],
+        organization: String,
+        country: String,
+        notBefore: Date,
+        years: Int = 20
     ) throws(Failure) -> BatchAttestation {
         let rootKey: P256.Signing.PrivateKey
         let root: Certificate
@@ -114,11 +145,20 @@ public struct BatchAttestation: Sendable {
             let enterprise = try leaf(
                 key: enterpriseKey,
                 subject: try enterpriseSubject(enterpriseKey, organization: organization, country: country),
-                issuer: root.subject, rootKey: rootKey, aaguid: aaguid, notBefore: notBefore, notAfter: notAfter)
+                issuer: root.subject,
+                rootKey: rootKey,
+                aaguid: aaguid,
+                notBefore: notBefore,
+                notAfter: notAfter
+            )
             return BatchAttestation(
-                privateKey: privateKey, certificate: certificate, rootCertificate: rootCertificate,
-                rootPrivateKey: rootDER, enterprisePrivateKey: Array(enterpriseKey.rawRepresentation),
-                enterpriseCertificate: try der(enterprise))
+                privateKey: privateKey,
+                certificate: certificate,
+                rootCertificate: rootCertificate,
+                rootPrivateKey: rootDER,
+                enterprisePrivateKey: Array(enterpriseKey.rawRepresentation),
+                enterpriseCertificate: try der(enterprise)
+            )
         } catch {
             throw Failure(description: "cannot issue the enterprise attestation certificate: \(error)")
         }
@@ -126,26 +166,43 @@ public struct BatchAttestation: Sendable {
 
     /// A certificate the root issues for an attestation key: WebAuthn §8.2.1's requirements, the AAGUID included.
     static func leaf(
-        key: P256.Signing.PrivateKey, subject: DistinguishedName, issuer: DistinguishedName,
-        rootKey: P256.Signing.PrivateKey, aaguid: [UInt8], notBefore: Date, notAfter: Date
+        key: P256.Signing.PrivateKey,
+        subject: DistinguishedName,
+        issuer: DistinguishedName,
+        rootKey: P256.Signing.PrivateKey,
+        aaguid: [UInt8],
+        notBefore: Date,
+        notAfter: Date
     ) throws -> Certificate {
         var aaguidValue = DER.Serializer()
         try aaguidValue.serialize(ASN1OctetString(contentBytes: aaguid[...]))
         return try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
-            notValidBefore: notBefore, notValidAfter: notAfter, issuer: issuer, subject: subject,
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: notBefore,
+            notValidAfter: notAfter,
+            issuer: issuer,
+            subject: subject,
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
-                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier)
+                AuthorityKeyIdentifier(
+                    keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier
+                )
                 Certificate.Extension(oid: aaguidExtensionOID, critical: false, value: aaguidValue.serializedBytes[...])
             },
-            issuerPrivateKey: .init(rootKey))
+            issuerPrivateKey: .init(rootKey)
+        )
     }
 
     /// The enterprise certificate names the device: its serial number (16 hex digits from its key) in the CN.
-    static func enterpriseSubject(_ key: P256.Signing.PrivateKey, organization: String, country: String) throws
+    static func enterpriseSubject(
+        _ key: P256.Signing.PrivateKey,
+        organization: String,
+        country: String
+    ) throws
         -> DistinguishedName
     {
         let serial = Array(SHA256.hash(data: key.publicKey.rawRepresentation)).prefix(8)

@@ -55,9 +55,11 @@ package struct Bench {
         if let hidDevice {
             var hid = try HIDBench(path: hidDevice)
             let credential = try hid.makeCredential()
-            rows.append(measure(name: "getAssertion over hidraw (client process -> uhid key)") {
-                try hid.getAssertion(credential: credential)
-            })
+            rows.append(
+                measure(name: "getAssertion over hidraw (client process -> uhid key)") {
+                    try hid.getAssertion(credential: credential)
+                }
+            )
             // Measured alone, not interleaved: the key runs in another process, on a VM's emulated CPU.
             rows += makeCredentialRows(path: "over hidraw", measuring: measure) { resident, user in
                 _ = try hid.makeCredential(resident: resident, user: user)
@@ -65,8 +67,10 @@ package struct Bench {
             print("| measurement | per second | p50 ms | p99 ms | of raw signing |")
             print("|---|---|---|---|---|")
             for row in rows {
-                print("| \(row.name) | \(Int(row.perSecond)) | \(format2(row.p50)) | \(format2(row.p99)) | "
-                    + "\(row.ratio(toRaw: raw))% |")
+                print(
+                    "| \(row.name) | \(Int(row.perSecond)) | \(format2(row.p50)) | \(format2(row.p99)) | "
+                        + "\(row.ratio(toRaw: raw))% |"
+                )
             }
             return
         }
@@ -87,9 +91,11 @@ package struct Bench {
         if only == "ctaphid" {
             var hid = try BenchVirtualKey()
             let hidCredential = try hid.makeCredential()
-            rows.append(measureInterleaved(name: "getAssertion through CTAPHID in process") {
-                try hid.getAssertion(credential: hidCredential)
-            })
+            rows.append(
+                measureInterleaved(name: "getAssertion through CTAPHID in process") {
+                    try hid.getAssertion(credential: hidCredential)
+                }
+            )
             printBrief(rows)
             return
         }
@@ -102,9 +108,11 @@ package struct Bench {
         }
         var key = try BenchKey()
         let credential = try key.makeCredential(resident: false)
-        rows.append(measureInterleaved(name: "getAssertion in process (allowList, up=false)") {
-            try key.getAssertion(credential: credential)
-        })
+        rows.append(
+            measureInterleaved(name: "getAssertion in process (allowList, up=false)") {
+                try key.getAssertion(credential: credential)
+            }
+        )
         if only == "get-assertion" {
             printBrief(rows)
             return
@@ -114,9 +122,11 @@ package struct Bench {
         }
         var hid = try BenchVirtualKey()
         let hidCredential = try hid.makeCredential()
-        rows.append(measureInterleaved(name: "getAssertion through CTAPHID in process") {
-            try hid.getAssertion(credential: hidCredential)
-        })
+        rows.append(
+            measureInterleaved(name: "getAssertion through CTAPHID in process") {
+                try hid.getAssertion(credential: hidCredential)
+            }
+        )
         rows += makeCredentialRows(path: "through CTAPHID in process") { resident, user in
             _ = try hid.makeCredential(resident: resident, user: user)
         }
@@ -126,9 +136,11 @@ package struct Bench {
         rows += makeCredentialRows(path: "over UDP") { resident, user in
             _ = try udp.makeCredential(resident: resident, user: user)
         }
-        rows.append(measure(name: "CTAPHID PING over UDP, one report each way (the transport's floor)") {
-            try udp.ping()
-        })
+        rows.append(
+            measure(name: "CTAPHID PING over UDP, one report each way (the transport's floor)") {
+                try udp.ping()
+            }
+        )
         let emptyStart = udp.startup
         let emptyRSS = udp.residentKiB()
         let emptyAnon = udp.residentKiB("RssAnon")
@@ -146,9 +158,11 @@ package struct Bench {
         rows += flash.rows
         let flashResident = flash.resident
         let fullUDP = try UDPBench(flash: image)
-        rows.append(measureInterleaved(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
-            try fullUDP.getAssertion(credential: flashResident)
-        })
+        rows.append(
+            measureInterleaved(name: "getAssertion over UDP, 10,000 discoverable stored (flash)") {
+                try fullUDP.getAssertion(credential: flashResident)
+            }
+        )
         let fullStart = fullUDP.startup
         let fullRSS = fullUDP.residentKiB()
         let fullAnon = fullUDP.residentKiB("RssAnon")
@@ -157,18 +171,28 @@ package struct Bench {
         print("| measurement | per second | p50 ms | p99 ms | of raw signing |")
         print("|---|---|---|---|---|")
         for row in rows {
-            print("| \(row.name) | \(Int(row.perSecond)) | \(format2(row.p50)) | \(format2(row.p99)) | "
-                + "\(row.ratio(toRaw: raw))% |")
+            print(
+                "| \(row.name) | \(Int(row.perSecond)) | \(format2(row.p50)) | \(format2(row.p99)) | "
+                    + "\(row.ratio(toRaw: raw))% |"
+            )
         }
         print("")
-        print("Ratios are to raw signing in slices alternating with the row's own; the PING row's, to the raw row "
-            + "(measured alone first).")
+        print(
+            "Ratios are to raw signing in slices alternating with the row's own; the PING row's, to the raw row "
+                + "(measured alone first)."
+        )
         print("Busy-poll rows\(busyPlacement.isEmpty ? "" : ":" + busyPlacement.dropFirst()).")
         print("")
-        print("| fidosim serve | start to first INIT answered | resident memory after the run | of it, the process's own (RssAnon) |")
+        print(
+            "| fidosim serve | start to first INIT answered | resident memory after the run | of it, the process's own (RssAnon) |"
+        )
         print("|---|---|---|---|")
-        print("| empty store (--flash memory) | \(format2(emptyStart)) ms | \(emptyRSS / 1024) MiB | \(emptyAnon / 1024) MiB |")
-        print("| 10,000 discoverable credentials (flash image) | \(format2(fullStart)) ms | \(fullRSS / 1024) MiB | \(fullAnon / 1024) MiB |")
+        print(
+            "| empty store (--flash memory) | \(format2(emptyStart)) ms | \(emptyRSS / 1024) MiB | \(emptyAnon / 1024) MiB |"
+        )
+        print(
+            "| 10,000 discoverable credentials (flash image) | \(format2(fullStart)) ms | \(fullRSS / 1024) MiB | \(fullAnon / 1024) MiB |"
+        )
     }
 
     func measure(name: String, _ body: () throws -> Void) -> Row {
@@ -186,8 +210,11 @@ package struct Bench {
         }
         let total = Benchmark.seconds(clock.now - start)
         return Row(
-            name: name, perSecond: Double(latencies.count) / total, p50: percentile(latencies, 50),
-            p99: percentile(latencies, 99))
+            name: name,
+            perSecond: Double(latencies.count) / total,
+            p50: percentile(latencies, 50),
+            p99: percentile(latencies, 99)
+        )
     }
 
     /// A row measured in 25 ms slices that alternate with slices of raw signing, `seconds` of each: the row's
@@ -232,8 +259,12 @@ package struct Bench {
             bodyTime += clock.now - start
         }
         return Row(
-            name: name, perSecond: Double(latencies.count) / Benchmark.seconds(bodyTime), p50: percentile(latencies, 50),
-            p99: percentile(latencies, 99), reference: Double(signatures) / Benchmark.seconds(rawTime))
+            name: name,
+            perSecond: Double(latencies.count) / Benchmark.seconds(bodyTime),
+            p50: percentile(latencies, 50),
+            p99: percentile(latencies, 99),
+            reference: Double(signatures) / Benchmark.seconds(rawTime)
+        )
     }
 
     /// getAssertion in process on a flash image (large geometry) holding 1 and then 10,000 discoverable
@@ -243,20 +274,26 @@ package struct Bench {
         var rows: [Row] = []
         let (emptyKey, emptyResident) = try BenchKey.filled(image: image, count: 1)
         var emptyFlash = emptyKey
-        rows.append(measureInterleaved(name: "getAssertion in process, 1 discoverable stored (flash)") {
-            try emptyFlash.getAssertion(credential: emptyResident)
-        })
+        rows.append(
+            measureInterleaved(name: "getAssertion in process, 1 discoverable stored (flash)") {
+                try emptyFlash.getAssertion(credential: emptyResident)
+            }
+        )
         let (filled, flashResident) = try BenchKey.filled(image: image, count: 10_000)
         var full = filled
-        rows.append(measureInterleaved(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
-            try full.getAssertion(credential: flashResident)
-        })
+        rows.append(
+            measureInterleaved(name: "getAssertion in process, 10,000 discoverable stored (flash)") {
+                try full.getAssertion(credential: flashResident)
+            }
+        )
         // Replacing users 1...9,999 of the 10,000 keeps the count and leaves the last one, which the UDP row uses.
         var replaced = 0
-        rows.append(measureInterleaved(name: "makeCredential in process (discoverable), 10,000 stored (flash)") {
-            replaced = replaced % 9_999 + 1
-            _ = try full.makeCredential(resident: true, user: replaced)
-        })
+        rows.append(
+            measureInterleaved(name: "makeCredential in process (discoverable), 10,000 stored (flash)") {
+                replaced = replaced % 9_999 + 1
+                _ = try full.makeCredential(resident: true, user: replaced)
+            }
+        )
         return (rows, flashResident)
     }
 
@@ -271,7 +308,8 @@ package struct Bench {
     /// user.
     /// `measuring` is how each row is measured (interleaved with raw signing unless given).
     func makeCredentialRows(
-        path: String, measuring: ((String, () throws -> Void) -> Row)? = nil,
+        path: String,
+        measuring: ((String, () throws -> Void) -> Row)? = nil,
         _ body: (_ resident: Bool, _ user: Int) throws -> Void
     ) -> [Row] {
         let measure = measuring ?? measureInterleaved
@@ -288,7 +326,8 @@ package struct Bench {
     /// getAssertion over UDP one at a time and with 4 channels in flight, under the given row names (the plain
     /// server's by default); the server is stopped if one fails.
     func udpRows(
-        _ udp: inout UDPBench, credential: [UInt8],
+        _ udp: inout UDPBench,
+        credential: [UInt8],
         names: (String, String) = (
             "getAssertion over UDP (client process -> fidosim serve)",
             "getAssertion over UDP, 4 channels in flight (throughput)"
@@ -310,7 +349,9 @@ package struct Bench {
     func printBrief(_ rows: [Row]) {
         for row in rows {
             let ratio = row.reference.map { _ in ", \(row.ratio(toRaw: row))% of raw signing interleaved" } ?? ""
-            print("\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms\(ratio)")
+            print(
+                "\(row.name): \(Int(row.perSecond))/s, p50 \(format2(row.p50)) ms, p99 \(format2(row.p99)) ms\(ratio)"
+            )
         }
     }
 

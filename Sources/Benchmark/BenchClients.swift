@@ -1,10 +1,10 @@
-import FlashImage
-import HIDAPIDevice
 import CTAPCBOR
 import CTAPCore
 import CTAPHID
 import FIDOClient
+import FlashImage
 import FlashStore
+import HIDAPIDevice
 import HIDBridge
 
 #if canImport(FoundationEssentials)
@@ -80,7 +80,10 @@ struct BenchKey {
     init() throws {
         var entropy = EntropySource.system
         authenticator = try Authenticator(
-            storage: MemoryStorage(deviceSecret: entropy.bytes(32), capacity: 1_000_000), entropy: entropy, now: .zero)
+            storage: MemoryStorage(deviceSecret: entropy.bytes(32), capacity: 1_000_000),
+            entropy: entropy,
+            now: .zero
+        )
     }
 
     mutating func makeCredential(resident: Bool) throws -> [UInt8] {
@@ -111,8 +114,12 @@ struct BenchKey {
         let storage = try FlashStorage(device: device, entropy: &entropy)
         var key = BenchKey(
             authenticator: try Authenticator(
-                configuration: AuthenticatorConfiguration(maxResidentCredentials: 1_000_000), storage: storage,
-                entropy: entropy, now: .zero))
+                configuration: AuthenticatorConfiguration(maxResidentCredentials: 1_000_000),
+                storage: storage,
+                entropy: entropy,
+                now: .zero
+            )
+        )
         var last: [UInt8] = []
         for _ in 0..<count { last = try key.makeCredential(resident: true) }
         return (key, last)
@@ -128,9 +135,15 @@ struct BenchVirtualKey {
     init() throws {
         var entropy = EntropySource.system
         let authenticator = try Authenticator(
-            storage: MemoryStorage(deviceSecret: entropy.bytes(32), capacity: 1_000_000), entropy: entropy, now: .zero)
+            storage: MemoryStorage(deviceSecret: entropy.bytes(32), capacity: 1_000_000),
+            entropy: entropy,
+            now: .zero
+        )
         key = VirtualKey(
-            hid: CTAPHIDMachine(channelSeed: 1), authenticator: authenticator, presence: .approve(after: .zero))
+            hid: CTAPHIDMachine(channelSeed: 1),
+            authenticator: authenticator,
+            presence: .approve(after: .zero)
+        )
     }
 
     mutating func call(_ message: [UInt8]) throws -> [UInt8] {
@@ -231,7 +244,9 @@ struct UDPBench {
     mutating func initialize(timeoutMs: Int = 50) throws {
         let nonce: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
         let response = try exchange(command: .initialize, payload: nonce, on: 0xFFFF_FFFF, timeoutMs: timeoutMs)
-        guard response.count >= 12, Array(response.prefix(8)) == nonce else { throw BenchError(description: "bad INIT") }
+        guard response.count >= 12, Array(response.prefix(8)) == nonce else {
+            throw BenchError(description: "bad INIT")
+        }
         channel = response[8..<12].reduce(0) { $0 << 8 | UInt32($1) }
     }
 
@@ -265,12 +280,14 @@ struct UDPBench {
 
     mutating func makeCredential(resident: Bool = false, user: Int = 1) throws -> [UInt8] {
         try BenchRequests.credentialId(
-            exchange(command: .cbor, payload: BenchRequests.makeCredential(resident: resident, user: user), on: channel))
+            exchange(command: .cbor, payload: BenchRequests.makeCredential(resident: resident, user: user), on: channel)
+        )
     }
 
     func getAssertion(credential: [UInt8]) throws {
-        guard try exchange(command: .cbor, payload: memo.request(credential), on: channel)
-            .first == 0
+        guard
+            try exchange(command: .cbor, payload: memo.request(credential), on: channel)
+                .first == 0
         else { throw BenchError(description: "getAssertion failed") }
     }
 
@@ -280,7 +297,9 @@ struct UDPBench {
     /// removes is the idle time of one-at-a-time ping-pong between two processes. Returns each request's latency
     /// in milliseconds.
     mutating func pipelinedGetAssertions(
-        credential: [UInt8], channels: [UInt32], seconds: Duration
+        credential: [UInt8],
+        channels: [UInt32],
+        seconds: Duration
     ) throws -> [Double] {
         let depth = channels.count
         let request = memo.request(credential)
@@ -290,7 +309,9 @@ struct UDPBench {
         var latencies: [Double] = []
         let end = clock.now + seconds
         socket.sendTo(
-            port: port, batch: channels.flatMap { CTAPHIDMachine.reports(channel: $0, command: .cbor, payload: request) })
+            port: port,
+            batch: channels.flatMap { CTAPHIDMachine.reports(channel: $0, command: .cbor, payload: request) }
+        )
         for cid in channels { sentAt[cid] = clock.now }
         var inFlight = depth
         var lastEvent = clock.now
@@ -308,10 +329,14 @@ struct UDPBench {
             var resent: [UInt32] = []
             for case .report(let datagram) in events {
                 guard let cid = HIDMessageAssembler.channel(of: datagram), let started = sentAt[cid],
-                    case .message(let answer) = try assemblers[cid, default: HIDMessageAssembler(channel: cid)].add(datagram)
+                    case .message(let answer) = try assemblers[cid, default: HIDMessageAssembler(channel: cid)].add(
+                        datagram
+                    )
                 else { continue }
                 assemblers[cid] = HIDMessageAssembler(channel: cid)
-                guard answer.payload.first == 0 else { throw BenchError(description: "getAssertion failed (pipelined)") }
+                guard answer.payload.first == 0 else {
+                    throw BenchError(description: "getAssertion failed (pipelined)")
+                }
                 let now = clock.now
                 latencies.append(Benchmark.seconds(now - started) * 1000)
                 if now < end {

@@ -36,7 +36,9 @@ package struct CountingFlash<Inner: FlashDevice>: FlashDevice {
     package init(_ inner: Inner) { self.inner = inner }
 
     package var geometry: FlashGeometry { inner.geometry }
-    package func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] { try inner.read(offset: offset, count: count) }
+    package func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] {
+        try inner.read(offset: offset, count: count)
+    }
     package mutating func program(offset: Int, bytes: [UInt8]) throws(FlashError) {
         try inner.program(offset: offset, bytes: bytes)
         programmedBytes += bytes.count

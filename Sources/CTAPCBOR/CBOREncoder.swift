@@ -73,7 +73,8 @@ public enum CBOREncoder {
                 }
             } else if entries.keys.allSatisfy({ $0.textValue != nil }) {
                 let sorted = entries.sorted {
-                    let l = $0.key.textValue!.utf8, r = $1.key.textValue!.utf8
+                    let l = $0.key.textValue!.utf8
+                    let r = $1.key.textValue!.utf8
                     return l.count != r.count ? l.count < r.count : l.lexicographicallyPrecedes(r)
                 }
                 for (key, value) in sorted {

@@ -54,7 +54,10 @@ public enum CTAPBitFlipProof {
     }
 
     public static func run(
-        geometry: FlashGeometry = .nrf52840, credentials count: Int = 20, trials: Int, seed: UInt64,
+        geometry: FlashGeometry = .nrf52840,
+        credentials count: Int = 20,
+        trials: Int,
+        seed: UInt64,
         damage: Damage
     ) -> Report {
         var report = Report()
@@ -62,8 +65,11 @@ public enum CTAPBitFlipProof {
         var entropy = EntropySource(SeededGenerator(seed: seed))
         guard let storage = try? Storage(device: SimulatedFlash(geometry: geometry), entropy: &entropy),
             var key = try? Authenticator(
-                configuration: AuthenticatorConfiguration(resetWindowEnabled: false), storage: storage,
-                entropy: entropy, now: .zero)
+                configuration: AuthenticatorConfiguration(resetWindowEnabled: false),
+                storage: storage,
+                entropy: entropy,
+                now: .zero
+            )
         else {
             report.violations.append("the key could not be created")
             return report
@@ -82,7 +88,10 @@ public enum CTAPBitFlipProof {
         for i in 0..<30 { _ = assert(&key, credentials[i % count]) }
         let body = CBORValue.array([.byteString([UInt8](repeating: 0x5A, count: 900))]).encoded()
         let array = body + LargeBlobArray.checksum(body)
-        _ = CTAPPowerCutProof.respond(&key, [0x0C] + CBORValue.map([2: .byteString(array), 3: 0, 4: CBORValue(array.count)]).encoded())
+        _ = CTAPPowerCutProof.respond(
+            &key,
+            [0x0C] + CBORValue.map([2: .byteString(array), 3: 0, 4: CBORValue(array.count)]).encoded()
+        )
         guard let written = key.storage as? Storage, written.largeBlobArray == array else {
             report.violations.append("the large-blob array was not written")
             return report
@@ -119,7 +128,10 @@ public enum CTAPBitFlipProof {
             var mountEntropy = EntropySource(SeededGenerator(seed: 5))
             let mounted: Storage
             do {
-                mounted = try Storage(device: SimulatedFlash(geometry: geometry, image: damaged), entropy: &mountEntropy)
+                mounted = try Storage(
+                    device: SimulatedFlash(geometry: geometry, image: damaged),
+                    entropy: &mountEntropy
+                )
             } catch {
                 report.refusedStarts += 1
                 if damage == .bit { report.violations.append("\(place): the key does not start: \(error)") }
@@ -128,9 +140,13 @@ public enum CTAPBitFlipProof {
             let findings = mounted.store.recovery.damage
             if !findings.isEmpty { report.reported += 1 }
             if !findings.isEmpty && findings.allSatisfy({ $0.kind.isCorrected }) { report.corrected += 1 }
-            guard var trialKey = try? Authenticator(
-                configuration: AuthenticatorConfiguration(resetWindowEnabled: false), storage: mounted,
-                entropy: mountEntropy, now: .zero)
+            guard
+                var trialKey = try? Authenticator(
+                    configuration: AuthenticatorConfiguration(resetWindowEnabled: false),
+                    storage: mounted,
+                    entropy: mountEntropy,
+                    now: .zero
+                )
             else {
                 report.violations.append("\(place): the authenticator could not start")
                 continue
@@ -156,7 +172,8 @@ public enum CTAPBitFlipProof {
                         report.violations.append("\(place): \(credential.rpId) lost, nothing reported")
                     } else if !own || damage == .bit {
                         report.violations.append(
-                            "\(place): \(credential.rpId) lost to damage outside its record: \(findings)")
+                            "\(place): \(credential.rpId) lost to damage outside its record: \(findings)"
+                        )
                     } else {
                         report.lostToTheirDamage += 1
                     }

@@ -55,8 +55,10 @@ public enum CTAPPowerCutProof {
 
     static func state(of storage: Storage) -> State {
         State(
-            credentials: Set(storage.residentCredentials.map(\.id)), counter: storage.signCounter,
-            largeBlobs: storage.largeBlobArray)
+            credentials: Set(storage.residentCredentials.map(\.id)),
+            counter: storage.signCounter,
+            largeBlobs: storage.largeBlobArray
+        )
     }
 
     static func storage(of authenticator: Authenticator) -> Storage? { authenticator.storage as? Storage }
@@ -67,16 +69,26 @@ public enum CTAPPowerCutProof {
     /// others every `cutEvery`-th is cut (a bounded run that still reaches a full store and resets). The key is
     /// reset every `resetEvery` operations.
     public static func run(
-        geometry: FlashGeometry, operations: Int, seed: UInt64, cutLimit: Int, nestedEvery: Int = 7,
-        scanEvery: Int = 50, cutFrom: Int = 0, cutEvery: Int = 1, resetEvery: Int = 700
+        geometry: FlashGeometry,
+        operations: Int,
+        seed: UInt64,
+        cutLimit: Int,
+        nestedEvery: Int = 7,
+        scanEvery: Int = 50,
+        cutFrom: Int = 0,
+        cutEvery: Int = 1,
+        resetEvery: Int = 700
     ) -> Report {
         var report = Report()
         var generator = SeededGenerator(seed: seed)
         var entropy = EntropySource(SeededGenerator(seed: seed &+ 1))
         guard let initial = try? Storage(device: SimulatedFlash(geometry: geometry), entropy: &entropy),
             var key = try? Authenticator(
-                configuration: AuthenticatorConfiguration(resetWindowEnabled: false), storage: initial,
-                entropy: entropy, now: .zero)
+                configuration: AuthenticatorConfiguration(resetWindowEnabled: false),
+                storage: initial,
+                entropy: entropy,
+                now: .zero
+            )
         else {
             report.violations.append("the key could not be created")
             return report
@@ -132,25 +144,29 @@ public enum CTAPPowerCutProof {
                         recovered = try Storage(device: device, entropy: &mountEntropy)
                     } catch {
                         report.violations.append(
-                            "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): remount failed: \(error)")
+                            "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): remount failed: \(error)"
+                        )
                         continue
                     }
                     let found = state(of: recovered)
                     if found.largeBlobs != before.largeBlobs && found.largeBlobs != after.largeBlobs {
                         report.violations.append(
                             "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): the large-blob array is "
-                                + "neither the one before nor the one after (\(found.largeBlobs.count) bytes)")
+                                + "neither the one before nor the one after (\(found.largeBlobs.count) bytes)"
+                        )
                     }
                     if found.credentials != before.credentials && found.credentials != after.credentials {
                         report.violations.append(
                             "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): credentials are neither "
                                 + "the state before nor after (\(found.credentials.count) found, "
-                                + "\(before.credentials.count) before, \(after.credentials.count) after)")
+                                + "\(before.credentials.count) before, \(after.credentials.count) after)"
+                        )
                     }
                     if found.counter < acknowledgedCounter {
                         report.violations.append(
                             "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): counter \(found.counter) "
-                                + "below the acknowledged \(acknowledgedCounter)")
+                                + "below the acknowledged \(acknowledgedCounter)"
+                        )
                     }
                     if scanEvery > 0 && report.scenarios % scanEvery == 0 {
                         report.imageScans += 1
@@ -159,7 +175,8 @@ public enum CTAPPowerCutProof {
                         if let leak = firstOccurrence(of: dead, in: recovered.store.device.image) {
                             report.violations.append(
                                 "seed \(seed) op \(index) (\(request.name)) cut \(cut) \(tear): a deleted private key "
-                                    + "is still in the image at offset \(leak)")
+                                    + "is still in the image at offset \(leak)"
+                            )
                         }
                     }
                 }
@@ -182,7 +199,10 @@ public enum CTAPPowerCutProof {
     }
 
     static func nextRequest(
-        _ g: inout SeededGenerator, users: inout [[UInt8]], index: Int, resetEvery: Int = 700
+        _ g: inout SeededGenerator,
+        users: inout [[UInt8]],
+        index: Int,
+        resetEvery: Int = 700
     ) -> Request {
         let roll = g.next() % 100
         // A reset every 700 operations by default: enough registrations in between to fill an nRF52840 store.
@@ -257,7 +277,8 @@ public enum CTAPPowerCutProof {
             window = window << 8 | UInt64(haystack[i])
             guard i >= 7, let candidates = prefixes[window] else { continue }
             let start = i - 7
-            for n in candidates where start + n.count <= haystack.count && Array(haystack[start..<(start + n.count)]) == n {
+            for n in candidates
+            where start + n.count <= haystack.count && Array(haystack[start..<(start + n.count)]) == n {
                 return start
             }
         }

@@ -49,7 +49,8 @@ enum CTAPHIDPacket: Equatable, Sendable {
         precondition(payload.count <= Self.maximumPayloadSize, "CTAPHID payload too long to frame")
         // Each report is made once at its full size and filled in place (no intermediate arrays).
         let continuations =
-            max(0, payload.count - Self.initializationDataSize + Self.continuationDataSize - 1) / Self.continuationDataSize
+            max(0, payload.count - Self.initializationDataSize + Self.continuationDataSize - 1)
+            / Self.continuationDataSize
         var reports: [[UInt8]] = []
         reports.reserveCapacity(1 + continuations)
         // `length` is the initialization packet's BCNT; the payload's bytes are copied one by one, which costs less

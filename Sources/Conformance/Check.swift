@@ -86,7 +86,11 @@ public struct ConformanceCheck: Sendable {
     public var run: @Sendable (ConformanceContext) throws -> Void
 
     public init(
-        _ id: String, _ group: CheckGroup, _ section: String, _ title: String, requires requirements: [Requirement] = [],
+        _ id: String,
+        _ group: CheckGroup,
+        _ section: String,
+        _ title: String,
+        requires requirements: [Requirement] = [],
         run: @escaping @Sendable (ConformanceContext) throws -> Void
     ) {
         self.id = id

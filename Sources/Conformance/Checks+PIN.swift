@@ -10,12 +10,19 @@ enum PINChecks {
     static func retries(_ ctx: ConformanceContext) throws -> Int {
         let response = try pinClient(ctx).retries()
         try ctx.expectOK(response, "getPINRetries")
-        guard let retries = try response.map()[3]?.intValue else { throw CheckFailure("getPINRetries without pinRetries (0x03)") }
+        guard let retries = try response.map()[3]?.intValue else {
+            throw CheckFailure("getPINRetries without pinRetries (0x03)")
+        }
         return retries
     }
 
     /// makeCredential authenticated with `token` (pinUvAuthParam over the clientDataHash) in `version`.
-    static func makeCredential(_ ctx: ConformanceContext, token: [UInt8], version: Int, touch: String? = nil) throws
+    static func makeCredential(
+        _ ctx: ConformanceContext,
+        token: [UInt8],
+        version: Int,
+        touch: String? = nil
+    ) throws
         -> (response: CTAPResponse, clientDataHash: [UInt8])
     {
         let clientDataHash = randomBytes(32)
@@ -31,16 +38,32 @@ enum PINChecks {
     }
 
     static let all: [ConformanceCheck] = [
-        ConformanceCheck("client-pin.key-agreement", .clientPIN, "CTAP 2.1 §6.5.5.4", "getKeyAgreement answers a P-256 COSE key with alg -25 in each protocol", requires: [.option("clientPin")]) { ctx in
+        ConformanceCheck(
+            "client-pin.key-agreement",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.4",
+            "getKeyAgreement answers a P-256 COSE key with alg -25 in each protocol",
+            requires: [.option("clientPin")]
+        ) { ctx in
             for version in ctx.info.pinUvAuthProtocols {
                 let response = try pinClient(ctx, version).request(2)
                 try ctx.expectOK(response, "getKeyAgreement, protocol \(version)")
                 guard let key = try response.map()[1] else { throw CheckFailure("no keyAgreement (0x01)") }
                 let parsed = try COSEPublicKey(key)
-                try ctx.require(parsed.algorithm == -25 && parsed.y != nil, "an EC2 P-256 key with alg -25", actual: "\(key)")
+                try ctx.require(
+                    parsed.algorithm == -25 && parsed.y != nil,
+                    "an EC2 P-256 key with alg -25",
+                    actual: "\(key)"
+                )
             }
         },
-        ConformanceCheck("client-pin.retries", .clientPIN, "CTAP 2.1 §6.5.5.2, §6.5.2.2", "getPINRetries answers at most 8", requires: [.option("clientPin")]) { ctx in
+        ConformanceCheck(
+            "client-pin.retries",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.2, §6.5.2.2",
+            "getPINRetries answers at most 8",
+            requires: [.option("clientPin")]
+        ) { ctx in
             if !ctx.info.hasPIN {
                 // Without a PIN, the count (the text) or CTAP2_ERR_PIN_NOT_SET (YubiKey 5): a choice.
                 let response = try pinClient(ctx).retries()
@@ -51,35 +74,97 @@ enum PINChecks {
                 ctx.observe("getPINRetries without a PIN: the count")
             }
             let count = try retries(ctx)
-            try ctx.require((1...8).contains(count) || (count == 0 && ctx.info.hasPIN), "pinRetries from 1 to 8", actual: "\(count)")
+            try ctx.require(
+                (1...8).contains(count) || (count == 0 && ctx.info.hasPIN),
+                "pinRetries from 1 to 8",
+                actual: "\(count)"
+            )
         },
-        ConformanceCheck("client-pin.set-short", .clientPIN, "CTAP 2.1 §6.5.5.5", "a PIN shorter than minPINLength gets CTAP2_ERR_PIN_POLICY_VIOLATION", requires: [.option("clientPin"), .destructive]) { ctx in
+        ConformanceCheck(
+            "client-pin.set-short",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.5",
+            "a PIN shorter than minPINLength gets CTAP2_ERR_PIN_POLICY_VIOLATION",
+            requires: [.option("clientPin"), .destructive]
+        ) { ctx in
             guard !ctx.info.hasPIN else { throw CheckSkip("the key already has a PIN") }
             let short = String(repeating: "7", count: max(1, (ctx.info.minPINLength ?? 4) - 1))
-            try ctx.expect(try pinClient(ctx).setPIN(short), CTAPStatusCode.pinPolicyViolation, "a PIN of \(short.count) characters")
+            try ctx.expect(
+                try pinClient(ctx).setPIN(short),
+                CTAPStatusCode.pinPolicyViolation,
+                "a PIN of \(short.count) characters"
+            )
         },
-        ConformanceCheck("client-pin.set", .clientPIN, "CTAP 2.1 §6.5.5.5", "setPIN sets a PIN and getInfo says so", requires: [.option("clientPin"), .destructive]) { ctx in
+        ConformanceCheck(
+            "client-pin.set",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.5",
+            "setPIN sets a PIN and getInfo says so",
+            requires: [.option("clientPin"), .destructive]
+        ) { ctx in
             guard !ctx.info.hasPIN else { throw CheckSkip("the key already has a PIN") }
             try ctx.expectOK(try pinClient(ctx).setPIN(ConformanceContext.firstPIN), "setPIN")
             ctx.pin = ConformanceContext.firstPIN
             try ctx.refreshInfo()
             try ctx.require(ctx.info.hasPIN, "clientPin is true in getInfo")
         },
-        ConformanceCheck("client-pin.set-again", .clientPIN, "CTAP 2.1 §6.5.5.5", "setPIN when a PIN is set gets CTAP2_ERR_PIN_AUTH_INVALID", requires: [.knownPIN]) { ctx in
-            try ctx.expect(try pinClient(ctx).setPIN(ConformanceContext.secondPIN), CTAPStatusCode.pinAuthInvalid, "a second setPIN")
+        ConformanceCheck(
+            "client-pin.set-again",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.5",
+            "setPIN when a PIN is set gets CTAP2_ERR_PIN_AUTH_INVALID",
+            requires: [.knownPIN]
+        ) { ctx in
+            try ctx.expect(
+                try pinClient(ctx).setPIN(ConformanceContext.secondPIN),
+                CTAPStatusCode.pinAuthInvalid,
+                "a second setPIN"
+            )
         },
-        ConformanceCheck("client-pin.token", .clientPIN, "CTAP 2.1 §6.5.5.7, §6.5.6, §6.5.7", "a token from each protocol makes a user-verified credential", requires: [.knownPIN]) { ctx in
+        ConformanceCheck(
+            "client-pin.token",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.7, §6.5.6, §6.5.7",
+            "a token from each protocol makes a user-verified credential",
+            requires: [.knownPIN]
+        ) { ctx in
             for version in ctx.info.pinUvAuthProtocols {
-                let token = try ctx.token(permissions: ClientPIN.Permission.makeCredential, rpId: ConformanceContext.rpId, version: version)
+                let token = try ctx.token(
+                    permissions: ClientPIN.Permission.makeCredential,
+                    rpId: ConformanceContext.rpId,
+                    version: version
+                )
                 try ctx.require(
-                    version == 2 ? token.count == 32 : (token.count == 16 || token.count == 32), "the token's length",
-                    actual: "\(token.count) bytes in protocol \(version)")
-                let request = try makeCredential(ctx, token: token, version: version, touch: "makeCredential with a PIN token")
-                let made = try ctx.madeCredential(request.response, clientDataHash: request.clientDataHash, userId: [], discoverable: false)
-                try ctx.require(made.authData.userVerified, "the UV flag is set", actual: "flags 0x\(Hex.string(made.authData.flags))")
+                    version == 2 ? token.count == 32 : (token.count == 16 || token.count == 32),
+                    "the token's length",
+                    actual: "\(token.count) bytes in protocol \(version)"
+                )
+                let request = try makeCredential(
+                    ctx,
+                    token: token,
+                    version: version,
+                    touch: "makeCredential with a PIN token"
+                )
+                let made = try ctx.madeCredential(
+                    request.response,
+                    clientDataHash: request.clientDataHash,
+                    userId: [],
+                    discoverable: false
+                )
+                try ctx.require(
+                    made.authData.userVerified,
+                    "the UV flag is set",
+                    actual: "flags 0x\(Hex.string(made.authData.flags))"
+                )
             }
         },
-        ConformanceCheck("client-pin.wrong", .clientPIN, "CTAP 2.1 §6.5.5.7", "a wrong PIN gets CTAP2_ERR_PIN_INVALID and costs one retry; the right one restores them", requires: [.knownPIN, .spendsPINRetries(1)]) { ctx in
+        ConformanceCheck(
+            "client-pin.wrong",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.7",
+            "a wrong PIN gets CTAP2_ERR_PIN_INVALID and costs one retry; the right one restores them",
+            requires: [.knownPIN, .spendsPINRetries(1)]
+        ) { ctx in
             let before = try retries(ctx)
             try ctx.require(try wrongPIN(ctx) == CTAPStatusCode.pinInvalid, "a wrong PIN is PIN_INVALID")
             let after = try retries(ctx)
@@ -87,51 +172,135 @@ enum PINChecks {
             _ = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
             try ctx.require(try retries(ctx) == before, "the right PIN restores the retries", expected: "\(before)")
         },
-        ConformanceCheck("client-pin.auth-blocked", .clientPIN, "CTAP 2.1 §6.5.5.7, §6.5.2.2", "three wrong PINs in a row block PIN entry until a power cycle (CTAP2_ERR_PIN_AUTH_BLOCKED)", requires: [.knownPIN, .spendsPINRetries(3)]) { ctx in
+        ConformanceCheck(
+            "client-pin.auth-blocked",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.7, §6.5.2.2",
+            "three wrong PINs in a row block PIN entry until a power cycle (CTAP2_ERR_PIN_AUTH_BLOCKED)",
+            requires: [.knownPIN, .spendsPINRetries(3)]
+        ) { ctx in
             let statuses = try (0..<3).map { _ in try wrongPIN(ctx) }
             try ctx.require(
                 statuses == [CTAPStatusCode.pinInvalid, CTAPStatusCode.pinInvalid, CTAPStatusCode.pinAuthBlocked],
-                "PIN_INVALID, PIN_INVALID, PIN_AUTH_BLOCKED", actual: statuses.map { CTAPStatusCode.describe($0) }.joined(separator: ", "))
-            try ctx.expect(try pinClient(ctx).token(pin: ctx.pin ?? "").response, CTAPStatusCode.pinAuthBlocked, "the right PIN before a power cycle")
+                "PIN_INVALID, PIN_INVALID, PIN_AUTH_BLOCKED",
+                actual: statuses.map { CTAPStatusCode.describe($0) }.joined(separator: ", ")
+            )
+            try ctx.expect(
+                try pinClient(ctx).token(pin: ctx.pin ?? "").response,
+                CTAPStatusCode.pinAuthBlocked,
+                "the right PIN before a power cycle"
+            )
             try ctx.powerCycle()
             _ = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
         },
-        ConformanceCheck("client-pin.change", .clientPIN, "CTAP 2.1 §6.5.5.6", "changePIN replaces the PIN: the old one fails, the new one works (then the old PIN comes back)", requires: [.knownPIN]) { ctx in
+        ConformanceCheck(
+            "client-pin.change",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.6",
+            "changePIN replaces the PIN: the old one fails, the new one works (then the old PIN comes back)",
+            requires: [.knownPIN]
+        ) { ctx in
             guard let old = ctx.pin else { return }
             let new = old == ConformanceContext.firstPIN ? ConformanceContext.secondPIN : ConformanceContext.firstPIN
             try ctx.expectOK(try pinClient(ctx).changePIN(from: old, to: new), "changePIN")
             ctx.pin = new
-            try ctx.require(try pinClient(ctx).token(pin: old).response.status == CTAPStatusCode.pinInvalid, "the old PIN is PIN_INVALID")
+            try ctx.require(
+                try pinClient(ctx).token(pin: old).response.status == CTAPStatusCode.pinInvalid,
+                "the old PIN is PIN_INVALID"
+            )
             _ = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
             // Back to the PIN the key had.
             try ctx.expectOK(try pinClient(ctx).changePIN(from: new, to: old), "changePIN back")
             ctx.pin = old
         },
-        ConformanceCheck("client-pin.change-wrong", .clientPIN, "CTAP 2.1 §6.5.5.6", "changePIN with a wrong current PIN gets CTAP2_ERR_PIN_INVALID", requires: [.knownPIN, .spendsPINRetries(1)]) { ctx in
-            try ctx.expect(try pinClient(ctx).changePIN(from: "99999999", to: "88888888"), CTAPStatusCode.pinInvalid, "a wrong current PIN")
+        ConformanceCheck(
+            "client-pin.change-wrong",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.6",
+            "changePIN with a wrong current PIN gets CTAP2_ERR_PIN_INVALID",
+            requires: [.knownPIN, .spendsPINRetries(1)]
+        ) { ctx in
+            try ctx.expect(
+                try pinClient(ctx).changePIN(from: "99999999", to: "88888888"),
+                CTAPStatusCode.pinInvalid,
+                "a wrong current PIN"
+            )
             _ = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
         },
-        ConformanceCheck("client-pin.required", .clientPIN, "CTAP 2.1 §6.1.2", "a discoverable makeCredential without pinUvAuthParam on a PIN key gets CTAP2_ERR_PUAT_REQUIRED", requires: [.knownPIN]) { ctx in
+        ConformanceCheck(
+            "client-pin.required",
+            .clientPIN,
+            "CTAP 2.1 §6.1.2",
+            "a discoverable makeCredential without pinUvAuthParam on a PIN key gets CTAP2_ERR_PUAT_REQUIRED",
+            requires: [.knownPIN]
+        ) { ctx in
             guard ctx.info.options["uv"] != true else { throw CheckSkip("the key has built-in user verification") }
-            var params = ctx.makeCredentialParameters(userId: randomBytes(16), clientDataHash: randomBytes(32), discoverable: true)
+            var params = ctx.makeCredentialParameters(
+                userId: randomBytes(16),
+                clientDataHash: randomBytes(32),
+                discoverable: true
+            )
             params[7] = .map(["rk": true])
-            try ctx.expect(try ctx.send(CTAPCommand.makeCredential, .map(params)), CTAPStatusCode.puatRequired, "rk=true without pinUvAuthParam")
+            try ctx.expect(
+                try ctx.send(CTAPCommand.makeCredential, .map(params)),
+                CTAPStatusCode.puatRequired,
+                "rk=true without pinUvAuthParam"
+            )
         },
-        ConformanceCheck("client-pin.bad-param", .clientPIN, "CTAP 2.1 §6.1.2", "a pinUvAuthParam that does not verify gets CTAP2_ERR_PIN_AUTH_INVALID", requires: [.knownPIN]) { ctx in
+        ConformanceCheck(
+            "client-pin.bad-param",
+            .clientPIN,
+            "CTAP 2.1 §6.1.2",
+            "a pinUvAuthParam that does not verify gets CTAP2_ERR_PIN_AUTH_INVALID",
+            requires: [.knownPIN]
+        ) { ctx in
             var params = ctx.makeCredentialParameters(userId: randomBytes(16), clientDataHash: randomBytes(32))
             params[8] = .byteString(randomBytes(ctx.pinProtocol == 2 ? 32 : 16))
             params[9] = CBORValue(ctx.pinProtocol)
-            try ctx.expect(try ctx.send(CTAPCommand.makeCredential, .map(params)), CTAPStatusCode.pinAuthInvalid, "a random pinUvAuthParam")
+            try ctx.expect(
+                try ctx.send(CTAPCommand.makeCredential, .map(params)),
+                CTAPStatusCode.pinAuthInvalid,
+                "a random pinUvAuthParam"
+            )
         },
-        ConformanceCheck("client-pin.permission", .clientPIN, "CTAP 2.1 §6.1.2, §6.5.5.7.2", "a token without the mc permission gets CTAP2_ERR_PIN_AUTH_INVALID for makeCredential", requires: [.knownPIN, .optionTrue("pinUvAuthToken")]) { ctx in
+        ConformanceCheck(
+            "client-pin.permission",
+            .clientPIN,
+            "CTAP 2.1 §6.1.2, §6.5.5.7.2",
+            "a token without the mc permission gets CTAP2_ERR_PIN_AUTH_INVALID for makeCredential",
+            requires: [.knownPIN, .optionTrue("pinUvAuthToken")]
+        ) { ctx in
             let token = try ctx.token(permissions: ClientPIN.Permission.getAssertion, rpId: ConformanceContext.rpId)
-            try ctx.expect(try makeCredential(ctx, token: token, version: ctx.pinProtocol).response, CTAPStatusCode.pinAuthInvalid, "a ga-only token for makeCredential")
+            try ctx.expect(
+                try makeCredential(ctx, token: token, version: ctx.pinProtocol).response,
+                CTAPStatusCode.pinAuthInvalid,
+                "a ga-only token for makeCredential"
+            )
         },
-        ConformanceCheck("client-pin.rp-bound", .clientPIN, "CTAP 2.1 §6.1.2, §6.5.5.7.2", "a token bound to one RP ID gets CTAP2_ERR_PIN_AUTH_INVALID for another", requires: [.knownPIN, .optionTrue("pinUvAuthToken")]) { ctx in
-            let token = try ctx.token(permissions: ClientPIN.Permission.makeCredential, rpId: ConformanceContext.otherRpId)
-            try ctx.expect(try makeCredential(ctx, token: token, version: ctx.pinProtocol).response, CTAPStatusCode.pinAuthInvalid, "a token for another RP ID")
+        ConformanceCheck(
+            "client-pin.rp-bound",
+            .clientPIN,
+            "CTAP 2.1 §6.1.2, §6.5.5.7.2",
+            "a token bound to one RP ID gets CTAP2_ERR_PIN_AUTH_INVALID for another",
+            requires: [.knownPIN, .optionTrue("pinUvAuthToken")]
+        ) { ctx in
+            let token = try ctx.token(
+                permissions: ClientPIN.Permission.makeCredential,
+                rpId: ConformanceContext.otherRpId
+            )
+            try ctx.expect(
+                try makeCredential(ctx, token: token, version: ctx.pinProtocol).response,
+                CTAPStatusCode.pinAuthInvalid,
+                "a token for another RP ID"
+            )
         },
-        ConformanceCheck("client-pin.no-permissions", .clientPIN, "CTAP 2.1 §6.5.5.7.2", "permissions 0 gets CTAP1_ERR_INVALID_PARAMETER", requires: [.knownPIN, .optionTrue("pinUvAuthToken")]) { ctx in
+        ConformanceCheck(
+            "client-pin.no-permissions",
+            .clientPIN,
+            "CTAP 2.1 §6.5.5.7.2",
+            "permissions 0 gets CTAP1_ERR_INVALID_PARAMETER",
+            requires: [.knownPIN, .optionTrue("pinUvAuthToken")]
+        ) { ctx in
             let result = try pinClient(ctx).token(pin: ctx.pin ?? "", permissions: 0)
             try ctx.expect(result.response, CTAPStatusCode.invalidParameter, "permissions 0")
         },

@@ -20,7 +20,10 @@ extension ConformanceContext {
     public func expect(_ response: CTAPResponse, _ status: UInt8, _ what: String) throws {
         guard response.status == status else {
             throw CheckFailure(
-                what, expected: CTAPStatusCode.describe(status), actual: CTAPStatusCode.describe(response.status))
+                what,
+                expected: CTAPStatusCode.describe(status),
+                actual: CTAPStatusCode.describe(response.status)
+            )
         }
     }
 
@@ -41,8 +44,13 @@ extension ConformanceContext {
 
     /// The parameters of an authenticatorMakeCredential request.
     public func makeCredentialParameters(
-        rpId: String = ConformanceContext.rpId, userId: [UInt8], clientDataHash: [UInt8], algorithms: [Int] = [-7],
-        discoverable: Bool = false, exclude: [[UInt8]] = [], extensions: [String: CBORValue] = [:]
+        rpId: String = ConformanceContext.rpId,
+        userId: [UInt8],
+        clientDataHash: [UInt8],
+        algorithms: [Int] = [-7],
+        discoverable: Bool = false,
+        exclude: [[UInt8]] = [],
+        extensions: [String: CBORValue] = [:]
     ) -> [CBORValue: CBORValue] {
         var params: [CBORValue: CBORValue] = [
             1: .byteString(clientDataHash),
@@ -52,7 +60,9 @@ extension ConformanceContext {
         ]
         if !exclude.isEmpty { params[5] = .array(limited(exclude).map(descriptor)) }
         if !extensions.isEmpty {
-            params[6] = .map(Dictionary(uniqueKeysWithValues: extensions.map { (CBORValue.textString($0.key), $0.value) }))
+            params[6] = .map(
+                Dictionary(uniqueKeysWithValues: extensions.map { (CBORValue.textString($0.key), $0.value) })
+            )
         }
         if discoverable { params[7] = .map(["rk": true]) }
         return params
@@ -60,18 +70,31 @@ extension ConformanceContext {
 
     /// makeCredential, with user verification through the PIN when the key needs it. The caller checks the status.
     public func makeCredential(
-        rpId: String = ConformanceContext.rpId, userId: [UInt8] = randomBytes(16), algorithms: [Int] = [-7],
-        discoverable: Bool = false, exclude: [[UInt8]] = [], extensions: [String: CBORValue] = [:], verify: Bool = false
+        rpId: String = ConformanceContext.rpId,
+        userId: [UInt8] = randomBytes(16),
+        algorithms: [Int] = [-7],
+        discoverable: Bool = false,
+        exclude: [[UInt8]] = [],
+        extensions: [String: CBORValue] = [:],
+        verify: Bool = false
     ) throws -> (response: CTAPResponse, clientDataHash: [UInt8], userId: [UInt8]) {
         let clientDataHash = randomBytes(32)
         var params = makeCredentialParameters(
-            rpId: rpId, userId: userId, clientDataHash: clientDataHash, algorithms: algorithms, discoverable: discoverable,
-            exclude: exclude, extensions: extensions)
+            rpId: rpId,
+            userId: userId,
+            clientDataHash: clientDataHash,
+            algorithms: algorithms,
+            discoverable: discoverable,
+            exclude: exclude,
+            extensions: extensions
+        )
         if verify || makeCredentialNeedsUV(discoverable: discoverable) {
             guard pin != nil || !info.hasPIN else { throw CheckSkip("the key has a PIN: give it with --pin") }
             for (key, value) in try userVerification(
-                permission: ClientPIN.Permission.makeCredential, rpId: rpId, clientDataHash: clientDataHash)
-            {
+                permission: ClientPIN.Permission.makeCredential,
+                rpId: rpId,
+                clientDataHash: clientDataHash
+            ) {
                 params[key] = value
             }
         }
@@ -83,7 +106,10 @@ extension ConformanceContext {
     /// flags, the credential key and the attestation statement (OpenSSL).
     @discardableResult
     public func madeCredential(
-        _ response: CTAPResponse, rpId: String = ConformanceContext.rpId, clientDataHash: [UInt8], userId: [UInt8],
+        _ response: CTAPResponse,
+        rpId: String = ConformanceContext.rpId,
+        clientDataHash: [UInt8],
+        userId: [UInt8],
         discoverable: Bool
     ) throws -> (credential: MadeCredential, authData: ParsedAuthenticatorData, map: [Int: CBORValue]) {
         if discoverable && response.status == CTAPStatusCode.keyStoreFull {
@@ -91,39 +117,67 @@ extension ConformanceContext {
         }
         try expectOK(response, "makeCredential")
         let map = try response.map()
-        guard let format = map[1]?.textValue, let authBytes = map[2]?.bytesValue, let statement = map[3]?.mapValue else {
+        guard let format = map[1]?.textValue, let authBytes = map[2]?.bytesValue, let statement = map[3]?.mapValue
+        else {
             throw CheckFailure("the attestation object lacks fmt (1), authData (2) or attStmt (3)")
         }
         let authData = try ParsedAuthenticatorData(authBytes)
         try require(
-            authData.rpIdHash == OpenSSLVerifier.sha256(Array(rpId.utf8)), "rpIdHash is SHA-256 of the RP ID",
-            expected: Hex.string(OpenSSLVerifier.sha256(Array(rpId.utf8))), actual: Hex.string(authData.rpIdHash))
+            authData.rpIdHash == OpenSSLVerifier.sha256(Array(rpId.utf8)),
+            "rpIdHash is SHA-256 of the RP ID",
+            expected: Hex.string(OpenSSLVerifier.sha256(Array(rpId.utf8))),
+            actual: Hex.string(authData.rpIdHash)
+        )
         try require(authData.userPresent, "the UP flag is set", actual: "flags 0x\(Hex.string(authData.flags))")
         guard authData.attested, let id = authData.credentialId, let keyValue = authData.credentialPublicKey else {
-            throw CheckFailure("the AT flag and attested credential data", actual: "flags 0x\(Hex.string(authData.flags))")
+            throw CheckFailure(
+                "the AT flag and attested credential data",
+                actual: "flags 0x\(Hex.string(authData.flags))"
+            )
         }
         let key = try COSEPublicKey(keyValue)
         let type = try AttestationVerifier.verify(
-            format: format, authData: authData, statement: statement, clientDataHash: clientDataHash)
+            format: format,
+            authData: authData,
+            statement: statement,
+            clientDataHash: clientDataHash
+        )
         if type != .none {
             try require(
-                authData.aaguid == info.aaguid, "the AAGUID in authenticator data is getInfo's", expected: Hex.string(info.aaguid),
-                actual: Hex.string(authData.aaguid ?? []))
+                authData.aaguid == info.aaguid,
+                "the AAGUID in authenticator data is getInfo's",
+                expected: Hex.string(info.aaguid),
+                actual: Hex.string(authData.aaguid ?? [])
+            )
         }
         let credential = MadeCredential(
-            rpId: rpId, id: id, publicKey: key, userId: userId, signCount: authData.signCount, discoverable: discoverable)
+            rpId: rpId,
+            id: id,
+            publicKey: key,
+            userId: userId,
+            signCount: authData.signCount,
+            discoverable: discoverable
+        )
         return (credential, authData, map)
     }
 
     /// Makes and verifies a credential, remembered under `name`.
     @discardableResult
     public func makeVerifiedCredential(
-        _ name: String, rpId: String = ConformanceContext.rpId, discoverable: Bool = false,
-        extensions: [String: CBORValue] = [:], verify: Bool = false
+        _ name: String,
+        rpId: String = ConformanceContext.rpId,
+        discoverable: Bool = false,
+        extensions: [String: CBORValue] = [:],
+        verify: Bool = false
     ) throws -> (credential: MadeCredential, authData: ParsedAuthenticatorData, map: [Int: CBORValue]) {
         let made = try makeCredential(rpId: rpId, discoverable: discoverable, extensions: extensions, verify: verify)
         let result = try madeCredential(
-            made.response, rpId: rpId, clientDataHash: made.clientDataHash, userId: made.userId, discoverable: discoverable)
+            made.response,
+            rpId: rpId,
+            clientDataHash: made.clientDataHash,
+            userId: made.userId,
+            discoverable: discoverable
+        )
         credentials[name] = result.credential
         return result
     }
@@ -136,19 +190,29 @@ extension ConformanceContext {
 
     /// getAssertion; `verify` adds the PIN's user verification. The caller checks the status.
     public func getAssertion(
-        rpId: String = ConformanceContext.rpId, allow: [[UInt8]]? = nil, up: Bool? = nil, verify: Bool = false,
-        extensions: [String: CBORValue] = [:], clientDataHash: [UInt8] = randomBytes(32)
+        rpId: String = ConformanceContext.rpId,
+        allow: [[UInt8]]? = nil,
+        up: Bool? = nil,
+        verify: Bool = false,
+        extensions: [String: CBORValue] = [:],
+        clientDataHash: [UInt8] = randomBytes(32)
     ) throws -> (response: CTAPResponse, clientDataHash: [UInt8]) {
         var params: [CBORValue: CBORValue] = [1: .textString(rpId), 2: .byteString(clientDataHash)]
         if let allow { params[3] = .array(limited(allow).map(descriptor)) }
         if !extensions.isEmpty {
-            params[4] = .map(Dictionary(uniqueKeysWithValues: extensions.map { (CBORValue.textString($0.key), $0.value) }))
+            params[4] = .map(
+                Dictionary(uniqueKeysWithValues: extensions.map { (CBORValue.textString($0.key), $0.value) })
+            )
         }
         if let up { params[5] = .map(["up": .boolean(up)]) }
         if verify {
             guard pin != nil else { throw CheckSkip("user verification needs the key's PIN") }
             // getAssertion carries pinUvAuthParam as 0x06 and pinUvAuthProtocol as 0x07.
-            let uv = try userVerification(permission: ClientPIN.Permission.getAssertion, rpId: rpId, clientDataHash: clientDataHash)
+            let uv = try userVerification(
+                permission: ClientPIN.Permission.getAssertion,
+                rpId: rpId,
+                clientDataHash: clientDataHash
+            )
             params[6] = uv[8]
             params[7] = uv[9]
         }
@@ -160,7 +224,10 @@ extension ConformanceContext {
     /// from: the credential ID, the rpIdHash, and the signature over authData || clientDataHash (OpenSSL).
     @discardableResult
     public func verifiedAssertion(
-        _ response: CTAPResponse, rpId: String = ConformanceContext.rpId, clientDataHash: [UInt8], from candidates: [MadeCredential]
+        _ response: CTAPResponse,
+        rpId: String = ConformanceContext.rpId,
+        clientDataHash: [UInt8],
+        from candidates: [MadeCredential]
     ) throws -> (credential: MadeCredential, authData: ParsedAuthenticatorData, map: [Int: CBORValue]) {
         try expectOK(response, "getAssertion")
         let map = try response.map()
@@ -171,7 +238,8 @@ extension ConformanceContext {
         if let returned = map[1]?.mapValue?[.textString("id")]?.bytesValue {
             id = returned
         } else if candidates.count == 1 {
-            id = candidates[0].id  // CTAP 2.1 §6.2.3: credential (0x01) may be left out when the allow list had one entry.
+            // CTAP 2.1 §6.2.3: credential (0x01) may be left out when the allow list had one entry.
+            id = candidates[0].id
         } else {
             throw CheckFailure("the assertion lacks credential (1)")
         }
@@ -180,12 +248,23 @@ extension ConformanceContext {
         }
         let authData = try ParsedAuthenticatorData(authBytes)
         try require(
-            authData.rpIdHash == OpenSSLVerifier.sha256(Array(rpId.utf8)), "rpIdHash is SHA-256 of the RP ID",
-            expected: Hex.string(OpenSSLVerifier.sha256(Array(rpId.utf8))), actual: Hex.string(authData.rpIdHash))
+            authData.rpIdHash == OpenSSLVerifier.sha256(Array(rpId.utf8)),
+            "rpIdHash is SHA-256 of the RP ID",
+            expected: Hex.string(OpenSSLVerifier.sha256(Array(rpId.utf8))),
+            actual: Hex.string(authData.rpIdHash)
+        )
         try require(!authData.attested, "an assertion has no attested credential data (AT clear)")
-        guard try OpenSSLVerifier.verify(spki: credential.publicKey.spki, message: authBytes + clientDataHash, signature: signature)
+        guard
+            try OpenSSLVerifier.verify(
+                spki: credential.publicKey.spki,
+                message: authBytes + clientDataHash,
+                signature: signature
+            )
         else {
-            throw CheckFailure("the assertion signature verifies with the credential's public key (OpenSSL)", actual: Hex.string(signature))
+            throw CheckFailure(
+                "the assertion signature verifies with the credential's public key (OpenSSL)",
+                actual: Hex.string(signature)
+            )
         }
         return (credential, authData, map)
     }
@@ -198,10 +277,16 @@ extension ConformanceContext {
         guard let pin else { throw CheckSkip("needs the key's PIN") }
         let pinClient = ClientPIN(client: client, version: version ?? pinProtocol)
         let result = try pinClient.token(
-            pin: pin, permissions: info.options["pinUvAuthToken"] == true ? permissions : nil, rpId: rpId)
+            pin: pin,
+            permissions: info.options["pinUvAuthToken"] == true ? permissions : nil,
+            rpId: rpId
+        )
         guard let token = result.token else {
             throw CheckFailure(
-                "a pinUvAuthToken", expected: CTAPStatusCode.describe(0), actual: CTAPStatusCode.describe(result.response.status))
+                "a pinUvAuthToken",
+                expected: CTAPStatusCode.describe(0),
+                actual: CTAPStatusCode.describe(result.response.status)
+            )
         }
         return token
     }
@@ -212,7 +297,9 @@ extension ConformanceContext {
         let start = CTAPHIDClient.nowMs()
         while true {
             let answer = try client.u2f(apdu)
-            if answer.status != U2FMessage.conditionsNotSatisfied || CTAPHIDClient.nowMs() - start > 30000 { return answer }
+            if answer.status != U2FMessage.conditionsNotSatisfied || CTAPHIDClient.nowMs() - start > 30000 {
+                return answer
+            }
             sleepMs(100)
         }
     }

@@ -31,7 +31,12 @@ public final class ConformanceContext {
     public static let firstPIN = "31415926"
     public static let secondPIN = "27182818"
 
-    init(open: @escaping () throws -> CTAPHIDClient, deviceOperator: any DeviceOperator, allowDestructive: Bool, pin: String?)
+    init(
+        open: @escaping () throws -> CTAPHIDClient,
+        deviceOperator: any DeviceOperator,
+        allowDestructive: Bool,
+        pin: String?
+    )
         throws
     {
         self.open = open
@@ -107,18 +112,30 @@ public final class ConformanceContext {
     }
 
     /// pinUvAuthParam (8) and pinUvAuthProtocol (9) of makeCredential for a request, when the key has a PIN the runner knows.
-    public func userVerification(permission: Int, rpId: String?, clientDataHash: [UInt8]) throws -> [CBORValue: CBORValue] {
+    public func userVerification(
+        permission: Int,
+        rpId: String?,
+        clientDataHash: [UInt8]
+    ) throws -> [CBORValue: CBORValue] {
         guard info.hasPIN, let pin else { return [:] }
         let version = info.pinUvAuthProtocols.contains(2) ? 2 : 1
         let pinClient = ClientPIN(client: client, version: version)
         let result = try pinClient.token(
-            pin: pin, permissions: info.options["pinUvAuthToken"] == true ? permission : nil, rpId: rpId)
+            pin: pin,
+            permissions: info.options["pinUvAuthToken"] == true ? permission : nil,
+            rpId: rpId
+        )
         guard let token = result.token else {
             throw CheckFailure(
-                "a pinUvAuthToken for the request", expected: "CTAP2_OK",
-                actual: CTAPStatusCode.describe(result.response.status))
+                "a pinUvAuthToken for the request",
+                expected: "CTAP2_OK",
+                actual: CTAPStatusCode.describe(result.response.status)
+            )
         }
-        return [8: .byteString(PlatformPinProtocol.authenticate(version: version, key: token, clientDataHash)), 9: CBORValue(version)]
+        return [
+            8: .byteString(PlatformPinProtocol.authenticate(version: version, key: token, clientDataHash)),
+            9: CBORValue(version),
+        ]
     }
 }
 

@@ -18,8 +18,11 @@ public struct DeviceIdentity: Sendable {
         let a = Hex.string(info.aaguid)
         aaguid =
             a.count == 32
-            ? [a.prefix(8), a.dropFirst(8).prefix(4), a.dropFirst(12).prefix(4), a.dropFirst(16).prefix(4), a.dropFirst(20)]
-                .joined(separator: "-") : a
+            ? [
+                a.prefix(8), a.dropFirst(8).prefix(4), a.dropFirst(12).prefix(4), a.dropFirst(16).prefix(4),
+                a.dropFirst(20),
+            ]
+            .joined(separator: "-") : a
         versions = info.versions
         extensions = info.extensions
         options = info.options
@@ -62,7 +65,8 @@ public struct ConformanceReport: Sendable {
         let summary = groups.map { group -> JSONValue in
             .object([
                 "group": .string(group.rawValue), "title": .string(group.title),
-                "passed": .integer(Int64(count(.passed, in: group))), "failed": .integer(Int64(count(.failed, in: group))),
+                "passed": .integer(Int64(count(.passed, in: group))),
+                "failed": .integer(Int64(count(.failed, in: group))),
                 "skipped": .integer(Int64(count(.skipped, in: group))),
             ])
         }
@@ -109,7 +113,8 @@ public struct ConformanceReport: Sendable {
         ]
         for group in groups {
             lines.append(
-                "| \(group.title) | \(count(.passed, in: group)) | \(count(.failed, in: group)) | \(count(.skipped, in: group)) |")
+                "| \(group.title) | \(count(.passed, in: group)) | \(count(.failed, in: group)) | \(count(.skipped, in: group)) |"
+            )
         }
         let failures = results.filter { $0.status == .failed }
         if !failures.isEmpty {
@@ -126,13 +131,15 @@ public struct ConformanceReport: Sendable {
         lines += ["", "## Checks", "", "| check | section | result | note |", "|---|---|---|---|"]
         for result in results {
             lines.append(
-                "| \(result.id) | \(result.section) | \(result.status.rawValue) | \(cell(result.message ?? "")) |")
+                "| \(result.id) | \(result.section) | \(result.status.rawValue) | \(cell(result.message ?? "")) |"
+            )
         }
         if !notes.isEmpty {
             lines += ["", "## Measured", ""] + notes.map { "- \($0)" }
         }
         if !observations.isEmpty {
-            lines += ["", "## Choices observed (where the specification leaves one)", ""] + observations.map { "- \($0)" }
+            lines +=
+                ["", "## Choices observed (where the specification leaves one)", ""] + observations.map { "- \($0)" }
         }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -23,8 +23,11 @@ public final class ConformanceRunner {
     let progress: (CheckResult) -> Void
 
     public init(
-        checks: [ConformanceCheck] = ConformanceSuite.all, options: Options, deviceOperator: any DeviceOperator,
-        open: @escaping () throws -> CTAPHIDClient, progress: @escaping (CheckResult) -> Void = { _ in }
+        checks: [ConformanceCheck] = ConformanceSuite.all,
+        options: Options,
+        deviceOperator: any DeviceOperator,
+        open: @escaping () throws -> CTAPHIDClient,
+        progress: @escaping (CheckResult) -> Void = { _ in }
     ) {
         self.checks = checks
         self.options = options
@@ -39,7 +42,8 @@ public final class ConformanceRunner {
         let chosen = checks.filter { options.groups?.contains($0.group) ?? true }
         let changesState = chosen.contains { $0.group != .hid && $0.group != .info }
         let start = options.allowDestructive && changesState ? [ConformanceSuite.blankStart] : []
-        return start + chosen
+        return start
+            + chosen
             .enumerated()
             .sorted {
                 let l = $0.offset == 0 && !start.isEmpty ? -1 : order.firstIndex(of: $0.element.group)!
@@ -52,7 +56,11 @@ public final class ConformanceRunner {
     public func run(device: String) throws -> ConformanceReport {
         let started = CTAPHIDClient.nowMs()
         let context = try ConformanceContext(
-            open: open, deviceOperator: deviceOperator, allowDestructive: options.allowDestructive, pin: options.pin)
+            open: open,
+            deviceOperator: deviceOperator,
+            allowDestructive: options.allowDestructive,
+            pin: options.pin
+        )
         try checkPIN(in: context)
         let identity = DeviceIdentity(address: device, info: context.info, hid: context.hid.info)
         var results: [CheckResult] = []
@@ -61,8 +69,16 @@ public final class ConformanceRunner {
             var result: CheckResult
             if gone {
                 result = CheckResult(
-                    id: check.id, group: check.group, section: check.section, title: check.title, status: .skipped,
-                    message: "not run: the key stopped answering", expected: nil, actual: nil, milliseconds: 0)
+                    id: check.id,
+                    group: check.group,
+                    section: check.section,
+                    title: check.title,
+                    status: .skipped,
+                    message: "not run: the key stopped answering",
+                    expected: nil,
+                    actual: nil,
+                    milliseconds: 0
+                )
             } else {
                 result = run(check, in: context)
                 gone = !context.recover()
@@ -73,9 +89,14 @@ public final class ConformanceRunner {
             progress(result)
         }
         return ConformanceReport(
-            device: identity, results: results, notes: context.notes, observations: context.observations,
+            device: identity,
+            results: results,
+            notes: context.notes,
+            observations: context.observations,
             allowDestructive: options.allowDestructive,
-            seconds: (CTAPHIDClient.nowMs() - started) / 1000, stoppedAnswering: gone)
+            seconds: (CTAPHIDClient.nowMs() - started) / 1000,
+            stoppedAnswering: gone
+        )
     }
 
     /// The PIN given for a key that has one is tried once, before anything else: getPINRetries, then one
@@ -87,7 +108,8 @@ public final class ConformanceRunner {
         guard retries >= 3 else {
             throw ConformanceStop(
                 "the key has \(retries) PIN retr\(retries == 1 ? "y" : "ies") left: the run stops before spending one "
-                    + "(it needs at least 3); enter the right PIN in another client first")
+                    + "(it needs at least 3); enter the right PIN in another client first"
+            )
         }
         let status = try PINChecks.pinClient(context).token(pin: pin).response.status
         switch status {
@@ -95,10 +117,12 @@ public final class ConformanceRunner {
             return
         case CTAPStatusCode.pinInvalid:
             throw ConformanceStop(
-                "the PIN given is wrong (CTAP2_ERR_PIN_INVALID; the key has \(retries - 1) retries left): no check was run")
+                "the PIN given is wrong (CTAP2_ERR_PIN_INVALID; the key has \(retries - 1) retries left): no check was run"
+            )
         default:
             throw ConformanceStop(
-                "the PIN given was refused: \(CTAPStatusCode.describe(status)); no check was run")
+                "the PIN given was refused: \(CTAPStatusCode.describe(status)); no check was run"
+            )
         }
     }
 
@@ -108,7 +132,8 @@ public final class ConformanceRunner {
         case .destructive:
             return options.allowDestructive ? nil : "changes what the key holds: needs --allow-destructive"
         case .automaticOperator:
-            return deviceOperator.isAutomatic ? nil : "needs a key whose touches the runner controls (a fidosim control socket)"
+            return deviceOperator.isAutomatic
+                ? nil : "needs a key whose touches the runner controls (a fidosim control socket)"
         case .version(let version):
             return info.versions.contains(version) ? nil : "getInfo does not list \(version)"
         case .option(let name):
@@ -131,8 +156,16 @@ public final class ConformanceRunner {
 
     func run(_ check: ConformanceCheck, in context: ConformanceContext) -> CheckResult {
         var result = CheckResult(
-            id: check.id, group: check.group, section: check.section, title: check.title, status: .passed, message: nil,
-            expected: nil, actual: nil, milliseconds: 0)
+            id: check.id,
+            group: check.group,
+            section: check.section,
+            title: check.title,
+            status: .passed,
+            message: nil,
+            expected: nil,
+            actual: nil,
+            milliseconds: 0
+        )
         let ctap2 = check.group != .hid && check.group != .u2f
         if ctap2 && !context.speaksCTAP2 {
             result.status = .skipped

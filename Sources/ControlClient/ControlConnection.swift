@@ -84,7 +84,9 @@ package final class ControlConnection {
             let left = deadline - ContinuousClock.now
             guard left > .zero else { throw .timedOut }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ms = Int32(min(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1, 60_000))
+            let ms = Int32(
+                min(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1, 60_000)
+            )
             let ready = poll(&pfd, 1, ms)
             if ready < 0 && errno == EINTR { continue }
             if ready == 0 { continue }
@@ -113,7 +115,9 @@ package final class ControlConnection {
         guard response["ok"] == true, let result = response["result"] else {
             let error = response["error"]
             throw .refused(
-                code: error?["code"]?.stringValue ?? "error", message: error?["message"]?.stringValue ?? response.encoded)
+                code: error?["code"]?.stringValue ?? "error",
+                message: error?["message"]?.stringValue ?? response.encoded
+            )
         }
         return result
     }

@@ -46,8 +46,14 @@ public struct CredentialParameters: Equatable, Sendable {
     public var largeBlob: [UInt8]?
 
     public init(
-        credentialId: [UInt8], isResidentCredential: Bool, rpId: String, privateKey: [UInt8],
-        userHandle: [UInt8]? = nil, signCount: UInt32 = 0, userName: String? = nil, userDisplayName: String? = nil,
+        credentialId: [UInt8],
+        isResidentCredential: Bool,
+        rpId: String,
+        privateKey: [UInt8],
+        userHandle: [UInt8]? = nil,
+        signCount: UInt32 = 0,
+        userName: String? = nil,
+        userDisplayName: String? = nil,
         largeBlob: [UInt8]? = nil
     ) {
         self.largeBlob = largeBlob
@@ -144,7 +150,11 @@ public enum ControlCommand: Equatable, Sendable {
     /// Install a batch attestation identity: a PKCS#8 P-256 key, its leaf certificate and root certificate (DER),
     /// and optionally the device's enterprise attestation key (PKCS#8) and certificate issued by the same root.
     case setAttestation(
-        privateKey: [UInt8], certificate: [UInt8], rootCertificate: [UInt8], enterprise: EnterpriseAttestation?)
+        privateKey: [UInt8],
+        certificate: [UInt8],
+        rootCertificate: [UInt8],
+        enterprise: EnterpriseAttestation?
+    )
 
     /// An enterprise attestation key (PKCS#8 P-256) and its certificate (DER).
     public struct EnterpriseAttestation: Sendable, Equatable {
@@ -186,20 +196,25 @@ public struct ControlRequest: Equatable, Sendable {
             return .failure(ControlFailure(id: nil, error: ControlError(.invalidRequest, "the request has no \"id\"")))
         default:
             return .failure(
-                ControlFailure(id: nil, error: ControlError(.invalidRequest, "\"id\" must be a string or an integer")))
+                ControlFailure(id: nil, error: ControlError(.invalidRequest, "\"id\" must be a string or an integer"))
+            )
         }
         for key in members.keys where !["id", "command", "params"].contains(key) {
             return .failure(ControlFailure(id: id, error: ControlError(.invalidRequest, "unknown member \"\(key)\"")))
         }
         guard let name = members["command"]?.stringValue else {
-            return .failure(ControlFailure(id: id, error: ControlError(.invalidRequest, "\"command\" must be a string")))
+            return .failure(
+                ControlFailure(id: id, error: ControlError(.invalidRequest, "\"command\" must be a string"))
+            )
         }
         let params: [String: JSONValue]
         switch members["params"] {
         case nil, .null?: params = [:]
         case .object(let o)?: params = o
         default:
-            return .failure(ControlFailure(id: id, error: ControlError(.invalidRequest, "\"params\" must be an object")))
+            return .failure(
+                ControlFailure(id: id, error: ControlError(.invalidRequest, "\"params\" must be an object"))
+            )
         }
         do {
             let command = try parseCommand(name, Parameters(values: params))
@@ -236,9 +251,17 @@ public struct ControlRequest: Equatable, Sendable {
             let signCount = try p.optionalInteger("signCount", in: 0...Int64(UInt32.max)) ?? 0
             command = .addCredential(
                 CredentialParameters(
-                    credentialId: id, isResidentCredential: resident, rpId: rpId, privateKey: try p.bytes("privateKey"),
-                    userHandle: userHandle, signCount: UInt32(signCount), userName: try p.optionalString("userName"),
-                    userDisplayName: try p.optionalString("userDisplayName"), largeBlob: largeBlob))
+                    credentialId: id,
+                    isResidentCredential: resident,
+                    rpId: rpId,
+                    privateKey: try p.bytes("privateKey"),
+                    userHandle: userHandle,
+                    signCount: UInt32(signCount),
+                    userName: try p.optionalString("userName"),
+                    userDisplayName: try p.optionalString("userDisplayName"),
+                    largeBlob: largeBlob
+                )
+            )
         case "getCredentials": command = .getCredentials
         case "removeCredential": command = .removeCredential(id: try p.bytes("credentialId"))
         case "removeAllCredentials": command = .removeAllCredentials
@@ -255,14 +278,18 @@ public struct ControlRequest: Equatable, Sendable {
             case "approveNext": command = .presence(.approveNext(delayMilliseconds: delay))
             case let other:
                 throw ControlError(
-                    .invalidParams, "unknown presence mode \"\(other)\": use approve, deny, prompt or approveNext")
+                    .invalidParams,
+                    "unknown presence mode \"\(other)\": use approve, deny, prompt or approveNext"
+                )
             }
         case "touch": command = .touch
         case "status": command = .status
         case "setOption":
             let changes = OptionChanges(
-                resetWindow: try p.optionalBool("resetWindow"), alwaysUv: try p.optionalBool("alwaysUv"),
-                fingerprintSensor: try p.optionalBool("fingerprintSensor"))
+                resetWindow: try p.optionalBool("resetWindow"),
+                alwaysUv: try p.optionalBool("alwaysUv"),
+                fingerprintSensor: try p.optionalBool("fingerprintSensor")
+            )
             guard changes != OptionChanges() else {
                 throw ControlError(.invalidParams, "name at least one of resetWindow, alwaysUv, fingerprintSensor")
             }
@@ -286,14 +313,18 @@ public struct ControlRequest: Equatable, Sendable {
             let enterpriseCertificate = try p.optionalBytes("enterpriseCertificate")
             guard (enterpriseKey == nil) == (enterpriseCertificate == nil) else {
                 throw ControlError(
-                    .invalidParams, "\"enterprisePrivateKey\" and \"enterpriseCertificate\" come together")
+                    .invalidParams,
+                    "\"enterprisePrivateKey\" and \"enterpriseCertificate\" come together"
+                )
             }
             command = .setAttestation(
-                privateKey: try p.bytes("privateKey"), certificate: try p.bytes("certificate"),
+                privateKey: try p.bytes("privateKey"),
+                certificate: try p.bytes("certificate"),
                 rootCertificate: try p.bytes("rootCertificate"),
                 enterprise: enterpriseKey.flatMap { key in
                     enterpriseCertificate.map { ControlCommand.EnterpriseAttestation(privateKey: key, certificate: $0) }
-                })
+                }
+            )
         default:
             throw ControlError(.unknownCommand, "unknown command \"\(name)\"")
         }
@@ -315,8 +346,10 @@ public struct ControlRequest: Equatable, Sendable {
             }
             let status = try p.integer("status", in: 0...(target == .u2f ? 0xFFFF : 0xFF))
             fault = .status(
-                target: target, status: UInt16(status),
-                count: Int(try p.optionalInteger("count", in: 1...1_000_000) ?? 1))
+                target: target,
+                status: UInt16(status),
+                count: Int(try p.optionalInteger("count", in: 1...1_000_000) ?? 1)
+            )
         case "keyStoreFull":
             fault = .keyStoreFull(afterCredentials: Int(try p.integer("afterCredentials", in: 0...100_000)))
         case "flashWriteFailure":
@@ -327,10 +360,14 @@ public struct ControlRequest: Equatable, Sendable {
                 throw ControlError(.invalidParams, "\"direction\" must be \"in\" or \"out\"")
             }
             fault = .dropReports(
-                inbound: direction == "in", count: Int(try p.optionalInteger("count", in: 1...1_000_000) ?? 1))
+                inbound: direction == "in",
+                count: Int(try p.optionalInteger("count", in: 1...1_000_000) ?? 1)
+            )
         case let other:
             throw ControlError(
-                .invalidParams, "unknown fault kind \"\(other)\": use status, keyStoreFull, flashWriteFailure or dropReports")
+                .invalidParams,
+                "unknown fault kind \"\(other)\": use status, keyStoreFull, flashWriteFailure or dropReports"
+            )
         }
         try p.only(p.read)
         return fault

@@ -11,7 +11,9 @@ public enum CredentialExchange {
     /// (WebDriver objects as `getCredentials` returns them). Non-discoverable credentials are not passkeys and
     /// are left out; the second value counts them.
     public static func cxf(
-        from credentials: [JSONValue], accountId: [UInt8], timestamp: Int64
+        from credentials: [JSONValue],
+        accountId: [UInt8],
+        timestamp: Int64
     ) -> (document: JSONValue, skipped: Int) {
         var items: [JSONValue] = []
         var skipped = 0
@@ -54,7 +56,9 @@ public enum CredentialExchange {
     /// The passkeys of a CXF document as WebDriver `addCredential` parameters (resident, signCount 0), and the
     /// number of other credentials (passwords, notes, …) that were not passkeys. Accepts version 1.x and the
     /// draft 0.x documents; unknown members are ignored, as CXF asks.
-    public static func webDriverCredentials(fromCXF document: JSONValue) throws(FormatError) -> (
+    public static func webDriverCredentials(
+        fromCXF document: JSONValue
+    ) throws(FormatError) -> (
         credentials: [JSONValue], skipped: Int
     ) {
         guard case .object = document else { throw FormatError("a CXF document is a JSON object") }
@@ -65,7 +69,9 @@ public enum CredentialExchange {
         var out: [JSONValue] = []
         var skipped = 0
         for account in accounts {
-            guard let items = account["items"]?.arrayValue else { throw FormatError("an account has no \"items\" array") }
+            guard let items = account["items"]?.arrayValue else {
+                throw FormatError("an account has no \"items\" array")
+            }
             for item in items {
                 guard let credentials = item["credentials"]?.arrayValue else {
                     throw FormatError("an item has no \"credentials\" array")

@@ -15,7 +15,10 @@ public enum AttestationType: String, Sendable {
 public enum AttestationVerifier {
     /// The attestation type when the statement is valid; throws a description of the first rule it breaks.
     public static func verify(
-        format: String, authData: ParsedAuthenticatorData, statement: [CBORValue: CBORValue], clientDataHash: [UInt8]
+        format: String,
+        authData: ParsedAuthenticatorData,
+        statement: [CBORValue: CBORValue],
+        clientDataHash: [UInt8]
     ) throws(ClientError) -> AttestationType {
         guard let credentialKey = authData.credentialPublicKey else {
             throw .malformed("the authenticator data has no attested credential data")
@@ -58,7 +61,8 @@ public enum AttestationVerifier {
             else { throw .malformed("a fido-u2f statement without sig and one x5c certificate") }
             guard let y = key.y else { throw .malformed("a fido-u2f credential that is not P-256") }
             let leaf = try X509Certificate(der: der)
-            let message = [0x00] + authData.rpIdHash + clientDataHash + (authData.credentialId ?? []) + [0x04] + key.x + y
+            let message =
+                [0x00] + authData.rpIdHash + clientDataHash + (authData.credentialId ?? []) + [0x04] + key.x + y
             guard try OpenSSLVerifier.verify(spki: leaf.publicKeySPKI(), message: message, signature: sig) else {
                 throw .malformed("the fido-u2f signature does not verify with the certificate's key")
             }
@@ -70,8 +74,12 @@ public enum AttestationVerifier {
 
     /// The rules of WebAuthn §8.2.1 for a packed attestation certificate.
     public static func checkPackedCertificate(_ leaf: X509Certificate, aaguid: [UInt8]) throws(ClientError) {
-        guard leaf.version == 3 else { throw .malformed("the attestation certificate is version \(leaf.version), not 3") }
-        guard let country = leaf.country, country.count == 2 else { throw .malformed("subject C is not a two-letter country") }
+        guard leaf.version == 3 else {
+            throw .malformed("the attestation certificate is version \(leaf.version), not 3")
+        }
+        guard let country = leaf.country, country.count == 2 else {
+            throw .malformed("subject C is not a two-letter country")
+        }
         guard leaf.organization?.isEmpty == false else { throw .malformed("subject O is missing") }
         guard leaf.organizationalUnit == "Authenticator Attestation" else {
             throw .malformed("subject OU is '\(leaf.organizationalUnit ?? "")', not 'Authenticator Attestation'")
@@ -81,7 +89,9 @@ public enum AttestationVerifier {
         if let ext = leaf.aaguidExtension {
             guard !ext.critical else { throw .malformed("the AAGUID extension is critical") }
             guard ext.aaguid == aaguid else {
-                throw .malformed("the AAGUID extension holds \(Hex.string(ext.aaguid)), the authenticator data \(Hex.string(aaguid))")
+                throw .malformed(
+                    "the AAGUID extension holds \(Hex.string(ext.aaguid)), the authenticator data \(Hex.string(aaguid))"
+                )
             }
         }
     }

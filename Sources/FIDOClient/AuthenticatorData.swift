@@ -38,7 +38,9 @@ public struct ParsedAuthenticatorData: Sendable {
         if flags & 0x80 != 0 {
             let length = try CBORItem.length(bytes, at: offset)
             let value = try CBORItem.decode(Array(bytes[offset..<offset + length]))
-            guard let map = value.mapValue else { throw .malformed("the extensions of authenticator data are not a map") }
+            guard let map = value.mapValue else {
+                throw .malformed("the extensions of authenticator data are not a map")
+            }
             var out: [String: CBORValue] = [:]
             for (key, item) in map {
                 guard let name = key.textValue else { throw .malformed("an extension identifier is not text") }
@@ -114,7 +116,8 @@ public struct COSEPublicKey: Sendable, Equatable {
     public static let ecdhEsHkdf256 = -25
 
     static let p256Prefix: [UInt8] = [
-        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE,
+        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48,
+        0xCE,
         0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00, 0x04,
     ]
     static let ed25519Prefix: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
@@ -148,7 +151,9 @@ public struct COSEPublicKey: Sendable, Equatable {
 
     /// The P-256 public key of an uncompressed point (65 bytes starting 0x04), as U2F gives it.
     public init(uncompressedP256 point: [UInt8]) throws(ClientError) {
-        guard point.count == 65, point[0] == 0x04 else { throw .malformed("a U2F public key that is not 65 bytes from 0x04") }
+        guard point.count == 65, point[0] == 0x04 else {
+            throw .malformed("a U2F public key that is not 65 bytes from 0x04")
+        }
         algorithm = Self.es256
         x = Array(point[1..<33])
         y = Array(point[33..<65])

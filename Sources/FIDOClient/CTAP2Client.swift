@@ -121,10 +121,17 @@ public final class CTAP2Client {
 
     /// Sends `bytes` as the payload of a CTAPHID_CBOR message.
     public func sendRaw(_ bytes: [UInt8]) throws(ClientError) -> CTAPResponse {
-        let answer = try hid.transact(command: HIDCommand.cbor, payload: bytes, timeoutMs: timeoutMs, onKeepalive: onKeepalive)
+        let answer = try hid.transact(
+            command: HIDCommand.cbor,
+            payload: bytes,
+            timeoutMs: timeoutMs,
+            onKeepalive: onKeepalive
+        )
         if answer.command == HIDCommand.error { throw .hidError(answer.payload.first ?? 0) }
         guard answer.command == HIDCommand.cbor, let status = answer.payload.first else {
-            throw .malformed("a CBOR request answered with command 0x\(Hex.string(answer.command)), \(answer.payload.count) bytes")
+            throw .malformed(
+                "a CBOR request answered with command 0x\(Hex.string(answer.command)), \(answer.payload.count) bytes"
+            )
         }
         return CTAPResponse(status: status, body: Array(answer.payload.dropFirst()))
     }
@@ -138,10 +145,17 @@ public final class CTAP2Client {
 
     /// A U2F APDU through CTAPHID_MSG: the response data and the status word.
     public func u2f(_ apdu: [UInt8]) throws(ClientError) -> (data: [UInt8], status: UInt16) {
-        let answer = try hid.transact(command: HIDCommand.msg, payload: apdu, timeoutMs: timeoutMs, onKeepalive: onKeepalive)
+        let answer = try hid.transact(
+            command: HIDCommand.msg,
+            payload: apdu,
+            timeoutMs: timeoutMs,
+            onKeepalive: onKeepalive
+        )
         if answer.command == HIDCommand.error { throw .hidError(answer.payload.first ?? 0) }
         guard answer.command == HIDCommand.msg, answer.payload.count >= 2 else {
-            throw .malformed("a U2F request answered with command 0x\(Hex.string(answer.command)), \(answer.payload.count) bytes")
+            throw .malformed(
+                "a U2F request answered with command 0x\(Hex.string(answer.command)), \(answer.payload.count) bytes"
+            )
         }
         let p = answer.payload
         return (Array(p.dropLast(2)), UInt16(p[p.count - 2]) << 8 | UInt16(p[p.count - 1]))
@@ -166,7 +180,9 @@ public struct AuthenticatorInfo: Sendable {
 
     public init(_ map: [Int: CBORValue]) throws(ClientError) {
         raw = map
-        guard let versions = map[1]?.arrayValue?.compactMap(\.textValue) else { throw .malformed("getInfo has no versions (0x01)") }
+        guard let versions = map[1]?.arrayValue?.compactMap(\.textValue) else {
+            throw .malformed("getInfo has no versions (0x01)")
+        }
         self.versions = versions
         extensions = map[2]?.arrayValue?.compactMap(\.textValue) ?? []
         guard let aaguid = map[3]?.bytesValue else { throw .malformed("getInfo has no aaguid (0x03)") }
@@ -187,7 +203,9 @@ public struct AuthenticatorInfo: Sendable {
     }
 
     /// What a key without CTAP2 (no CBOR capability at CTAPHID_INIT) is taken to be: U2F only.
-    public static let u2fOnly = try! AuthenticatorInfo([1: .array(["U2F_V2"]), 3: .byteString([UInt8](repeating: 0, count: 16))])
+    public static let u2fOnly = try! AuthenticatorInfo([
+        1: .array(["U2F_V2"]), 3: .byteString([UInt8](repeating: 0, count: 16)),
+    ])
 
     public var hasPIN: Bool { options["clientPin"] == true }
     public var supportsPIN: Bool { options["clientPin"] != nil }

@@ -103,7 +103,12 @@ public final class CTAPHIDClient {
     @discardableResult
     public func initialize(timeoutMs: Int = 2000) throws(ClientError) -> HIDInitResponse {
         let nonce = randomBytes(8)
-        let answer = try transact(command: HIDCommand.initialize, payload: nonce, on: Self.broadcast, timeoutMs: timeoutMs)
+        let answer = try transact(
+            command: HIDCommand.initialize,
+            payload: nonce,
+            on: Self.broadcast,
+            timeoutMs: timeoutMs
+        )
         let response = try Self.parseInit(answer, nonce: nonce)
         cid = response.channel
         info = response
@@ -113,19 +118,28 @@ public final class CTAPHIDClient {
     public static func parseInit(_ message: HIDMessage, nonce: [UInt8]) throws(ClientError) -> HIDInitResponse {
         if message.command == HIDCommand.error { throw .hidError(message.payload.first ?? 0) }
         guard message.command == HIDCommand.initialize, message.payload.count >= 17 else {
-            throw .malformed("INIT answered command 0x\(Hex.string(message.command)) with \(message.payload.count) bytes")
+            throw .malformed(
+                "INIT answered command 0x\(Hex.string(message.command)) with \(message.payload.count) bytes"
+            )
         }
         let p = message.payload
         guard Array(p[0..<8]) == nonce else { throw .malformed("INIT answered another nonce") }
         let cid = UInt32(p[8]) << 24 | UInt32(p[9]) << 16 | UInt32(p[10]) << 8 | UInt32(p[11])
         return HIDInitResponse(
-            nonce: nonce, channel: cid, protocolVersion: p[12], deviceVersion: (p[13], p[14], p[15]), capabilities: p[16])
+            nonce: nonce,
+            channel: cid,
+            protocolVersion: p[12],
+            deviceVersion: (p[13], p[14], p[15]),
+            capabilities: p[16]
+        )
     }
 
     /// Sends a whole message.
     public func send(command: UInt8, payload: [UInt8], on cid: UInt32? = nil) throws(ClientError) {
         guard payload.count <= Self.maxPayload else {
-            throw .transport("a payload of \(payload.count) bytes does not fit in CTAPHID reports (at most \(Self.maxPayload))")
+            throw .transport(
+                "a payload of \(payload.count) bytes does not fit in CTAPHID reports (at most \(Self.maxPayload))"
+            )
         }
         for report in Self.reports(channel: cid ?? self.cid, command: command, payload: payload) {
             try channel.send(report)
@@ -134,7 +148,11 @@ public final class CTAPHIDClient {
 
     /// Receives the next whole message on `cid`, skipping other channels' reports. Keepalives are recorded in
     /// `keepalives` and reported to `onKeepalive`; they restart no clock: `timeoutMs` bounds the whole wait.
-    public func receive(on cid: UInt32? = nil, timeoutMs: Int = 5000, onKeepalive: ((UInt8) -> Void)? = nil)
+    public func receive(
+        on cid: UInt32? = nil,
+        timeoutMs: Int = 5000,
+        onKeepalive: ((UInt8) -> Void)? = nil
+    )
         throws(ClientError) -> HIDMessage
     {
         let want = cid ?? self.cid
@@ -157,7 +175,10 @@ public final class CTAPHIDClient {
 
     /// Sends a message and returns the answer on the same channel (ERROR answers are returned, not thrown).
     public func transact(
-        command: UInt8, payload: [UInt8], on cid: UInt32? = nil, timeoutMs: Int = 30000,
+        command: UInt8,
+        payload: [UInt8],
+        on cid: UInt32? = nil,
+        timeoutMs: Int = 30000,
         onKeepalive: ((UInt8) -> Void)? = nil
     ) throws(ClientError) -> HIDMessage {
         keepalives = []
@@ -211,7 +232,8 @@ public struct HIDMessageAssembler: Sendable {
 
     /// The channel a report is on; nil for one too short to have a command byte.
     public static func channel(of report: [UInt8]) -> UInt32? {
-        report.count >= 5 ? UInt32(report[0]) << 24 | UInt32(report[1]) << 16 | UInt32(report[2]) << 8 | UInt32(report[3]) : nil
+        report.count >= 5
+            ? UInt32(report[0]) << 24 | UInt32(report[1]) << 16 | UInt32(report[2]) << 8 | UInt32(report[3]) : nil
     }
 
     /// Takes one report; throws on one that cannot belong to a well-formed answer on this channel.

@@ -1,4 +1,5 @@
 import CTAPCBOR
+
 /// Why a request to a key failed before the key could answer it.
 public enum ClientError: Error, Equatable, CustomStringConvertible {
     /// The transport could not be opened or used (the message says which call failed and why).

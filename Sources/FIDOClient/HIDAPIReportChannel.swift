@@ -13,7 +13,10 @@ public final class HIDAPIReportChannel: ReportChannel {
     }
 
     /// Every HID device the backend lists; `fidoOnly` keeps those on the FIDO usage page.
-    public static func devices(backend: HIDBackend = .hidraw, fidoOnly: Bool = true) throws(ClientError)
+    public static func devices(
+        backend: HIDBackend = .hidraw,
+        fidoOnly: Bool = true
+    ) throws(ClientError)
         -> [HIDDeviceInfo]
     {
         do {

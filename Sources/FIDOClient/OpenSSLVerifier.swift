@@ -1,5 +1,5 @@
-import CTAPCBOR
 import COpenSSL
+import CTAPCBOR
 
 /// Signature and certificate checks through OpenSSL's libcrypto.
 public enum OpenSSLVerifier {
@@ -80,7 +80,9 @@ public final class X509Certificate {
         else { return nil }
         let value = Array(UnsafeBufferPointer(start: bytes, count: Int(ASN1_STRING_length(data))))
         // The extension's value is itself a DER OCTET STRING of 16 bytes.
-        guard value.count == 18, value[0] == 0x04, value[1] == 0x10 else { return (value, X509_EXTENSION_get_critical(ext) != 0) }
+        guard value.count == 18, value[0] == 0x04, value[1] == 0x10 else {
+            return (value, X509_EXTENSION_get_critical(ext) != 0)
+        }
         return (Array(value[2...]), X509_EXTENSION_get_critical(ext) != 0)
     }
 
@@ -101,6 +103,7 @@ public final class X509Certificate {
         defer { EVP_PKEY_free(key) }
         let signed = X509_verify(certificate, key) == 1
         ERR_clear_error()
-        return signed && X509_NAME_cmp(X509_get_issuer_name(certificate), X509_get_subject_name(issuer.certificate)) == 0
+        return signed
+            && X509_NAME_cmp(X509_get_issuer_name(certificate), X509_get_subject_name(issuer.certificate)) == 0
     }
 }

@@ -31,14 +31,20 @@ public struct PlatformPinProtocol: Sendable {
         } else {
             func derive(_ info: String) -> [UInt8] {
                 HKDF<SHA256>.deriveKey(
-                    inputKeyMaterial: SymmetricKey(data: z), salt: [UInt8](repeating: 0, count: 32), info: Array(info.utf8),
+                    inputKeyMaterial: SymmetricKey(data: z),
+                    salt: [UInt8](repeating: 0, count: 32),
+                    info: Array(info.utf8),
                     outputByteCount: 32
                 ).withUnsafeBytes { Array($0) }
             }
             sharedSecret = derive("CTAP2 HMAC key") + derive("CTAP2 AES key")
         }
         let raw = Array(ours.publicKey.rawRepresentation)
-        platformKey = COSEPublicKey.p256(x: Array(raw[0..<32]), y: Array(raw[32..<64]), algorithm: COSEPublicKey.ecdhEsHkdf256)
+        platformKey = COSEPublicKey.p256(
+            x: Array(raw[0..<32]),
+            y: Array(raw[32..<64]),
+            algorithm: COSEPublicKey.ecdhEsHkdf256
+        )
     }
 
     var aesKey: [UInt8] { version == 1 ? sharedSecret : Array(sharedSecret[32..<64]) }
@@ -46,10 +52,17 @@ public struct PlatformPinProtocol: Sendable {
 
     /// AES-256-CBC without padding: a zero IV in protocol one; a random IV sent first in protocol two.
     public func encrypt(_ plaintext: [UInt8]) throws(ClientError) -> [UInt8] {
-        guard plaintext.count % 16 == 0 else { throw .malformed("plaintext of \(plaintext.count) bytes, not whole blocks") }
+        guard plaintext.count % 16 == 0 else {
+            throw .malformed("plaintext of \(plaintext.count) bytes, not whole blocks")
+        }
         let iv = version == 1 ? [UInt8](repeating: 0, count: 16) : randomBytes(16)
         do {
-            let out = try AES._CBC.encrypt(plaintext, using: SymmetricKey(data: aesKey), iv: AES._CBC.IV(ivBytes: iv), noPadding: true)
+            let out = try AES._CBC.encrypt(
+                plaintext,
+                using: SymmetricKey(data: aesKey),
+                iv: AES._CBC.IV(ivBytes: iv),
+                noPadding: true
+            )
             return (version == 1 ? [] : iv) + Array(out)
         } catch {
             throw .malformed("AES-CBC: \(error)")
@@ -65,7 +78,12 @@ public struct PlatformPinProtocol: Sendable {
         do {
             return Array(
                 try AES._CBC.decrypt(
-                    ciphertext[ivLength...], using: SymmetricKey(data: aesKey), iv: AES._CBC.IV(ivBytes: iv), noPadding: true))
+                    ciphertext[ivLength...],
+                    using: SymmetricKey(data: aesKey),
+                    iv: AES._CBC.IV(ivBytes: iv),
+                    noPadding: true
+                )
+            )
         } catch {
             throw .malformed("AES-CBC: \(error)")
         }
@@ -116,7 +134,9 @@ public struct ClientPIN {
     /// A fresh key agreement with the authenticator (getKeyAgreement, then our own key).
     public func agree() throws(ClientError) -> PlatformPinProtocol {
         let response = try request(2)
-        guard response.ok else { throw .malformed("getKeyAgreement answered \(CTAPStatusCode.describe(response.status))") }
+        guard response.ok else {
+            throw .malformed("getKeyAgreement answered \(CTAPStatusCode.describe(response.status))")
+        }
         guard let key = try response.map()[1] else { throw .malformed("getKeyAgreement without keyAgreement (0x01)") }
         return try PlatformPinProtocol(version: version, authenticatorKey: key)
     }
@@ -133,7 +153,9 @@ public struct ClientPIN {
         let session = try agree()
         let encrypted = try session.encrypt(Self.padded(pin))
         return try request(
-            3, [3: session.platformKey, 4: .byteString(session.authenticate(encrypted)), 5: .byteString(encrypted)])
+            3,
+            [3: session.platformKey, 4: .byteString(session.authenticate(encrypted)), 5: .byteString(encrypted)]
+        )
     }
 
     public func changePIN(from old: String, to new: String) throws(ClientError) -> CTAPResponse {
@@ -145,12 +167,17 @@ public struct ClientPIN {
             [
                 3: session.platformKey, 4: .byteString(session.authenticate(newEncrypted + hashEncrypted)),
                 5: .byteString(newEncrypted), 6: .byteString(hashEncrypted),
-            ])
+            ]
+        )
     }
 
     /// getPinToken (permissions nil; `rpId` is then left out) or getPinUvAuthTokenUsingPinWithPermissions: the answer,
     /// and the decrypted token when it succeeded.
-    public func token(pin: String, permissions: Int? = nil, rpId: String? = nil) throws(ClientError)
+    public func token(
+        pin: String,
+        permissions: Int? = nil,
+        rpId: String? = nil
+    ) throws(ClientError)
         -> (response: CTAPResponse, token: [UInt8]?)
     {
         let session = try agree()

@@ -2,17 +2,17 @@
 import FlashStore
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 
-    private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
-        Glibc.open(path, flags, mode)
-    }
+private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+    Glibc.open(path, flags, mode)
+}
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 
-    private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
-        Darwin.open(path, flags, mode)
-    }
+private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+    Darwin.open(path, flags, mode)
+}
 #endif
 
 /// A ``SimulatedFlash`` whose contents persist in an image file.
@@ -59,7 +59,10 @@ public struct FileFlash: FlashDevice {
     /// Opens the image at `path`, creating a blank one (all 0xFF) when the file does not exist and `create`
     /// is true. An existing file must be an image of exactly `geometry`, else a typed error explains why.
     public static func open(
-        path: String, geometry: FlashGeometry, create: Bool = true, sync: Bool = true,
+        path: String,
+        geometry: FlashGeometry,
+        create: Bool = true,
+        sync: Bool = true,
         policy: ViolationPolicy = .trap
     ) throws(FlashError) -> FileFlash {
         if let problem = geometry.validationError {
@@ -80,17 +83,27 @@ public struct FileFlash: FlashDevice {
         guard found == geometry else {
             throw FlashError(
                 .geometryMismatch,
-                detail: "\(path) is an image of \(found), not of the requested \(geometry)")
+                detail: "\(path) is an image of \(found), not of the requested \(geometry)"
+            )
         }
         var flash = try load(
-            file, path: path, geometry: found, imageOffset: offset, counts: counts, sync: sync, policy: policy)
+            file,
+            path: path,
+            geometry: found,
+            imageOffset: offset,
+            counts: counts,
+            sync: sync,
+            policy: policy
+        )
         flash.headerIsCurrent = headerVersion == version
         return flash
     }
 
     /// Opens an existing image with the geometry its header describes.
     public static func open(
-        path: String, sync: Bool = true, policy: ViolationPolicy = .trap
+        path: String,
+        sync: Bool = true,
+        policy: ViolationPolicy = .trap
     ) throws(FlashError) -> FileFlash {
         let fd = openFile(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw ioError("open \(path)", errno) }
@@ -98,7 +111,14 @@ public struct FileFlash: FlashDevice {
         let size = try checkOwnership(file, path: path)
         let (geometry, offset, counts, headerVersion) = try readHeader(file, size: size, path: path)
         var flash = try load(
-            file, path: path, geometry: geometry, imageOffset: offset, counts: counts, sync: sync, policy: policy)
+            file,
+            path: path,
+            geometry: geometry,
+            imageOffset: offset,
+            counts: counts,
+            sync: sync,
+            policy: policy
+        )
         flash.headerIsCurrent = headerVersion == version
         return flash
     }
@@ -211,7 +231,10 @@ public struct FileFlash: FlashDevice {
     /// Writes a new image whole into a temporary file beside `path` (mode 0600), then links it in place: an
     /// image that cannot be written whole (a full disk) is removed, and never appears at `path` half-written.
     private static func createImage(
-        path: String, geometry: FlashGeometry, sync: Bool, policy: ViolationPolicy
+        path: String,
+        geometry: FlashGeometry,
+        sync: Bool,
+        policy: ViolationPolicy
     ) throws(FlashError) -> FileFlash {
         // A unique name: one left by a process killed while creating (the same PID, in a container) never blocks.
         let temporary = "\(path).new-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -268,27 +291,35 @@ public struct FileFlash: FlashDevice {
                 .insecureImage,
                 detail: "\(path) belongs to user \(info.st_uid), not to this user (\(geteuid())): its owner could "
                     + "read and change the key's credentials; use an image of your own, or take this one over "
-                    + "with `chown \(geteuid()) \(path)` if you trust it")
+                    + "with `chown \(geteuid()) \(path)` if you trust it"
+            )
         }
         if mode & 0o022 != 0 {  // S_IWGRP | S_IWOTH
             throw FlashError(
                 .insecureImage,
                 detail: "\(path) may be written by \(mode & 0o002 != 0 ? "every user" : "its group") "
                     + "(mode \(String(mode & 0o777, radix: 8))), who could replace the key's credentials: "
-                    + "`chmod 600 \(path)`")
+                    + "`chmod 600 \(path)`"
+            )
         }
         return Int(info.st_size)
     }
 
     private static func load(
-        _ file: ImageFile, path: String, geometry: FlashGeometry, imageOffset: Int, counts: [Int], sync: Bool,
+        _ file: ImageFile,
+        path: String,
+        geometry: FlashGeometry,
+        imageOffset: Int,
+        counts: [Int],
+        sync: Bool,
         policy: ViolationPolicy
     ) throws(FlashError) -> FileFlash {
         let image = try readAll(file, count: geometry.totalSize, at: imageOffset, path: path)
         guard image.count == geometry.totalSize else {
             throw FlashError(
                 .truncatedImage,
-                detail: "\(path) holds \(image.count) of the \(geometry.totalSize) image bytes its header announces")
+                detail: "\(path) holds \(image.count) of the \(geometry.totalSize) image bytes its header announces"
+            )
         }
         let memory = SimulatedFlash(geometry: geometry, image: image, eraseCounts: counts, policy: policy)
         return FileFlash(memory: memory, path: path, sync: sync, file: file, imageOffset: imageOffset)
@@ -312,7 +343,9 @@ public struct FileFlash: FlashDevice {
     }
 
     private static func readHeader(
-        _ file: ImageFile, size: Int, path: String
+        _ file: ImageFile,
+        size: Int,
+        path: String
     ) throws(FlashError) -> (geometry: FlashGeometry, imageOffset: Int, counts: [Int], version: UInt32) {
         let h = try readAll(file, count: headerSize, at: 0, path: path)
         guard h.count >= 8, Array(h[0..<8]) == magic else {
@@ -325,14 +358,20 @@ public struct FileFlash: FlashDevice {
         guard fields[0] == 1 || fields[0] == Int(version) else {
             throw FlashError(
                 .unsupportedVersion,
-                detail: "\(path) has image format version \(fields[0]); this build reads 1 and \(version)")
+                detail: "\(path) has image format version \(fields[0]); this build reads 1 and \(version)"
+            )
         }
         guard h.readLE32(40) == CRC32.checksum(h[0..<40]) else {
             throw FlashError(.notAnImage, detail: "\(path): image header checksum mismatch")
         }
         let geometry = FlashGeometry(
-            wordSize: fields[2], pageSize: fields[3], pageCount: fields[4], maxProgramsPerWord: fields[5],
-            eraseEndurance: fields[6], allowsZeroOverwrite: fields[7] & 1 != 0)
+            wordSize: fields[2],
+            pageSize: fields[3],
+            pageCount: fields[4],
+            maxProgramsPerWord: fields[5],
+            eraseEndurance: fields[6],
+            allowsZeroOverwrite: fields[7] & 1 != 0
+        )
         if let problem = geometry.validationError {
             throw FlashError(.notAnImage, detail: "\(path): header describes an invalid geometry: \(problem)")
         }
@@ -341,7 +380,8 @@ public struct FileFlash: FlashDevice {
             throw FlashError(
                 .notAnImage,
                 detail: "\(path): header claims \(geometry.pageCount) pages of \(geometry.pageSize) bytes; "
-                    + "an image holds at most 256 MiB in pages of at most 1 MiB")
+                    + "an image holds at most 256 MiB in pages of at most 1 MiB"
+            )
         }
         guard fields[1] == imageOffset(for: geometry) else {
             throw FlashError(.notAnImage, detail: "\(path): unexpected image offset \(fields[1])")
@@ -350,7 +390,8 @@ public struct FileFlash: FlashDevice {
             throw FlashError(
                 .truncatedImage,
                 detail: "\(path) is \(size) bytes long; its header announces \(geometry.totalSize) bytes of "
-                    + "flash from offset \(fields[1])")
+                    + "flash from offset \(fields[1])"
+            )
         }
         let countBytes = try readAll(file, count: 4 * geometry.pageCount, at: headerSize, path: path)
         guard countBytes.count == 4 * geometry.pageCount else {
@@ -361,7 +402,10 @@ public struct FileFlash: FlashDevice {
     }
 
     private static func readAll(
-        _ file: ImageFile, count: Int, at offset: Int, path: String
+        _ file: ImageFile,
+        count: Int,
+        at offset: Int,
+        path: String
     ) throws(FlashError) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: count)
         var done = 0

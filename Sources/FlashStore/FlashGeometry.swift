@@ -79,7 +79,11 @@ extension FlashGeometry {
     /// ST STM32L4 with `pages` pages of 2 KiB.
     public static func stm32l4(pages: Int) -> FlashGeometry {
         FlashGeometry(
-            wordSize: 8, pageSize: 2048, pageCount: pages, maxProgramsPerWord: 1, eraseEndurance: 10_000,
+            wordSize: 8,
+            pageSize: 2048,
+            pageCount: pages,
+            maxProgramsPerWord: 1,
+            eraseEndurance: 10_000,
             allowsZeroOverwrite: true
         )
     }

@@ -65,16 +65,22 @@ extension FlashKVStore {
                     dirtyEnds[page] = format.dirtyWords(bytes, at..<pageSize, keepErased: true)
                 }
                 found.append(
-                    .log(sequence: sequence, slotA: slotA, version: version, records: parsed.records, end: parsed.end))
+                    .log(sequence: sequence, slotA: slotA, version: version, records: parsed.records, end: parsed.end)
+                )
                 for d in parsed.damage {
                     switch d {
                     case .headerCorrected(let offset):
                         damage.append(
-                            StoreDamage(page: page, offset: page * pageSize + offset, kind: .recordHeaderCorrected))
+                            StoreDamage(page: page, offset: page * pageSize + offset, kind: .recordHeaderCorrected)
+                        )
                     case .recordUnreadable(let offset, let length):
                         damage.append(
                             StoreDamage(
-                                page: page, offset: page * pageSize + offset, kind: .recordUnreadable(length: length)))
+                                page: page,
+                                offset: page * pageSize + offset,
+                                kind: .recordUnreadable(length: length)
+                            )
+                        )
                     }
                 }
                 continue
@@ -150,7 +156,9 @@ extension FlashKVStore {
         var uncommitted: [Range<Int>] = []
         var tornTails: [Range<Int>] = []
         var pages = [PageInfo](
-            repeating: PageInfo(kind: .free, eraseCount: knownMaxErase, hasSlotA: false), count: pageCount)
+            repeating: PageInfo(kind: .free, eraseCount: knownMaxErase, hasSlotA: false),
+            count: pageCount
+        )
         let lastAlive = alive.last?.page
         for (page, sequence) in alive {
             guard case .log(_, let slotA, let version, let records, let end) = found[page] else { continue }
@@ -168,7 +176,11 @@ extension FlashKVStore {
                     if let old = index.removeValue(forKey: u.key) { deadValues.append(old) }
                     if !u.isRemove {
                         index[u.key] = Location(
-                            page: page, offset: base + u.valueOffset, length: u.length, check: u.check)
+                            page: page,
+                            offset: base + u.valueOffset,
+                            length: u.length,
+                            check: u.check
+                        )
                     }
                 }
             }
@@ -185,14 +197,23 @@ extension FlashKVStore {
                 } else if let dirty = dirtyEnds[page] {
                     // Anywhere else it is damage: kept as it is, and reported.
                     damage.append(
-                        StoreDamage(page: page, offset: base + dirty.lowerBound, kind: .bytesUnreadable(length: dirty.count)))
+                        StoreDamage(
+                            page: page,
+                            offset: base + dirty.lowerBound,
+                            kind: .bytesUnreadable(length: dirty.count)
+                        )
+                    )
                 }
             }
             // A format 1 page takes no new records: the next one opens a format 2 page.
             if version != StoreFormat.version { writeOffset = pageSize }
             pages[page] = PageInfo(
-                kind: .log, eraseCount: slotA ?? knownMaxErase, hasSlotA: slotA != nil, sequence: sequence,
-                writeOffset: writeOffset)
+                kind: .log,
+                eraseCount: slotA ?? knownMaxErase,
+                hasSlotA: slotA != nil,
+                sequence: sequence,
+                writeOffset: writeOffset
+            )
         }
 
         // Every live value is checked once: what one flipped bit explains is corrected on every read (and for good
@@ -203,7 +224,9 @@ extension FlashKVStore {
             switch try Self.readChecked(location, of: device) {
             case .intact: break
             case .corrected:
-                damage.append(StoreDamage(page: location.page, offset: location.offset, kind: .valueCorrected(key: key)))
+                damage.append(
+                    StoreDamage(page: location.page, offset: location.offset, kind: .valueCorrected(key: key))
+                )
             case .damaged:
                 damage.append(StoreDamage(page: location.page, offset: location.offset, kind: .valueDamaged(key: key)))
             }
@@ -219,8 +242,14 @@ extension FlashKVStore {
         self.usedBytes = index.values.reduce(0) { $0 + format.footprint($1.length) }
         self.recovery = RecoveryReport(damage: damage)
         repairs = Repairs(
-            tornTails: tornTails, uncommitted: uncommitted, deadValues: deadValues, found: found,
-            knownMaxErase: knownMaxErase, head: head, unopened: Set(unopened))
+            tornTails: tornTails,
+            uncommitted: uncommitted,
+            deadValues: deadValues,
+            found: found,
+            knownMaxErase: knownMaxErase,
+            head: head,
+            unopened: Set(unopened)
+        )
     }
 
     /// Repairs what the scan found. Each repair is idempotent and leaves the logical contents unchanged, so

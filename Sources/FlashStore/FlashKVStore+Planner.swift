@@ -105,7 +105,9 @@ extension FlashKVStore {
         mutating func compact(_ head: Int, device: Device, index: [UInt16: Location]) throws(StoreError) {
             guard pages[head].eraseCount < format.geometry.eraseEndurance else {
                 throw StoreError(
-                    .wornOut, "page \(head) has been erased \(pages[head].eraseCount) times, the endurance")
+                    .wornOut,
+                    "page \(head) has been erased \(pages[head].eraseCount) times, the endurance"
+                )
             }
             let live = try liveValues(in: head, device: device, index: index)
             let newHead = pages[head].sequence &+ 1
@@ -153,7 +155,9 @@ extension FlashKVStore {
 
         /// The values of `page` that the index points to, in page order.
         func liveValues(
-            in page: Int, device: Device, index: [UInt16: Location]
+            in page: Int,
+            device: Device,
+            index: [UInt16: Location]
         ) throws(StoreError) -> [(key: UInt16, location: Location)] {
             let bytes: [UInt8]
             do {

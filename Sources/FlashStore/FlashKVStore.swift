@@ -64,7 +64,9 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
         case .intact(let value), .corrected(let value): return value
         case .damaged:
             throw StoreError(
-                .damaged, "the value of key \(key) (page \(location.page), offset \(location.offset)) fails its check")
+                .damaged,
+                "the value of key \(key) (page \(location.page), offset \(location.offset)) fails its check"
+            )
         }
     }
 
@@ -72,7 +74,9 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     static func readChecked(_ location: Location, of device: Device) throws(StoreError) -> StoreFormat.CheckedValue {
         do {
             return StoreFormat.checkedValue(
-                try device.read(offset: location.offset, count: location.length), check: location.check)
+                try device.read(offset: location.offset, count: location.length),
+                check: location.check
+            )
         } catch {
             throw StoreError(flash: error)
         }
@@ -125,9 +129,12 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
         let counts = usable.map(\.eraseCount)
         let oldest = oldestLogPage().map { pages[$0].eraseCount } ?? 0
         return StoreLifetime(
-            minEraseCount: counts.min() ?? 0, maxEraseCount: counts.max() ?? 0,
-            endurance: format.geometry.eraseEndurance, retiredPages: pages.count - usable.count,
-            isWornOut: oldest >= format.geometry.eraseEndurance || usable.count < 3)
+            minEraseCount: counts.min() ?? 0,
+            maxEraseCount: counts.max() ?? 0,
+            endurance: format.geometry.eraseEndurance,
+            retiredPages: pages.count - usable.count,
+            isWornOut: oldest >= format.geometry.eraseEndurance || usable.count < 3
+        )
     }
 
     /// Every page as the store sees it.
@@ -140,8 +147,13 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
                 case .retired: .retired
                 }
             return PageSummary(
-                page: page, role: role, eraseCount: info.eraseCount, eraseCountKnown: info.hasSlotA,
-                usedBytes: info.kind == .log ? min(info.writeOffset, format.pageSize) : 0, isTail: page == tail)
+                page: page,
+                role: role,
+                eraseCount: info.eraseCount,
+                eraseCountKnown: info.hasSlotA,
+                usedBytes: info.kind == .log ? min(info.writeOffset, format.pageSize) : 0,
+                isTail: page == tail
+            )
         }
     }
 
@@ -207,7 +219,9 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
             case .insert(_, let value):
                 guard value.count <= format.maxValueLength else {
                     throw StoreError(
-                        .valueTooLarge, "value of \(value.count) bytes, at most \(format.maxValueLength)")
+                        .valueTooLarge,
+                        "value of \(value.count) bytes, at most \(format.maxValueLength)"
+                    )
                 }
                 growth += format.footprint(value.count)
                 valueBytes += format.roundUp(value.count)
@@ -226,7 +240,11 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
         }
         let inserts = kept.count { if case .insert = $0 { true } else { false } }
         let size = format.recordSize(
-            count: inserts, removes: kept.count - inserts, valueBytes: valueBytes, head: false)
+            count: inserts,
+            removes: kept.count - inserts,
+            valueBytes: valueBytes,
+            head: false
+        )
         guard size <= format.maxTransactionSize else {
             throw StoreError(.transactionTooLarge, "record of \(size) bytes, at most \(format.maxTransactionSize)")
         }

@@ -45,7 +45,8 @@ package struct StoreFormat: Sendable {
     package var slack: Int {
         max(
             recordSize(count: 0, removes: 4, valueBytes: 0, head: false),
-            recordSize(count: 1, removes: 3, valueBytes: wordSize, head: false))
+            recordSize(count: 1, removes: 3, valueBytes: wordSize, head: false)
+        )
     }
     /// Largest transaction record.
     package var maxTransactionSize: Int { payload - headReserve - slack }
@@ -194,7 +195,11 @@ package struct StoreFormat: Sendable {
         for u in updates { valueBytes += roundUp(u.value?.count ?? 0) }
         let inserts = updates.count { $0.value != nil }
         let length = recordSize(
-            count: inserts, removes: updates.count - inserts, valueBytes: valueBytes, head: head != nil)
+            count: inserts,
+            removes: updates.count - inserts,
+            valueBytes: valueBytes,
+            head: head != nil
+        )
         var b: [UInt8] = [Self.recordTag, (clear ? Self.flagClear : 0) | (head != nil ? Self.flagHead : 0)]
         b.appendLE(UInt16(updates.count))
         b += [0, 0, 0, 0]
@@ -308,15 +313,26 @@ package struct StoreFormat: Sendable {
             let check = version == 1 || d.isRemove ? nil : page.readLE32(d.offset + 4)
             updates.append(
                 Update(
-                    key: page.readLE16(d.offset), isRemove: d.isRemove, valueOffset: valueAt, length: d.length,
-                    check: check))
+                    key: page.readLE16(d.offset),
+                    isRemove: d.isRemove,
+                    valueOffset: valueAt,
+                    length: d.length,
+                    check: check
+                )
+            )
             valueAt += roundUp(d.length)
         }
         guard valueAt + w <= pageSize else { return nil }
         let head = hasHead ? page.readLE32(descriptorsEnd - 4) : nil
         return Record(
-            offset: at, clear: flags & Self.flagClear != 0, head: head, updates: updates, valueStart: areaEnd,
-            commitOffset: valueAt, committed: isCommitted(page, valueAt, version: version))
+            offset: at,
+            clear: flags & Self.flagClear != 0,
+            head: head,
+            updates: updates,
+            valueStart: areaEnd,
+            commitOffset: valueAt,
+            committed: isCommitted(page, valueAt, version: version)
+        )
     }
 
     /// Format 1: any cleared bit commits. Format 2: two cleared bits do, so that one bit flipped in the erased
@@ -363,7 +379,11 @@ package struct StoreFormat: Sendable {
         if descriptorsEnd <= pageSize {
             let computed = headerCRC(page, at: at, version: version, descriptorsEnd: descriptorsEnd)
             let stored = page.readLE32(at + 4)
-            switch CRC32.locateSingleBitError(count: descriptorsEnd - at - headerSize + 4, computed: computed, stored: stored) {
+            switch CRC32.locateSingleBitError(
+                count: descriptorsEnd - at - headerSize + 4,
+                computed: computed,
+                stored: stored
+            ) {
             case .checksum:
                 let bit = (computed ^ stored).trailingZeroBitCount
                 attempt(at + 4 + bit / 8, bit % 8)

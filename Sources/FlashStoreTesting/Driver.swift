@@ -69,18 +69,34 @@ struct Driver {
             updates.append(.insert(key: Workload.counterKey, value: next.littleEndianArray))
         }
         return Operation(
-            updates: updates, clearingFirst: operation.clearingFirst, description: operation.description)
+            updates: updates,
+            clearingFirst: operation.clearingFirst,
+            description: operation.description
+        )
     }
 
     mutating func fail(
-        _ message: String, _ operation: Operation, index: Int, cut: Int? = nil, tear: TearMode? = nil,
-        nestedCut: Int? = nil, nestedTear: TearMode? = nil
+        _ message: String,
+        _ operation: Operation,
+        index: Int,
+        cut: Int? = nil,
+        tear: TearMode? = nil,
+        nestedCut: Int? = nil,
+        nestedTear: TearMode? = nil
     ) {
         guard report.violations.count < PowerCutProof.maxViolations else { return }
         report.violations.append(
             ProofViolation(
-                seed: seed, operation: index, operationDescription: operation.description, cut: cut, tear: tear,
-                nestedCut: nestedCut, nestedTear: nestedTear, message: message))
+                seed: seed,
+                operation: index,
+                operationDescription: operation.description,
+                cut: cut,
+                tear: tear,
+                nestedCut: nestedCut,
+                nestedTear: nestedTear,
+                message: message
+            )
+        )
     }
 
     /// Runs `operation` without cut on a copy of the store and checks it against the model.
@@ -127,8 +143,15 @@ struct Driver {
     /// Cuts the power at mutation `cut` of `operation`, remounts (also with cuts during the mount) and checks
     /// everything. Returns the recovered store and the model it matches, or `nil` on a violation.
     mutating func scenario(
-        _ operation: Operation, index: Int, before: ProofStore, modelAfter: ReferenceModel, cut: Int, tear: TearMode,
-        nested: PowerCutProof.NestedCuts, probe: Bool, nestedChoice: (UInt64, TearMode)?
+        _ operation: Operation,
+        index: Int,
+        before: ProofStore,
+        modelAfter: ReferenceModel,
+        cut: Int,
+        tear: TearMode,
+        nested: PowerCutProof.NestedCuts,
+        probe: Bool,
+        nestedChoice: (UInt64, TearMode)?
     ) -> (store: ProofStore, model: ReferenceModel)? {
         report.scenarios += 1
         var interrupted = before
@@ -196,14 +219,26 @@ struct Driver {
             do {
                 _ = try ProofStore.mount(&again)
                 fail(
-                    "the mount completed although the power was cut", operation, index: index, cut: cut, tear: tear,
-                    nestedCut: j, nestedTear: nestedTear)
+                    "the mount completed although the power was cut",
+                    operation,
+                    index: index,
+                    cut: cut,
+                    tear: tear,
+                    nestedCut: j,
+                    nestedTear: nestedTear
+                )
                 return nil
             } catch {
                 guard error.code == .powerCut else {
                     fail(
-                        "expected a power cut during the mount, got \(error)", operation, index: index, cut: cut,
-                        tear: tear, nestedCut: j, nestedTear: nestedTear)
+                        "expected a power cut during the mount, got \(error)",
+                        operation,
+                        index: index,
+                        cut: cut,
+                        tear: tear,
+                        nestedCut: j,
+                        nestedTear: nestedTear
+                    )
                     return nil
                 }
             }
@@ -212,21 +247,39 @@ struct Driver {
                 let second = try ProofStore.mount(&again)
                 guard let secondMatch = check(second, before: modelBefore, after: modelAfter, baseline: before) else {
                     fail(
-                        lastProblem, operation, index: index, cut: cut, tear: tear, nestedCut: j, nestedTear: nestedTear
+                        lastProblem,
+                        operation,
+                        index: index,
+                        cut: cut,
+                        tear: tear,
+                        nestedCut: j,
+                        nestedTear: nestedTear
                     )
                     return nil
                 }
                 if secondMatch != matched {
                     fail(
-                        "a cut during recovery changed the recovered contents", operation, index: index, cut: cut,
-                        tear: tear, nestedCut: j, nestedTear: nestedTear)
+                        "a cut during recovery changed the recovered contents",
+                        operation,
+                        index: index,
+                        cut: cut,
+                        tear: tear,
+                        nestedCut: j,
+                        nestedTear: nestedTear
+                    )
                     return nil
                 }
                 result = (second, secondMatch)
             } catch {
                 fail(
-                    "mount after a cut during recovery failed: \(error)", operation, index: index, cut: cut, tear: tear,
-                    nestedCut: j, nestedTear: nestedTear)
+                    "mount after a cut during recovery failed: \(error)",
+                    operation,
+                    index: index,
+                    cut: cut,
+                    tear: tear,
+                    nestedCut: j,
+                    nestedTear: nestedTear
+                )
                 return nil
             }
         }
@@ -253,8 +306,12 @@ struct Driver {
                 }
             } catch {
                 fail(
-                    "remount after recovery and one more write failed: \(error)", operation, index: index, cut: cut,
-                    tear: tear)
+                    "remount after recovery and one more write failed: \(error)",
+                    operation,
+                    index: index,
+                    cut: cut,
+                    tear: tear
+                )
                 return nil
             }
         }
@@ -265,7 +322,10 @@ struct Driver {
 
     /// Checks a recovered store; returns the model it matches.
     mutating func check(
-        _ recovered: ProofStore, before: ReferenceModel, after: ReferenceModel, baseline: ProofStore
+        _ recovered: ProofStore,
+        before: ReferenceModel,
+        after: ReferenceModel,
+        baseline: ProofStore
     ) -> ReferenceModel? {
         let contents: [UInt16: [UInt8]]
         do {
@@ -305,7 +365,8 @@ struct Driver {
             }
             let removal = contents.keys.sorted().suffix(4).map { StoreUpdate.remove(key: $0) }
             if let refusal = recovered.canApply(removal) {
-                lastProblem = "a removal of \(removal.count) keys does not fit after recovery: \(refusal)\n"
+                lastProblem =
+                    "a removal of \(removal.count) keys does not fit after recovery: \(refusal)\n"
                     + recovered.layoutDescription
                 return nil
             }

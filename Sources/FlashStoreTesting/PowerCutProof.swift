@@ -21,8 +21,14 @@ public struct ProofViolation: Hashable, Sendable, CustomStringConvertible {
 
     /// Creates a violation record.
     public init(
-        seed: UInt64, operation: Int, operationDescription: String, cut: Int?, tear: TearMode?, nestedCut: Int?,
-        nestedTear: TearMode?, message: String
+        seed: UInt64,
+        operation: Int,
+        operationDescription: String,
+        cut: Int?,
+        tear: TearMode?,
+        nestedCut: Int?,
+        nestedTear: TearMode?,
+        message: String
     ) {
         self.seed = seed
         self.operation = operation
@@ -113,9 +119,14 @@ public enum PowerCutProof {
     ///   - probe: after each recovery, also apply a counter increment and remount, to check that the
     ///     recovered store keeps working without breaking NOR rules.
     public static func exhaustive(
-        geometry: FlashGeometry, workload: Workload.Kind, operations: Int = 100_000, seed: UInt64 = 1,
+        geometry: FlashGeometry,
+        workload: Workload.Kind,
+        operations: Int = 100_000,
+        seed: UInt64 = 1,
         limit: Int = 10_000,
-        tears: [TearMode]? = nil, nested: NestedCuts = .sample(2), probe: Bool = true
+        tears: [TearMode]? = nil,
+        nested: NestedCuts = .sample(2),
+        probe: Bool = true
     ) -> ProofReport {
         var driver = Driver(geometry: geometry, seed: seed, mode: "exhaustive")
         var workloadGenerator = Workload(workload, geometry: geometry, seed: seed)
@@ -130,8 +141,16 @@ public enum PowerCutProof {
                     let modes = tears ?? TearMode.all(seed: seed &* 1_000_003 &+ UInt64(i) &* 7919 &+ UInt64(k))
                     for tear in modes {
                         _ = driver.scenario(
-                            operation, index: i, before: step.before, modelAfter: step.modelAfter, cut: k, tear: tear,
-                            nested: nested, probe: probe, nestedChoice: nil)
+                            operation,
+                            index: i,
+                            before: step.before,
+                            modelAfter: step.modelAfter,
+                            cut: k,
+                            tear: tear,
+                            nested: nested,
+                            probe: probe,
+                            nestedChoice: nil
+                        )
                     }
                 }
             }
@@ -146,8 +165,11 @@ public enum PowerCutProof {
     /// continuing from the recovered store. A violation names its seed; running this again with that seed
     /// alone (same geometry and parameters) replays it.
     public static func random(
-        geometry: FlashGeometry, seeds: [UInt64], operationsPerSeed: Int = 40,
-        kinds: [Workload.Kind] = Workload.Kind.allCases, warmup: Int = 600
+        geometry: FlashGeometry,
+        seeds: [UInt64],
+        operationsPerSeed: Int = 40,
+        kinds: [Workload.Kind] = Workload.Kind.allCases,
+        warmup: Int = 600
     ) -> ProofReport {
         var report = ProofReport(geometry: geometry, mode: "random")
         // Warm snapshots, deterministic: every 50 operations of an uncut run per kind.
@@ -183,9 +205,16 @@ public enum PowerCutProof {
                     let nestedChoice =
                         rng.next() % 3 == 0 ? (rng.next(), TearMode.all(seed: rng.next())[Int(rng.next() % 4)]) : nil
                     if let recovered = driver.scenario(
-                        operation, index: i, before: step.before, modelAfter: step.modelAfter, cut: k, tear: tear,
-                        nested: .none, probe: false, nestedChoice: nestedChoice)
-                    {
+                        operation,
+                        index: i,
+                        before: step.before,
+                        modelAfter: step.modelAfter,
+                        cut: k,
+                        tear: tear,
+                        nested: .none,
+                        probe: false,
+                        nestedChoice: nestedChoice
+                    ) {
                         driver.store = recovered.store
                         driver.model = recovered.model
                         continue

@@ -135,7 +135,9 @@ public struct Workload: Sendable {
                 if present.count > lastCount {
                     lastCount = present.count
                     return WorkloadOperation(
-                        updates: [.insert(key: freshKey(), value: secret(length: length()))], bumpsCounter: false)
+                        updates: [.insert(key: freshKey(), value: secret(length: length()))],
+                        bumpsCounter: false
+                    )
                 }
                 filling = false  // the last insert was refused: the store is full
             }

@@ -48,7 +48,9 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
             self = .hidID(vendor: vendor, product: product)
         } else if text.hasPrefix("hid:"), text.count > 4 {
             self = .hidPath(String(text.dropFirst(4)))
-        } else if text.hasPrefix("udp:"), let colon = text.lastIndex(of: ":"), colon > text.index(text.startIndex, offsetBy: 3) {
+        } else if text.hasPrefix("udp:"), let colon = text.lastIndex(of: ":"),
+            colon > text.index(text.startIndex, offsetBy: 3)
+        {
             let host = String(text[text.index(text.startIndex, offsetBy: 4)..<colon])
             guard !host.isEmpty, let port = UInt16(text[text.index(after: colon)...]), port > 0 else {
                 throw HIDDeviceError("'\(text)': expected udp:HOST:PORT with a port from 1 to 65535")
@@ -101,7 +103,8 @@ extension DeviceAddress {
     public func hidDevicePath(among devices: [HIDDeviceInfo], knownSerial: String?) -> String? {
         var candidates = devices
         switch self {
-        case .hidID(let vendor, let product): candidates = devices.filter { $0.vendorID == vendor && $0.productID == product }
+        case .hidID(let vendor, let product):
+            candidates = devices.filter { $0.vendorID == vendor && $0.productID == product }
         case .hidAuto: candidates = devices.filter { $0.usagePage == HIDDeviceInfo.fidoUsagePage }
         case .hidPath, .udp: break
         }
@@ -136,9 +139,14 @@ struct HIDAPI: @unchecked Sendable {
     let close: Close
 
     static let hidraw = HIDAPI(
-        initialize: { hid_init() }, enumerate: { hid_enumerate($0, $1) }, freeEnumeration: { hid_free_enumeration($0) },
-        openPath: { hid_open_path($0) }, write: { hid_write($0, $1, $2) },
-        readTimeout: { hid_read_timeout($0, $1, $2, $3) }, close: { hid_close($0) })
+        initialize: { hid_init() },
+        enumerate: { hid_enumerate($0, $1) },
+        freeEnumeration: { hid_free_enumeration($0) },
+        openPath: { hid_open_path($0) },
+        write: { hid_write($0, $1, $2) },
+        readTimeout: { hid_read_timeout($0, $1, $2, $3) },
+        close: { hid_close($0) }
+    )
 
     static func load(_ backend: HIDBackend) throws(HIDDeviceError) -> HIDAPI {
         switch backend {
@@ -146,17 +154,23 @@ struct HIDAPI: @unchecked Sendable {
             return .hidraw
         case .libusb:
             guard let handle = dlopen("libhidapi-libusb.so.0", RTLD_NOW | RTLD_LOCAL) else {
-                throw HIDDeviceError("hidapi's libusb backend: \(String(cString: dlerror())) (install libhidapi-libusb0)")
+                throw HIDDeviceError(
+                    "hidapi's libusb backend: \(String(cString: dlerror())) (install libhidapi-libusb0)"
+                )
             }
             func symbol<T>(_ name: String, as type: T.Type) throws(HIDDeviceError) -> T {
                 guard let pointer = dlsym(handle, name) else { throw HIDDeviceError("libhidapi-libusb has no \(name)") }
                 return unsafeBitCast(pointer, to: type)
             }
             return HIDAPI(
-                initialize: try symbol("hid_init", as: Init.self), enumerate: try symbol("hid_enumerate", as: Enumerate.self),
+                initialize: try symbol("hid_init", as: Init.self),
+                enumerate: try symbol("hid_enumerate", as: Enumerate.self),
                 freeEnumeration: try symbol("hid_free_enumeration", as: FreeEnumeration.self),
-                openPath: try symbol("hid_open_path", as: OpenPath.self), write: try symbol("hid_write", as: Write.self),
-                readTimeout: try symbol("hid_read_timeout", as: ReadTimeout.self), close: try symbol("hid_close", as: Close.self))
+                openPath: try symbol("hid_open_path", as: OpenPath.self),
+                write: try symbol("hid_write", as: Write.self),
+                readTimeout: try symbol("hid_read_timeout", as: ReadTimeout.self),
+                close: try symbol("hid_close", as: Close.self)
+            )
         }
     }
 
@@ -178,9 +192,16 @@ struct HIDAPI: @unchecked Sendable {
             }
             list.append(
                 HIDDeviceInfo(
-                    path: info.path.map { String(cString: $0) } ?? "", vendorID: info.vendor_id, productID: info.product_id,
-                    usagePage: info.usage_page, usage: info.usage, product: text(info.product_string),
-                    manufacturer: text(info.manufacturer_string), serial: text(info.serial_number)))
+                    path: info.path.map { String(cString: $0) } ?? "",
+                    vendorID: info.vendor_id,
+                    productID: info.product_id,
+                    usagePage: info.usage_page,
+                    usage: info.usage,
+                    product: text(info.product_string),
+                    manufacturer: text(info.manufacturer_string),
+                    serial: text(info.serial_number)
+                )
+            )
             node = info.next
         }
         freeEnumeration(head)
@@ -200,7 +221,10 @@ public final class HIDDevice {
     /// hidapi's libusb backend (0.13) reports no usage page: reading the report descriptor would mean detaching the
     /// kernel's driver. Where usbhid has the interface, its sysfs node has the descriptor, so the usage comes from
     /// there (`/sys/bus/usb/devices/<path>/*/report_descriptor`, hidapi-libusb's path being the interface's name).
-    public static func devices(backend: HIDBackend = .hidraw, fidoOnly: Bool = true) throws(HIDDeviceError) -> [HIDDeviceInfo] {
+    public static func devices(
+        backend: HIDBackend = .hidraw,
+        fidoOnly: Bool = true
+    ) throws(HIDDeviceError) -> [HIDDeviceInfo] {
         var all = try HIDAPI.load(backend).devices()
         if backend == .libusb {
             for i in all.indices where all[i].usagePage == 0 {
@@ -235,7 +259,9 @@ public final class HIDDevice {
         self.api = api
         _ = api.initialize()
         guard let device = api.openPath(path) else {
-            throw HIDDeviceError("hid:\(path): cannot open it (\(String(cString: strerror(errno))); is it there, and may you read it?)")
+            throw HIDDeviceError(
+                "hid:\(path): cannot open it (\(String(cString: strerror(errno))); is it there, and may you read it?)"
+            )
         }
         self.device = device
         self.path = path
@@ -257,7 +283,8 @@ public final class HIDDevice {
         }
         guard let first = matches.first else {
             throw HIDDeviceError(
-                "no HID device \(String(vendorID, radix: 16)):\(String(productID, radix: 16)) (hidapi lists none with that ID)")
+                "no HID device \(String(vendorID, radix: 16)):\(String(productID, radix: 16)) (hidapi lists none with that ID)"
+            )
         }
         try self.init(path: first.path, backend: backend)
     }

@@ -1,15 +1,15 @@
-import FlashImage
 import ArgumentParser
+import Benchmark
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
+import FlashImage
 import FlashStore
 import FlashStoreTesting
-import CTAPCoreTesting
-import Benchmark
 import HIDBridge
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// Geometries the proof and the benchmark can use.
@@ -20,7 +20,8 @@ enum TestGeometry: String, ExpressibleByArgument, CaseIterable {
         switch self {
         case .nrf52840: .nrf52840
         case .stm32l4: .stm32l4(pages: 8)
-        case .tiny: FlashGeometry(wordSize: 4, pageSize: 1024, pageCount: 8, maxProgramsPerWord: 2, eraseEndurance: 10_000)
+        case .tiny:
+            FlashGeometry(wordSize: 4, pageSize: 1024, pageCount: 8, maxProgramsPerWord: 2, eraseEndurance: 10_000)
         case .large: .large
         }
     }
@@ -33,18 +34,21 @@ struct FidosimProof: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fidosim-proof",
         abstract: "Prove and measure fidosim's flash store (a tool of the repository; not part of the fidosim binary).",
-        subcommands: [Proof.self, Bench.self])
+        subcommands: [Proof.self, Bench.self]
+    )
 }
 
 extension FidosimProof {
     struct Proof: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Cut the power at every flash write of a workload, with every tear mode, and check nothing is lost.",
+            abstract:
+                "Cut the power at every flash write of a workload, with every tear mode, and check nothing is lost.",
             discussion: """
                 Exhaustive mode cuts at every mutation of every operation (4 tear modes each, and nested cuts \
                 during the recovering mount); random mode runs seeded random workloads with random cuts. Every \
                 violation prints its seed and cut point so it replays. Build with -c release for full runs.
-                """)
+                """
+        )
 
         @Option(help: "Geometry.") var geometry: TestGeometry = .nrf52840
         @Option(help: "Exhaustive cut points to test (0 skips the exhaustive run).") var cutPoints: Int = 10_000
@@ -63,31 +67,45 @@ extension FidosimProof {
             if cutPoints > 0 {
                 let start = clock.now
                 let report = PowerCutProof.exhaustive(
-                    geometry: geometry.geometry, workload: .credentials, operations: 1_000_000, seed: firstSeed &+ 1,
-                    limit: cutPoints)
+                    geometry: geometry.geometry,
+                    workload: .credentials,
+                    operations: 1_000_000,
+                    seed: firstSeed &+ 1,
+                    limit: cutPoints
+                )
                 let wall = seconds(clock.now - start)
-                print("exhaustive \(geometry.rawValue): \(report.cutPoints) cut points x 4 tear modes, "
-                    + "\(report.scenarios) scenarios (\(report.nestedScenarios) with a cut during recovery), "
-                    + "\(report.violations.count) violations, \(format1(wall)) s")
+                print(
+                    "exhaustive \(geometry.rawValue): \(report.cutPoints) cut points x 4 tear modes, "
+                        + "\(report.scenarios) scenarios (\(report.nestedScenarios) with a cut during recovery), "
+                        + "\(report.violations.count) violations, \(format1(wall)) s"
+                )
                 for v in report.violations { print("  violation: \(v)") }
                 violations += report.violations.count
             }
             if seeds > 0 {
                 let start = clock.now
                 let report = PowerCutProof.random(
-                    geometry: geometry.geometry, seeds: Array(firstSeed..<(firstSeed + UInt64(seeds))),
-                    operationsPerSeed: operationsPerSeed)
+                    geometry: geometry.geometry,
+                    seeds: Array(firstSeed..<(firstSeed + UInt64(seeds))),
+                    operationsPerSeed: operationsPerSeed
+                )
                 let wall = seconds(clock.now - start)
-                print("random \(geometry.rawValue): \(report.seeds) seeds, \(report.scenarios) cut scenarios "
-                    + "(\(report.nestedScenarios) with a cut during recovery), \(report.violations.count) violations, "
-                    + "\(format1(wall)) s")
+                print(
+                    "random \(geometry.rawValue): \(report.seeds) seeds, \(report.scenarios) cut scenarios "
+                        + "(\(report.nestedScenarios) with a cut during recovery), \(report.violations.count) violations, "
+                        + "\(format1(wall)) s"
+                )
                 for v in report.violations { print("  violation: \(v)") }
                 violations += report.violations.count
             }
             if ctapCutPoints > 0 {
                 let start = clock.now
                 let report = CTAPPowerCutProof.run(
-                    geometry: geometry.geometry, operations: 1_000_000, seed: firstSeed &+ 11, cutLimit: ctapCutPoints)
+                    geometry: geometry.geometry,
+                    operations: 1_000_000,
+                    seed: firstSeed &+ 11,
+                    cutLimit: ctapCutPoints
+                )
                 let wall = seconds(clock.now - start)
                 print("ctap \(geometry.rawValue): \(report), \(format1(wall)) s")
                 for v in report.violations { print("  violation: \(v)") }
@@ -97,7 +115,11 @@ extension FidosimProof {
                 for damage in [CTAPBitFlipProof.Damage.bit, .byte] {
                     let start = clock.now
                     let report = CTAPBitFlipProof.run(
-                        geometry: geometry.geometry, trials: bitFlipTrials, seed: firstSeed &+ 1, damage: damage)
+                        geometry: geometry.geometry,
+                        trials: bitFlipTrials,
+                        seed: firstSeed &+ 1,
+                        damage: damage
+                    )
                     let wall = seconds(clock.now - start)
                     print("bit flips \(damage.rawValue): \(report), \(format1(wall)) s")
                     for v in report.violations { print("  violation: \(v)") }
@@ -111,7 +133,8 @@ extension FidosimProof {
 
     struct Bench: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Measure capacity, lifetime, mount time, getAssertion latency and write amplification.")
+            abstract: "Measure capacity, lifetime, mount time, getAssertion latency and write amplification."
+        )
 
         @Option(help: "Counter increments for the lifetime run (nrf52840 with 150 credentials).")
         var increments: Int = 2_000_000
@@ -121,12 +144,16 @@ extension FidosimProof {
 
         func run() throws {
             let nrf = try fill(geometry: .nrf52840, limit: 100_000)
-            print("capacity nrf52840 (20 pages of 4 KiB): \(nrf.count) discoverable credentials "
-                + "(64-byte user id and name); getInfo said \(nrf.advertised) remaining when empty")
+            print(
+                "capacity nrf52840 (20 pages of 4 KiB): \(nrf.count) discoverable credentials "
+                    + "(64-byte user id and name); getInfo said \(nrf.advertised) remaining when empty"
+            )
             print("write amplification (credentials): \(format1(nrf.amplification)) bytes programmed per byte stored")
             let large = try fill(geometry: .large, limit: 100_000)
-            print("capacity large (\(FlashGeometry.large.totalSize / 1024) KiB): \(large.count) discoverable credentials; "
-                + "getInfo said \(large.advertised) remaining when empty")
+            print(
+                "capacity large (\(FlashGeometry.large.totalSize / 1024) KiB): \(large.count) discoverable credentials; "
+                    + "getInfo said \(large.advertised) remaining when empty"
+            )
             try lifetime()
             try mountAndLatency()
             try durability()
@@ -140,7 +167,9 @@ extension FidosimProof {
                 unlink(path)
                 unlink(path + ".lock")
             }
-            let request: CBORValue = [1: "example.com", 2: .byteString(Array(repeating: 2, count: 32)), 5: ["up": false]]
+            let request: CBORValue = [
+                1: "example.com", 2: .byteString(Array(repeating: 2, count: 32)), 5: ["up": false],
+            ]
             let message = [0x02] + request.encoded()
             var rates: [Durability: Double] = [:]
             for setting in Durability.allCases {
@@ -149,7 +178,11 @@ extension FidosimProof {
                 let device = try FileFlash.open(path: path, geometry: .nrf52840, sync: setting == .host)
                 var key = Key(
                     authenticator: try Authenticator(
-                        storage: try FlashStorage(device: device, entropy: &entropy), entropy: entropy, now: .zero))
+                        storage: try FlashStorage(device: device, entropy: &entropy),
+                        entropy: entropy,
+                        now: .zero
+                    )
+                )
                 guard Self.makeCredential(&key, index: 1, rp: "example.com") == 0 else {
                     throw ValidationError("could not store a credential on \(path)")
                 }
@@ -164,8 +197,10 @@ extension FidosimProof {
                 }
                 rates[setting] = Double(count) / seconds(clock.now - start)
             }
-            print("getAssertion on an nrf52840 image file in /tmp: durability process \(Int(rates[.process] ?? 0))/s, "
-                + "host \(Int(rates[.host] ?? 0))/s (an fdatasync before each answer)")
+            print(
+                "getAssertion on an nrf52840 image file in /tmp: durability process \(Int(rates[.process] ?? 0))/s, "
+                    + "host \(Int(rates[.host] ?? 0))/s (an fdatasync before each answer)"
+            )
         }
 
         struct Key {
@@ -178,8 +213,12 @@ extension FidosimProof {
             let storage = try FlashStorage(device: CountingFlash(SimulatedFlash(geometry: geometry)), entropy: &entropy)
             return Key(
                 authenticator: try Authenticator(
-                    configuration: AuthenticatorConfiguration(maxResidentCredentials: 1_000_000), storage: storage,
-                    entropy: entropy, now: .zero))
+                    configuration: AuthenticatorConfiguration(maxResidentCredentials: 1_000_000),
+                    storage: storage,
+                    entropy: entropy,
+                    now: .zero
+                )
+            )
         }
 
         static func makeCredential(_ key: inout Key, index: Int, rp: String) -> UInt8 {
@@ -188,7 +227,10 @@ extension FidosimProof {
             let params: CBORValue = [
                 1: .byteString(Array(repeating: 1, count: 32)),
                 2: ["id": .textString(rp)],
-                3: ["id": .byteString(userId), "name": .textString(String(repeating: "n", count: 56) + "\(100_000_000 + index)")],
+                3: [
+                    "id": .byteString(userId),
+                    "name": .textString(String(repeating: "n", count: 56) + "\(100_000_000 + index)"),
+                ],
                 4: [["alg": -7, "type": "public-key"]],
                 7: ["rk": true],
             ]
@@ -217,9 +259,10 @@ extension FidosimProof {
                 count += 1
             }
             let storage = key.authenticator.storage as? FlashStorage<CountingFlash<SimulatedFlash>>
-            let stored = storage?.residentCredentials.reduce(0) {
-                $0 + CredentialRecord.encode($1).count
-            } ?? 1
+            let stored =
+                storage?.residentCredentials.reduce(0) {
+                    $0 + CredentialRecord.encode($1).count
+                } ?? 1
             let programmed = (storage?.store.device.programmedBytes ?? 0) - (before?.programmedBytes ?? 0)
             return (count, advertised, Double(programmed) / Double(max(1, stored)))
         }
@@ -231,7 +274,9 @@ extension FidosimProof {
                     throw ValidationError("could not store 150 credentials")
                 }
             }
-            guard var storage = key.authenticator.storage as? FlashStorage<CountingFlash<SimulatedFlash>> else { return }
+            guard var storage = key.authenticator.storage as? FlashStorage<CountingFlash<SimulatedFlash>> else {
+                return
+            }
             let clock = ContinuousClock()
             let start = clock.now
             let programmedBefore = storage.store.device.programmedBytes
@@ -249,11 +294,14 @@ extension FidosimProof {
             let wall = seconds(clock.now - start)
             let life = storage.store.lifetime
             let perIncrement = Double(storage.store.device.programmedBytes - programmedBefore) / Double(max(1, done))
-            let projected = life.maxEraseCount == 0 ? 0 : Double(done) * Double(life.endurance) / Double(life.maxEraseCount)
-            print("lifetime nrf52840 with 150 credentials: \(done) counter increments\(wornOut ? " (worn out)" : ""), "
-                + "page erases min \(life.minEraseCount) max \(life.maxEraseCount) (spread \(life.maxEraseCount - life.minEraseCount)) "
-                + "of \(life.endurance); projected end of life after \(Int(projected)) increments; "
-                + "\(format1(perIncrement)) bytes programmed per increment (4-byte value); \(format1(wall)) s")
+            let projected =
+                life.maxEraseCount == 0 ? 0 : Double(done) * Double(life.endurance) / Double(life.maxEraseCount)
+            print(
+                "lifetime nrf52840 with 150 credentials: \(done) counter increments\(wornOut ? " (worn out)" : ""), "
+                    + "page erases min \(life.minEraseCount) max \(life.maxEraseCount) (spread \(life.maxEraseCount - life.minEraseCount)) "
+                    + "of \(life.endurance); projected end of life after \(Int(projected)) increments; "
+                    + "\(format1(perIncrement)) bytes programmed per increment (4-byte value); \(format1(wall)) s"
+            )
         }
 
         func mountAndLatency() throws {
@@ -263,7 +311,9 @@ extension FidosimProof {
                     throw ValidationError("could not store \(credentials) credentials on the large geometry")
                 }
             }
-            guard let storage = key.authenticator.storage as? FlashStorage<CountingFlash<SimulatedFlash>> else { return }
+            guard let storage = key.authenticator.storage as? FlashStorage<CountingFlash<SimulatedFlash>> else {
+                return
+            }
             let clock = ContinuousClock()
             var mounts: [Double] = []
             for _ in 0..<21 {
@@ -275,10 +325,14 @@ extension FidosimProof {
                     throw ValidationError("mount found \(mounted.residentCredentials.count) credentials")
                 }
             }
-            print("mount with \(credentials) credentials (large): median \(format1(percentile(mounts, 50))) ms, "
-                + "p99 \(format1(percentile(mounts, 99))) ms")
+            print(
+                "mount with \(credentials) credentials (large): median \(format1(percentile(mounts, 50))) ms, "
+                    + "p99 \(format1(percentile(mounts, 99))) ms"
+            )
             var latencies: [Double] = []
-            let request: CBORValue = [1: "rp7.example.com", 2: .byteString(Array(repeating: 2, count: 32)), 5: ["up": false]]
+            let request: CBORValue = [
+                1: "rp7.example.com", 2: .byteString(Array(repeating: 2, count: 32)), 5: ["up": false],
+            ]
             let message = [0x02] + request.encoded()
             for _ in 0..<1_000 {
                 let start = clock.now
@@ -288,9 +342,11 @@ extension FidosimProof {
                     throw ValidationError("getAssertion failed")
                 }
             }
-            print("getAssertion with \(credentials) credentials stored (\(credentials / 100) for the rp, counter "
-                + "committed to flash): median \(format2(percentile(latencies, 50))) ms, "
-                + "p99 \(format2(percentile(latencies, 99))) ms")
+            print(
+                "getAssertion with \(credentials) credentials stored (\(credentials / 100) for the rp, counter "
+                    + "committed to flash): median \(format2(percentile(latencies, 50))) ms, "
+                    + "p99 \(format2(percentile(latencies, 99))) ms"
+            )
         }
     }
 }

@@ -1,14 +1,15 @@
 import ArgumentParser
-import CTAPCBOR
 import Attestation
+import CTAPCBOR
 import ControlProtocol
 import FIDOClient
+import HIDBridge
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
 #else
 import Foundation
 #endif
-import HIDBridge
 
 #if canImport(Glibc)
 import Glibc
@@ -18,17 +19,20 @@ struct AttestationCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "attestation",
         abstract: "Give a key a batch attestation certificate.",
-        subcommands: [Provision.self])
+        subcommands: [Provision.self]
+    )
 
     struct Provision: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Make a batch attestation root CA and leaf certificate and store the leaf and its key in the key.",
+            abstract:
+                "Make a batch attestation root CA and leaf certificate and store the leaf and its key in the key.",
             discussion: """
                 From then on makeCredential answers packed attestation with the leaf in x5c, and U2F register uses \
                 the leaf. The same root issues the key's enterprise attestation certificate (a serial number in its \
                 CN), so the key offers enterprise attestation (getInfo ep) from then on. The root certificate is written as PEM for relying parties to trust (`fidosim metadata` \
                 puts it in the metadata statement). Works on a running key through its socket, or on its image.
-                """)
+                """
+        )
 
         @OptionGroup var key: CredentialsCommand.KeyOptions
 
@@ -38,7 +42,9 @@ struct AttestationCommand: ParsableCommand {
         @Option(help: "The country (C) in the certificates' subjects, two letters.")
         var country: String = "US"
 
-        @Option(help: "Where to write the root certificate (PEM). Default: NAME-attestation-root.pem in the data directory.")
+        @Option(
+            help: "Where to write the root certificate (PEM). Default: NAME-attestation-root.pem in the data directory."
+        )
         var rootOut: String?
 
         @Flag(help: "Replace a batch attestation the key already has.")
@@ -49,7 +55,9 @@ struct AttestationCommand: ParsableCommand {
                 "A batch file shared by many keys, as real keys share one batch certificate: made (0600, it holds the "
                     + "root's key) when missing, used when present. Every key of the batch gets the same attestation "
                     + "certificate and its own enterprise attestation certificate.",
-                valueName: "path"))
+                valueName: "path"
+            )
+        )
         var batch: String?
 
         func validate() throws {
@@ -78,9 +86,19 @@ struct AttestationCommand: ParsableCommand {
                 shared = " from the batch \(path) (its attestation certificate is shared with the batch's other keys)"
             } else {
                 batch = try BatchAttestation.provision(
-                    aaguid: aaguid, organization: organization, country: country.uppercased(), notBefore: notBefore)
+                    aaguid: aaguid,
+                    organization: organization,
+                    country: country.uppercased(),
+                    notBefore: notBefore
+                )
                 if let path = self.batch {
-                    try Self.writeBatch(batch, aaguid: aaguid, organization: organization, country: country.uppercased(), to: path)
+                    try Self.writeBatch(
+                        batch,
+                        aaguid: aaguid,
+                        organization: organization,
+                        country: country.uppercased(),
+                        to: path
+                    )
                     shared = "; the new batch is in \(path) (0600: it holds the root's key) for the batch's other keys"
                 }
             }
@@ -93,10 +111,14 @@ struct AttestationCommand: ParsableCommand {
                     "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
                     "enterprisePrivateKey": .string(Base64URL.encode(try batch.enterprisePrivateKeyPKCS8())),
                     "enterpriseCertificate": .string(Base64URL.encode(batch.enterpriseCertificate)),
-                ])
+                ]
+            )
             let path = rootOut ?? KeyFiles.dataDirectory + "/" + key.name + "-attestation-root.pem"
             try CredentialsCommand.Export.writePrivateFile(
-                path, BatchAttestation.pem(certificate: batch.rootCertificate), replace: true)
+                path,
+                BatchAttestation.pem(certificate: batch.rootCertificate),
+                replace: true
+            )
             printLine("fidosim: batch attestation provisioned\(shared); root certificate in \(path)")
         }
 
@@ -104,7 +126,11 @@ struct AttestationCommand: ParsableCommand {
         static let batchFormat = "fidosim-batch-1"
 
         static func writeBatch(
-            _ batch: BatchAttestation, aaguid: [UInt8], organization: String, country: String, to path: String
+            _ batch: BatchAttestation,
+            aaguid: [UInt8],
+            organization: String,
+            country: String,
+            to path: String
         ) throws {
             let document: JSONValue = [
                 "format": .string(batchFormat),
@@ -146,13 +172,20 @@ struct AttestationCommand: ParsableCommand {
             guard Hex.bytes(batchAAGUID) == aaguid else {
                 throw ValidationError(
                     "the batch \(path) is for AAGUID \(batchAAGUID), this key's is "
-                        + "\(Hex.string(aaguid)): a batch is one model of key")
+                        + "\(Hex.string(aaguid)): a batch is one model of key"
+                )
             }
             do {
                 return try BatchAttestation.anotherKey(
-                    ofBatchWithRootPrivateKey: try bytes("rootPrivateKey"), rootCertificate: try bytes("rootCertificate"),
-                    privateKey: try bytes("privateKey"), certificate: try bytes("certificate"), aaguid: aaguid,
-                    organization: try member("organization"), country: try member("country"), notBefore: notBefore)
+                    ofBatchWithRootPrivateKey: try bytes("rootPrivateKey"),
+                    rootCertificate: try bytes("rootCertificate"),
+                    privateKey: try bytes("privateKey"),
+                    certificate: try bytes("certificate"),
+                    aaguid: aaguid,
+                    organization: try member("organization"),
+                    country: try member("country"),
+                    notBefore: notBefore
+                )
             } catch let error as BatchAttestation.Failure {
                 throw ValidationError("\(path): \(error)")
             }
@@ -168,7 +201,8 @@ struct MetadataCommand: ParsableCommand {
             The statement carries the AAGUID, the attestation root (after `fidosim attestation provision`; a key \
             with self attestation gets attestationTypes basic_surrogate and no root), and authenticatorGetInfo. \
             A relying party that trusts it can verify the key's attestation chain.
-            """)
+            """
+    )
 
     @OptionGroup var key: CredentialsCommand.KeyOptions
 
@@ -208,7 +242,8 @@ struct MetadataCommand: ParsableCommand {
                     case -8: "ed25519_eddsa_sha512_raw"
                     default: nil
                     }
-                }),
+                }
+            ),
             "publicKeyAlgAndEncodings": ["cose"],
             "attestationTypes": batch ? ["basic_full"] : ["basic_surrogate"],
             "userVerificationDetails": .array(uv),
@@ -220,7 +255,9 @@ struct MetadataCommand: ParsableCommand {
             "authenticatorGetInfo": .object(info),
         ]
         if !batch {
-            printError("fidosim: this key uses self attestation; `fidosim attestation provision` gives it a batch certificate")
+            printError(
+                "fidosim: this key uses self attestation; `fidosim attestation provision` gives it a batch certificate"
+            )
         }
         print(statement.prettyEncoded, terminator: "")
     }

@@ -5,7 +5,9 @@ import Benchmark
 struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Measure signatures, getAssertion and makeCredential per second: in process, through CTAPHID, over UDP.")
+        abstract:
+            "Measure signatures, getAssertion and makeCredential per second: in process, through CTAPHID, over UDP."
+    )
 
     @Option(help: "Seconds per measurement.") var seconds: Double = 2
 
@@ -14,14 +16,18 @@ struct BenchCommand: ParsableCommand {
             "Only the raw row and one other, to profile it: get-assertion (in process), ctaphid (in process), flash "
                 + "(in process, on a flash image) or udp (perf record -g fidosim bench --only get-assertion; "
                 + "perf record -p on the serve child for udp).",
-            valueName: "row"))
+            valueName: "row"
+        )
+    )
     var only: String?
 
     @Option(
         help: ArgumentHelp(
             "Measure getAssertion through this running key's hidraw node (a uhid key, in the e2e VM) against the "
                 + "raw rate instead of the built-in rows. The key must approve touches (--presence approve).",
-            valueName: "path"))
+            valueName: "path"
+        )
+    )
     var hidDevice: String?
 
     func validate() throws {

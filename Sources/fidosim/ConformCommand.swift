@@ -1,11 +1,11 @@
-import HIDAPIDevice
-import CTAPCBOR
 import ArgumentParser
+import CTAPCBOR
 import CTAPCore
 import Conformance
 import ControlClient
 import ControlProtocol
 import FIDOClient
+import HIDAPIDevice
 import HIDBridge
 
 #if canImport(Glibc)
@@ -15,7 +15,8 @@ import Glibc
 struct ConformCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "conform",
-        abstract: "Run the CTAP conformance checks against a key: a real one over hidapi, or fidosim over UDP or hidraw.",
+        abstract:
+            "Run the CTAP conformance checks against a key: a real one over hidapi, or fidosim over UDP or hidraw.",
         discussion: """
             DEVICE is hid:/dev/hidrawN, hid:VID:PID (hexadecimal), hid:auto (the first HID device on the FIDO usage \
             page) or udp:HOST:PORT; --list-devices shows what hidapi sees.
@@ -26,7 +27,8 @@ struct ConformCommand: ParsableCommand {
             --name, or the default socket when it belongs to this key) the runner does them itself.
             Exit status: 0 when no check failed, 1 when one did, 2 when the key could not be reached or stopped \
             answering during the run.
-            """)
+            """
+    )
 
     @Option(help: "The key: hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT.")
     var device: String?
@@ -44,7 +46,9 @@ struct ConformCommand: ParsableCommand {
         help: ArgumentHelp(
             "The PIN the key already has (for the PIN, credential management, large-blob and config checks); it is "
                 + "tried once first, and a wrong one stops the run. --pin-file or FIDOSIM_PIN keep it out of ps.",
-            valueName: "pin"))
+            valueName: "pin"
+        )
+    )
     var pin: String?
 
     @Option(help: "A file whose first line is the PIN the key already has.")
@@ -73,7 +77,9 @@ struct ConformCommand: ParsableCommand {
         var out: Set<CheckGroup> = []
         for name in only.flatMap({ $0.split(separator: ",") }).map({ String($0).trimmingSpaces }) {
             guard let group = CheckGroup(rawValue: name) else {
-                throw ValidationError("unknown group '\(name)': \(CheckGroup.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw ValidationError(
+                    "unknown group '\(name)': \(CheckGroup.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
             out.insert(group)
         }
@@ -105,7 +111,9 @@ struct ConformCommand: ParsableCommand {
                     if let known = serial.value {
                         throw ClientError.transport("\(address): the key with serial number \(known) is not connected")
                     }
-                    throw ClientError.transport("\(address): no such HID device (fidosim conform --list-devices shows them)")
+                    throw ClientError.transport(
+                        "\(address): no such HID device (fidosim conform --list-devices shows them)"
+                    )
                 }
                 if serial.value == nil, let info = devices.first(where: { $0.path == path }), !info.serial.isEmpty {
                     serial.value = info.serial
@@ -133,7 +141,8 @@ struct ConformCommand: ParsableCommand {
             }
             for d in devices {
                 let id = DeviceAddress.formatVIDPID(d.vendorID, d.productID)
-                let fido = d.usagePage == HIDDeviceInfo.fidoUsagePage ? "FIDO" : "page 0x" + String(d.usagePage, radix: 16)
+                let fido =
+                    d.usagePage == HIDDeviceInfo.fidoUsagePage ? "FIDO" : "page 0x" + String(d.usagePage, radix: 16)
                 print("\(d.path)\t\(id)\t\(fido)\t\(d.manufacturer) \(d.product)\tserial \(d.serial)")
             }
             if devices.isEmpty { print("hidapi (\(hidBackend) backend) lists no HID device") }
@@ -151,7 +160,8 @@ struct ConformCommand: ParsableCommand {
         if allowDestructive {
             printError(
                 "fidosim conform: --allow-destructive: the key at \(address) will be RESET. Every credential on it, its PIN "
-                    + "and its large blobs are erased, and its PIN is set, blocked and erased again.")
+                    + "and its large blobs are erased, and its PIN is set, blocked and erased again."
+            )
             if !deviceOperator.isAutomatic {
                 printError("Press Enter to go on, or Ctrl-C to stop.")
                 guard readLine() != nil else { throw ExitCode(2) }
@@ -162,11 +172,12 @@ struct ConformCommand: ParsableCommand {
             deviceOperator: deviceOperator,
             open: open
         ) { result in
-            let mark = switch result.status {
-            case .passed: "pass"
-            case .failed: "FAIL"
-            case .skipped: "skip"
-            }
+            let mark =
+                switch result.status {
+                case .passed: "pass"
+                case .failed: "FAIL"
+                case .skipped: "skip"
+                }
             var line = "\(mark)  \(result.id)  (\(result.section))"
             if let message = result.message { line += ": \(message)" }
             if let expected = result.expected {
@@ -190,7 +201,8 @@ struct ConformCommand: ParsableCommand {
         (deviceOperator as? ControlSocketOperator)?.finish()
         print(
             "\(report.count(.passed)) passed, \(report.failed) failed, \(report.count(.skipped)) skipped "
-                + "in \(Int(report.seconds.rounded())) s")
+                + "in \(Int(report.seconds.rounded())) s"
+        )
         for observation in report.observations { print("observed: \(observation)") }
         if let directory = self.report {
             try writeReport(report, to: directory)
@@ -216,7 +228,9 @@ struct ConformCommand: ParsableCommand {
                 throw ValidationError("--pin-file \(pinFile) is empty")
             }
             let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let pin = line.hasSuffix("\r\n") ? String(line.dropLast(2)) : line.hasSuffix("\n") ? String(line.dropLast()) : line
+            let pin =
+                line.hasSuffix("\r\n")
+                ? String(line.dropLast(2)) : line.hasSuffix("\n") ? String(line.dropLast()) : line
             guard !pin.isEmpty else { throw ValidationError("--pin-file \(pinFile): the first line is empty") }
             return pin
         }
@@ -264,7 +278,11 @@ extension ConformCommand {
     /// A person answers touches and replugs. A key that says it is a fidosim key (its AAGUID) has a control socket
     /// the runner did not find: say which one it looked for, and without a terminal stop instead of reporting
     /// failures that a person was meant to prevent.
-    func terminalOperator(address: DeviceAddress, open: () throws -> CTAPHIDClient, lookedFor path: String) throws
+    func terminalOperator(
+        address: DeviceAddress,
+        open: () throws -> CTAPHIDClient,
+        lookedFor path: String
+    ) throws
         -> TerminalOperator
     {
         guard let hid = try? open(), (try? hid.initialize()) != nil,
@@ -306,7 +324,9 @@ final class TerminalOperator: DeviceOperator {
 
     func powerCycle() throws {
         printError(">>> unplug the key, plug it back in, then press Enter")
-        guard readLine() != nil else { throw CheckFailure("no one answered the replug request (standard input closed)") }
+        guard readLine() != nil else {
+            throw CheckFailure("no one answered the replug request (standard input closed)")
+        }
     }
 }
 

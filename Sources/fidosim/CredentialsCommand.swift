@@ -19,7 +19,8 @@ struct CredentialsCommand: ParsableCommand {
             WebDriver Credential Parameters, as `fidosim ctl getCredentials` shows them) and cxf (the FIDO \
             Alliance Credential Exchange Format 1.0; passkeys only).
             """,
-        subcommands: [Export.self, Import.self])
+        subcommands: [Export.self, Import.self]
+    )
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
         case webdriver, cxf
@@ -61,7 +62,8 @@ struct CredentialsCommand: ParsableCommand {
 
     struct Export: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write every credential, private keys included, to a file of mode 0600.")
+            abstract: "Write every credential, private keys included, to a file of mode 0600."
+        )
 
         @OptionGroup var key: KeyOptions
 
@@ -87,13 +89,18 @@ struct CredentialsCommand: ParsableCommand {
                 var generator = SystemRandomNumberGenerator()
                 for i in accountId.indices { accountId[i] = UInt8.random(in: 0...255, using: &generator) }
                 let (cxf, skipped) = CredentialExchange.cxf(
-                    from: credentials, accountId: accountId, timestamp: Int64(time(nil)))
+                    from: credentials,
+                    accountId: accountId,
+                    timestamp: Int64(time(nil))
+                )
                 document = cxf
                 if skipped > 0 { note = " (\(skipped) non-discoverable left out: CXF holds passkeys only)" }
             }
             try Self.writePrivateFile(output, document.prettyEncoded, replace: force)
             let count = format == .cxf ? credentials.count { $0["isResidentCredential"] == true } : credentials.count
-            printLine("fidosim: exported \(count) credential\(count == 1 ? "" : "s") to \(output) (\(format.rawValue), mode 0600)\(note)")
+            printLine(
+                "fidosim: exported \(count) credential\(count == 1 ? "" : "s") to \(output) (\(format.rawValue), mode 0600)\(note)"
+            )
         }
 
         /// Creates `path` with mode 0600 (exclusively, unless `replace`) and writes `text`.
@@ -104,7 +111,8 @@ struct CredentialsCommand: ParsableCommand {
                 throw ValidationError(
                     errno == EEXIST
                         ? "\(path) exists; use --force to replace it"
-                        : "cannot create \(path): \(String(cString: strerror(errno)))")
+                        : "cannot create \(path): \(String(cString: strerror(errno)))"
+                )
             }
             defer { close(fd) }
             guard fchmod(fd, 0o600) == 0 else { throw ValidationError("cannot make \(path) private") }
@@ -120,7 +128,8 @@ struct CredentialsCommand: ParsableCommand {
 
     struct Import: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add the credentials of a webdriver or CXF file to a key.")
+            abstract: "Add the credentials of a webdriver or CXF file to a key."
+        )
 
         @OptionGroup var key: KeyOptions
 
@@ -163,7 +172,8 @@ struct CredentialsCommand: ParsableCommand {
                     failures.append("credential \(index + 1) (\(params["rpId"]?.stringValue ?? "?")): \(error)")
                 }
             }
-            var line = "fidosim: imported \(imported) of \(credentials.count) credential\(credentials.count == 1 ? "" : "s")"
+            var line =
+                "fidosim: imported \(imported) of \(credentials.count) credential\(credentials.count == 1 ? "" : "s")"
             if skipped > 0 { line += "; \(skipped) item\(skipped == 1 ? "" : "s") that are not passkeys left out" }
             printLine(line)
             for failure in failures { printError("fidosim: not imported: \(failure)") }

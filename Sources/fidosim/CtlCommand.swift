@@ -22,7 +22,8 @@ struct Ctl: ParsableCommand {
               fidosim ctl presence deny delayMs=0
               fidosim ctl fault status command=makeCredential status=0x28 count=2
               fidosim ctl add-credential credentialId=AAEC isResidentCredential=false rpId=example.com privateKey=MIGH...
-            """)
+            """
+    )
 
     @Option(help: "The key's name (its socket is the default socket of `fidosim serve --name NAME`).")
     var name: String = "default"
@@ -171,8 +172,10 @@ struct Ctl: ParsableCommand {
                         pad(c["isResidentCredential"] == true ? "yes" : "no", 9),
                         pad(c["algorithm"]?.stringValue ?? "?", 6),
                         pad(c["signCount"]?.integerValue.map { String($0) } ?? "?", 10),
-                        pad(TerminalText.escape(c["rpId"]?.stringValue ?? "?"), 21), pad(user, 21), c["credentialId"]?.stringValue ?? "?",
-                    ].joined(separator: " "))
+                        pad(TerminalText.escape(c["rpId"]?.stringValue ?? "?"), 21), pad(user, 21),
+                        c["credentialId"]?.stringValue ?? "?",
+                    ].joined(separator: " ")
+                )
             }
             return lines.joined(separator: "\n")
         case "status":
@@ -187,16 +190,21 @@ struct Ctl: ParsableCommand {
                 lines.append(
                     "credentials: \(storage["credentials"]?.integerValue ?? 0) stored "
                         + "(\(storage["discoverableCredentials"]?.integerValue ?? 0) discoverable), "
-                        + "room for \(storage["remainingCapacity"]?.integerValue ?? 0) more")
+                        + "room for \(storage["remainingCapacity"]?.integerValue ?? 0) more"
+                )
                 lines.append(
                     "pin:         \(storage["pinSet"] == true ? "set" : "not set"), "
-                        + "\(storage["pinRetries"]?.integerValue ?? 0) retries")
+                        + "\(storage["pinRetries"]?.integerValue ?? 0) retries"
+                )
             }
             lines.append("sign count:  \(result["counters"]?["signCount"]?.integerValue ?? 0)")
             if case .object(let requests)? = result["counters"]?["requests"], !requests.isEmpty {
                 lines.append(
                     "requests:    "
-                        + requests.keys.sorted().map { "\($0) \(requests[$0]?.integerValue ?? 0)" }.joined(separator: ", "))
+                        + requests.keys.sorted().map { "\($0) \(requests[$0]?.integerValue ?? 0)" }.joined(
+                            separator: ", "
+                        )
+                )
             }
             if let pending = result["pending"], pending != .null {
                 var line = "pending:     \(pending["command"]?.stringValue ?? "?")"

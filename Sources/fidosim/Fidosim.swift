@@ -13,7 +13,8 @@ struct Fidosim: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Serve.self, Ctl.self, CredentialsCommand.self, AttestationCommand.self, MetadataCommand.self, ProfilesCommand.self, FlashCommand.self,
+            Serve.self, Ctl.self, CredentialsCommand.self, AttestationCommand.self, MetadataCommand.self,
+            ProfilesCommand.self, FlashCommand.self,
             BenchCommand.self, ConformCommand.self,
         ],
         defaultSubcommand: nil
@@ -22,7 +23,9 @@ struct Fidosim: ParsableCommand {
 
 struct ProfilesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "profiles", abstract: "List the built-in key profiles (serve --profile NAME).")
+        commandName: "profiles",
+        abstract: "List the built-in key profiles (serve --profile NAME)."
+    )
 
     func run() throws {
         for name in ProfileFile.builtInNames {

@@ -1,8 +1,8 @@
-import FlashImage
 import ArgumentParser
-import ControlProtocol
 import CTAPCBOR
 import CTAPCore
+import ControlProtocol
+import FlashImage
 import FlashStore
 import HIDBridge
 
@@ -21,7 +21,8 @@ struct FlashCommand: ParsableCommand {
 extension FlashCommand {
     struct Inspect: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print a flash image's geometry, use, wear and credentials per relying party (never secrets).")
+            abstract: "Print a flash image's geometry, use, wear and credentials per relying party (never secrets)."
+        )
 
         @Argument(help: "The image file (e.g. ~/.local/share/fidosim/default.img).")
         var image: String
@@ -51,13 +52,16 @@ extension FlashCommand {
             let pages = store.pageSummaries
             let counts = pages.map(\.eraseCount)
             print("erases:     min \(counts.min() ?? 0), max \(counts.max() ?? 0) of \(g.eraseEndurance) per page")
-            print("pages:      " + pages.map { summary in
-                switch summary.role {
-                case .free: "\(summary.page):free/\(summary.eraseCount)"
-                case .log: "\(summary.page):log\(summary.isTail ? "*" : "")/\(summary.eraseCount)"
-                case .retired: "\(summary.page):retired"
-                }
-            }.joined(separator: " "))
+            print(
+                "pages:      "
+                    + pages.map { summary in
+                        switch summary.role {
+                        case .free: "\(summary.page):free/\(summary.eraseCount)"
+                        case .log: "\(summary.page):log\(summary.isTail ? "*" : "")/\(summary.eraseCount)"
+                        case .retired: "\(summary.page):retired"
+                        }
+                    }.joined(separator: " ")
+            )
             print("recovery:   \(store.recovery.isClean ? "clean (nothing to repair)" : store.recovery.description)")
             for damage in store.recovery.damage { print("damage:     \(damage)") }
             print("records:    \(store.count)")

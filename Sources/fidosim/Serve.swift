@@ -1,8 +1,8 @@
-import HIDAPIDevice
 import ArgumentParser
 import CTAPCore
 import CTAPHID
 import FIDOClient
+import HIDAPIDevice
 import HIDBridge
 import Logging
 
@@ -32,7 +32,10 @@ struct Serve: ParsableCommand {
             """
     )
 
-    @Option(help: "Transport: auto picks uhid when /dev/uhid is writable, else udp; hid serves through a HID bridge board (--device).")
+    @Option(
+        help:
+            "Transport: auto picks uhid when /dev/uhid is writable, else udp; hid serves through a HID bridge board (--device)."
+    )
     var transport: TransportChoice = .auto
 
     @Option(help: "--transport hid: the bridge board, as VID:PID in hex (1209:0001) or a hidraw path.")
@@ -71,13 +74,17 @@ struct Serve: ParsableCommand {
     @Flag(
         help: ArgumentHelp(
             "On UDP, hear every local user's programs (test rigs that run a client as another user); by default "
-                + "only this user's sockets may use the key."))
+                + "only this user's sockets may use the key."
+        )
+    )
     var udpAnyUser = false
 
     @Option(
         help: ArgumentHelp(
             "On UDP, whether the power-cycle datagram unplugs the key (any program that may send to the key can "
-                + "then unplug it): on or off."))
+                + "then unplug it): on or off."
+        )
+    )
     var udpPowerCycle: OnOff = .on
 
     @Option(
@@ -86,7 +93,9 @@ struct Serve: ParsableCommand {
                 + "uhid, gadget and hid, where the desktop sees the key; approve on UDP).",
             discussion: "approve touches after --presence-delay; prompt asks the person: on the terminal (y or Enter "
                 + "touches, n refuses) and, in a graphical session, with a desktop notification.",
-            valueName: "mode"))
+            valueName: "mode"
+        )
+    )
     var presence: String?
 
     @Option(help: "Seconds a prompt waits for an answer before the request fails with USER_ACTION_TIMEOUT (1 to 600).")
@@ -96,7 +105,9 @@ struct Serve: ParsableCommand {
         help: ArgumentHelp(
             "Desktop notifications for prompts (freedesktop Notifications through notify-send): auto (when a session "
                 + "bus and notify-send exist), on, or off.",
-            valueName: "auto|on|off"))
+            valueName: "auto|on|off"
+        )
+    )
     var notify: NotifyChoice = .auto
 
     @Option(help: "Milliseconds before the automatic touch of approve and deny.")
@@ -109,7 +120,9 @@ struct Serve: ParsableCommand {
         help: ArgumentHelp(
             "Where credentials live: a flash image file, or memory (lost when the process ends).",
             discussion: "Default: $XDG_DATA_HOME/fidosim/NAME.img, else ~/.local/share/fidosim/NAME.img.",
-            valueName: "path|memory"))
+            valueName: "path|memory"
+        )
+    )
     var flash: String?
 
     @Option(
@@ -117,7 +130,9 @@ struct Serve: ParsableCommand {
             "What an acknowledged write to the flash image survives: process (default: written to the file before "
                 + "the answer; a killed process loses nothing, a host crash may lose the last writes) or host "
                 + "(also flushed to the disk with fdatasync before the answer).",
-            valueName: "process|host"))
+            valueName: "process|host"
+        )
+    )
     var durability: Durability = .process
 
     @Option(help: "Name of this key: its default flash image is NAME.img.")
@@ -130,14 +145,18 @@ struct Serve: ParsableCommand {
         help: ArgumentHelp(
             "Built-in user verification: none, or fingerprint (a simulated sensor; approve = a matching finger, "
                 + "deny = one that does not match).",
-            valueName: "none|fingerprint"))
+            valueName: "none|fingerprint"
+        )
+    )
     var uv: String = "none"
 
     @Option(
         help: ArgumentHelp(
             "maxMsgSize in getInfo, 1024 to 7609 (default: 1200 over uhid, whose kernel queue holds 32 reports; "
                 + "7609 over UDP).",
-            valueName: "bytes"))
+            valueName: "bytes"
+        )
+    )
     var maxMsgSize: Int?
 
     @Option(help: "With --uv fingerprint: fingerprints enrolled at start when none are (test rigs).")
@@ -147,44 +166,58 @@ struct Serve: ParsableCommand {
         name: .customLong("ep-rp"),
         help: ArgumentHelp(
             "An RP ID that gets vendor-facilitated enterprise attestation once it is enabled (repeatable).",
-            valueName: "rp-id"))
+            valueName: "rp-id"
+        )
+    )
     var enterpriseRPs: [String] = []
 
     @Option(
         name: .customLong("min-pin-length-rp"),
         help: ArgumentHelp(
             "An RP ID that may read the minimum PIN length through the minPinLength extension (repeatable).",
-            valueName: "rp-id"))
+            valueName: "rp-id"
+        )
+    )
     var minPinLengthRPs: [String] = []
 
     @Option(
         help: ArgumentHelp(
             "The control socket (fidosim ctl), or off.",
             discussion: "Default: $XDG_RUNTIME_DIR/fidosim/NAME.sock, else ~/.local/share/fidosim/NAME.sock.",
-            valueName: "path|off"))
+            valueName: "path|off"
+        )
+    )
     var control: String?
 
     @Option(
         help: ArgumentHelp(
             "Record every HID report and each decoded CTAP message: pcapng for a .pcapng path (Wireshark, tshark), "
                 + "JSON lines otherwise.",
-            valueName: "path"))
+            valueName: "path"
+        )
+    )
     var trace: String?
 
     @Option(
         help: ArgumentHelp(
             "The model of key to present: a built-in profile (fidosim profiles lists them) or a profile JSON file.",
-            valueName: "name|path"))
+            valueName: "name|path"
+        )
+    )
     var profile: String = "fidosim"
 
-    @Option(help: "How many virtual keys to serve (1 to 16): key N is NAME-N with its own image, next UDP port, socket.")
+    @Option(
+        help: "How many virtual keys to serve (1 to 16): key N is NAME-N with its own image, next UDP port, socket."
+    )
     var keys: Int = 1
 
     @Option(
         help: ArgumentHelp(
             "A JSON file naming each key: {\"keys\": [{\"name\", \"flash\", \"port\", \"serial\", \"control\", "
                 + "\"trace\", \"presence\", \"uv\", \"enrolledFingers\"}, ...]}; unnamed members come from the command line.",
-            valueName: "path"))
+            valueName: "path"
+        )
+    )
     var config: String?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
@@ -194,12 +227,16 @@ struct Serve: ParsableCommand {
         help: ArgumentHelp(
             "After handling reports, poll without sleeping for this many microseconds (0 to 10000) before waiting: "
                 + "back-to-back requests then find the loop awake, for a core's time while they come.",
-            valueName: "microseconds"))
+            valueName: "microseconds"
+        )
+    )
     var busyPoll: Int = 0
 
     func validate() throws {
         guard (1...16).contains(keys) else { throw ValidationError("--keys must be 1 to 16") }
-        guard (0...10_000).contains(busyPoll) else { throw ValidationError("--busy-poll must be 0 to 10000 microseconds") }
+        guard (0...10_000).contains(busyPoll) else {
+            throw ValidationError("--busy-poll must be 0 to 10000 microseconds")
+        }
         if config != nil && keys != 1 { throw ValidationError("give --keys or --config, not both") }
         guard uv == "none" || uv == "fingerprint" else {
             throw ValidationError("unknown --uv '\(uv)': use none or fingerprint")
@@ -211,7 +248,9 @@ struct Serve: ParsableCommand {
             throw ValidationError("--enrolled-fingers must be 0 to 5")
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
-            throw ValidationError("unknown --log-level '\(logLevel)': use trace, debug, info, notice, warning, error or critical")
+            throw ValidationError(
+                "unknown --log-level '\(logLevel)': use trace, debug, info, notice, warning, error or critical"
+            )
         }
         guard (0...600_000).contains(presenceDelay) else {
             throw ValidationError("--presence-delay must be between 0 and 600000 ms")
@@ -230,7 +269,9 @@ struct Serve: ParsableCommand {
                 throw ValidationError("--transport hid needs --device VID:PID (hex, e.g. 1209:0001) or a hidraw path")
             }
             guard HIDAPITransport.parseVIDPID(device) != nil || device.hasPrefix("/") else {
-                throw ValidationError("--device \(device): expected VID:PID in hex (1209:0001) or a path (/dev/hidraw3)")
+                throw ValidationError(
+                    "--device \(device): expected VID:PID in hex (1209:0001) or a path (/dev/hidraw3)"
+                )
             }
             guard keys == 1 && config == nil else {
                 throw ValidationError("--transport hid serves one key through one device: not with --keys or --config")
@@ -258,16 +299,25 @@ struct Serve: ParsableCommand {
         if !KeyFactory.isLoopback(host) && !allowRemote {
             throw ValidationError(
                 "--host \(host) can be reached from other machines, and anyone who reaches the key can use it: "
-                    + "add --allow-remote to mean it, or listen on 127.0.0.1")
+                    + "add --allow-remote to mean it, or listen on 127.0.0.1"
+            )
         }
     }
 
     /// The keys to serve: from --config, else --keys copies of the command line's key.
     func keySpecs() throws -> [KeySpec] {
         let base = KeySpec(
-            name: name, flash: flash ?? KeyFiles.defaultImagePath(name: name), port: port, serial: serial,
-            control: control ?? KeyFiles.defaultControlPath(name: name), trace: trace, presence: presence, uv: uv,
-            enrolledFingers: enrolledFingers, profile: profile)
+            name: name,
+            flash: flash ?? KeyFiles.defaultImagePath(name: name),
+            port: port,
+            serial: serial,
+            control: control ?? KeyFiles.defaultControlPath(name: name),
+            trace: trace,
+            presence: presence,
+            uv: uv,
+            enrolledFingers: enrolledFingers,
+            profile: profile
+        )
         if let config {
             do {
                 return try ServeConfig.load(config, base: base)
@@ -286,7 +336,9 @@ struct Serve: ParsableCommand {
             spec.flash = flash ?? KeyFiles.defaultImagePath(name: spec.name)
             spec.port = port == 0 ? 0 : port &+ UInt16(i - 1)
             spec.serial = serial.map { "\($0)-\(i)" }
-            spec.control = control.map { $0 == "off" ? "off" : KeySpec.numbered($0, i) } ?? KeyFiles.defaultControlPath(name: spec.name)
+            spec.control =
+                control.map { $0 == "off" ? "off" : KeySpec.numbered($0, i) }
+                ?? KeyFiles.defaultControlPath(name: spec.name)
             spec.trace = trace.map { KeySpec.numbered($0, i) }
             return spec
         }
@@ -316,7 +368,8 @@ struct Serve: ParsableCommand {
             printLine(
                 chosen == .uhid
                     ? "fidosim: transport auto: \(uhidPath) is writable, using uhid"
-                    : "fidosim: transport auto: \(uhidPath) \(access(uhidPath, F_OK) == 0 ? "is not writable" : "does not exist (modprobe uhid)"), using UDP on \(host):\(port)")
+                    : "fidosim: transport auto: \(uhidPath) \(access(uhidPath, F_OK) == 0 ? "is not writable" : "does not exist (modprobe uhid)"), using UDP on \(host):\(port)"
+            )
         }
         DeviceRunner.installSignalHandlers()
         var slots: [KeySlot] = []
@@ -337,12 +390,15 @@ struct Serve: ParsableCommand {
         if notify == .on || (notify == .auto && prompting) {
             notifications = DesktopNotifier.isAvailable()
             if !notifications && notify == .on {
-                printError("fidosim: --notify on: no session bus (DBUS_SESSION_BUS_ADDRESS) or no notify-send "
-                    + "(Debian: libnotify-bin); prompts stay on the terminal")
+                printError(
+                    "fidosim: --notify on: no session bus (DBUS_SESSION_BUS_ADDRESS) or no notify-send "
+                        + "(Debian: libnotify-bin); prompts stay on the terminal"
+                )
             }
         }
         if notifications { printLine("fidosim: touch requests also show as desktop notifications") }
-        DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications).run()
+        DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications)
+            .run()
     }
 
     /// The options every key of this `serve` shares.

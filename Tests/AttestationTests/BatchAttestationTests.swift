@@ -10,7 +10,10 @@ import X509
     let aaguid: [UInt8] = (0..<16).map { UInt8($0 * 11) }
 
     @Test func theLeafMeetsThePackedAttestationRequirements() throws {
-        let batch = try BatchAttestation.provision(aaguid: aaguid, notBefore: Date(timeIntervalSince1970: 1_735_689_600))
+        let batch = try BatchAttestation.provision(
+            aaguid: aaguid,
+            notBefore: Date(timeIntervalSince1970: 1_735_689_600)
+        )
         let leaf = try Certificate(derEncoded: batch.certificate)
         let root = try Certificate(derEncoded: batch.rootCertificate)
         #expect(leaf.version == .v3)

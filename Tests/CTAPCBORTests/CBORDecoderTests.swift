@@ -378,7 +378,11 @@ struct CBORDecoderAcceptanceTests {
 @Suite("Decoding a map as its entries")
 struct CBORDecoderMapEntriesTests {
     /// decodeMapEntries against decode: the same error, or the same members (nil for a value that is not a map).
-    private func expectAgreement(_ bytes: ArraySlice<UInt8>, maxDepth: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+    private func expectAgreement(
+        _ bytes: ArraySlice<UInt8>,
+        maxDepth: Int,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let whole = Result { () throws(CBORDecodingError) in try CBORDecoder.decode(bytes, maxDepth: maxDepth) }
         let entries = Result { () throws(CBORDecodingError) in
             try CBORDecoder.decodeMapEntries(bytes, maxDepth: maxDepth)
@@ -389,12 +393,18 @@ struct CBORDecoderMapEntriesTests {
         case (.success(let value), .success(let members)):
             if let members {
                 #expect(Set(members.map(\.key)).count == members.count, sourceLocation: sourceLocation)
-                #expect(value == .map(Dictionary(members, uniquingKeysWith: { a, _ in a })), sourceLocation: sourceLocation)
+                #expect(
+                    value == .map(Dictionary(members, uniquingKeysWith: { a, _ in a })),
+                    sourceLocation: sourceLocation
+                )
             } else {
                 #expect(value.mapValue == nil, "\(hexString(bytes))", sourceLocation: sourceLocation)
             }
         default:
-            Issue.record("disagree on \(hexString(bytes)) at depth \(maxDepth): \(whole) / \(entries)", sourceLocation: sourceLocation)
+            Issue.record(
+                "disagree on \(hexString(bytes)) at depth \(maxDepth): \(whole) / \(entries)",
+                sourceLocation: sourceLocation
+            )
         }
     }
 
@@ -435,7 +445,8 @@ struct CBORDecoderMapEntriesTests {
         let request = hex(
             "a4" + "01" + "6b" + "6578616d706c652e636f6d" + "02" + "5820" + String(repeating: "11", count: 32)
                 + "03" + "81" + "a2" + "626964" + "4401020304" + "6474797065" + "6a7075626c69632d6b6579"
-                + "05" + "a1" + "627570" + "f4")
+                + "05" + "a1" + "627570" + "f4"
+        )
         expectAgreement(request[...], maxDepth: 4)
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<3000 {

@@ -45,7 +45,8 @@ struct CBOREncoderTests {
         for _ in 0..<200 {
             var entries: [CBORValue: CBORValue] = [:]
             for index in 0..<Int.random(in: 1...12, using: &generator) {
-                let argument = Bool.random(using: &generator)
+                let argument =
+                    Bool.random(using: &generator)
                     ? edges.randomElement(using: &generator)! : UInt64.random(in: 0...UInt64.max, using: &generator)
                 let key: CBORValue = Bool.random(using: &generator) ? .unsigned(argument) : .negative(argument)
                 entries[key] = CBORValue(index)

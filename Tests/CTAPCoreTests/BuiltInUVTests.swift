@@ -14,18 +14,28 @@ import Testing
     }
 
     /// A bio enrollment request signed with `token`.
-    func bio(_ subcommand: Int, _ params: [CBORValue: CBORValue]? = nil, token: PlatformToken?) -> [CBORValue: CBORValue] {
+    func bio(
+        _ subcommand: Int,
+        _ params: [CBORValue: CBORValue]? = nil,
+        token: PlatformToken?
+    ) -> [CBORValue: CBORValue] {
         var map: [CBORValue: CBORValue] = [1: 1, 2: CBORValue(subcommand)]
         if let params { map[3] = .map(params) }
         if let token {
             map[4] = CBORValue(token.version)
-            map[5] = .byteString(token.authenticate([1, UInt8(subcommand)] + (params.map { CBORValue.map($0).encoded() } ?? [])))
+            map[5] = .byteString(
+                token.authenticate([1, UInt8(subcommand)] + (params.map { CBORValue.map($0).encoded() } ?? []))
+            )
         }
         return map
     }
 
     /// getPinUvAuthTokenUsingUvWithPermissions: the outcome (a fingerprint request) and the platform.
-    func uvToken(_ harness: inout Harness, permissions: Int, rpId: String? = nil) throws -> (AuthenticatorOutcome, PinPlatform) {
+    func uvToken(
+        _ harness: inout Harness,
+        permissions: Int,
+        rpId: String? = nil
+    ) throws -> (AuthenticatorOutcome, PinPlatform) {
         let platform = try PinPlatform(&harness)
         var params: [CBORValue: CBORValue] = [1: 2, 2: 6, 3: platform.keyAgreement, 9: CBORValue(permissions)]
         if let rpId { params[10] = .textString(rpId) }
@@ -64,21 +74,37 @@ import Testing
         let id = try #require(first[4]?.bytesValue)
         #expect(first[5] == 0 && first[6] == 2)
         // A poor sample does not count; two good ones finish the template.
-        let poor = try responseMap(harness.answer(harness.cbor(.bioEnrollment, bio(2, [1: .byteString(id)], token: token)), with: .denied))
+        let poor = try responseMap(
+            harness.answer(harness.cbor(.bioEnrollment, bio(2, [1: .byteString(id)], token: token)), with: .denied)
+        )
         #expect(poor[5] == 7 && poor[6] == 2 && poor[4] == nil)
         for remaining in [1, 0] {
-            let sample = try responseMap(harness.approve(harness.cbor(.bioEnrollment, bio(2, [1: .byteString(id)], token: token))))
+            let sample = try responseMap(
+                harness.approve(harness.cbor(.bioEnrollment, bio(2, [1: .byteString(id)], token: token)))
+            )
             #expect(sample[5] == 0 && sample[6] == CBORValue(remaining))
         }
         #expect(try responseMap(harness.cbor(.getInfo))[4]?["uv"] == true)
         // A new template has no name until the platform gives it one.
         let unnamed = try responseMap(harness.cbor(.bioEnrollment, bio(4, token: token)))
         #expect(unnamed[7] == [[1: .byteString(id), 2: ""]])
-        #expect(status(of: harness.cbor(.bioEnrollment, bio(5, [1: .byteString(id), 2: "left thumb"], token: token))) == .ok)
+        #expect(
+            status(of: harness.cbor(.bioEnrollment, bio(5, [1: .byteString(id), 2: "left thumb"], token: token))) == .ok
+        )
         let list = try responseMap(harness.cbor(.bioEnrollment, bio(4, token: token)))
         #expect(list[7] == [[1: .byteString(id), 2: "left thumb"]])
-        #expect(status(of: harness.cbor(.bioEnrollment, bio(5, [1: .byteString([9, 9]), 2: "x"], token: token))) == .invalidOption)
-        #expect(status(of: harness.cbor(.bioEnrollment, bio(5, [1: .byteString(id), 2: .textString(String(repeating: "n", count: 33))], token: token))) == .invalidLength)
+        #expect(
+            status(of: harness.cbor(.bioEnrollment, bio(5, [1: .byteString([9, 9]), 2: "x"], token: token)))
+                == .invalidOption
+        )
+        #expect(
+            status(
+                of: harness.cbor(
+                    .bioEnrollment,
+                    bio(5, [1: .byteString(id), 2: .textString(String(repeating: "n", count: 33))], token: token)
+                )
+            ) == .invalidLength
+        )
         #expect(status(of: harness.cbor(.bioEnrollment, bio(6, [1: .byteString(id)], token: token))) == .ok)
         #expect(status(of: harness.cbor(.bioEnrollment, bio(4, token: token))) == .invalidOption)
         #expect(try responseMap(harness.cbor(.getInfo))[4]?["uv"] == false)
@@ -91,7 +117,10 @@ import Testing
         #expect(status(of: harness.cbor(.bioEnrollment, bio(4, token: gaOnly))) == .pinAuthInvalid)
         let token = try harness.token("1234", permissions: 0x08)
         #expect(status(of: harness.cbor(.bioEnrollment, bio(1, token: token))) == .fingerprintDatabaseFull)
-        #expect(status(of: harness.cbor(.bioEnrollment, bio(2, [1: .byteString([1, 2])], token: token))) == .invalidParameter)
+        #expect(
+            status(of: harness.cbor(.bioEnrollment, bio(2, [1: .byteString([1, 2])], token: token)))
+                == .invalidParameter
+        )
         #expect(status(of: harness.cbor(.bioEnrollment, bio(9, token: token))) == .invalidSubcommand)
         #expect(status(of: harness.cbor(.bioEnrollment, [2: 4])) == .missingParameter)
         #expect(status(of: harness.cbor(.bioEnrollment, [1: 2, 2: 7])) == .invalidParameter)

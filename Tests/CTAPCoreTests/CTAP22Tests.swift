@@ -12,19 +12,33 @@ import _CryptoExtras
         let sealed = try #require(info[0x19]?.bytesValue)
         #expect(sealed.count == 32)
         let key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: token), salt: [UInt8](repeating: 0, count: 32),
-            info: Array("encIdentifier".utf8), outputByteCount: 16)
+            inputKeyMaterial: SymmetricKey(data: token),
+            salt: [UInt8](repeating: 0, count: 32),
+            info: Array("encIdentifier".utf8),
+            outputByteCount: 16
+        )
         return Array(
             try AES._CBC.decrypt(
-                sealed.dropFirst(16), using: key, iv: AES._CBC.IV(ivBytes: sealed.prefix(16)), noPadding: true))
+                sealed.dropFirst(16),
+                using: key,
+                iv: AES._CBC.IV(ivBytes: sealed.prefix(16)),
+                noPadding: true
+            )
+        )
     }
 
-    func credMgmt(_ subcommand: Int, _ params: [CBORValue: CBORValue]? = nil, token: PlatformToken)
+    func credMgmt(
+        _ subcommand: Int,
+        _ params: [CBORValue: CBORValue]? = nil,
+        token: PlatformToken
+    )
         -> [CBORValue: CBORValue]
     {
         var map: [CBORValue: CBORValue] = [1: CBORValue(subcommand), 3: CBORValue(token.version)]
         if let params { map[2] = .map(params) }
-        map[4] = .byteString(token.authenticate([UInt8(subcommand)] + (params.map { CBORValue.map($0).encoded() } ?? [])))
+        map[4] = .byteString(
+            token.authenticate([UInt8(subcommand)] + (params.map { CBORValue.map($0).encoded() } ?? []))
+        )
         return map
     }
 
@@ -43,7 +57,9 @@ import _CryptoExtras
         var harness = try Harness()
         _ = try harness.setPIN("1234")
         let mc = try harness.token("1234", permissions: 0x01)
-        _ = harness.approve(harness.cbor(.makeCredential, authorized(Request.makeCredential(rk: true), mc, paramKey: 8)))
+        _ = harness.approve(
+            harness.cbor(.makeCredential, authorized(Request.makeCredential(rk: true), mc, paramKey: 8))
+        )
         let persistent = try harness.token("1234", permissions: 0x40)
         // pcmr comes alone.
         #expect(status(of: try harness.requestToken("1234", permissions: 0x44).0) == .unauthorizedPermission)
@@ -53,15 +69,19 @@ import _CryptoExtras
         let rps = try responseMap(harness.cbor(.credentialManagement, credMgmt(2, token: persistent)))
         #expect(rps[3]?["id"] == "example.com")
         let creds = try responseMap(
-            harness.cbor(.credentialManagement, credMgmt(4, [1: .byteString(sha256("example.com"))], token: persistent)))
+            harness.cbor(.credentialManagement, credMgmt(4, [1: .byteString(sha256("example.com"))], token: persistent))
+        )
         #expect(creds[6]?["id"] == .byteString(Request.userId))
         let id = try #require(creds[7]?["id"]?.bytesValue)
         let delete = credMgmt(6, [2: Request.descriptor(id)], token: persistent)
         #expect(status(of: harness.cbor(.credentialManagement, delete)) == .pinAuthInvalid)
         // It is not a token for anything else either.
         #expect(
-            status(of: harness.cbor(.getAssertion, authorized(Request.getAssertion(up: false), persistent, paramKey: 6)))
-                == .pinAuthInvalid)
+            status(
+                of: harness.cbor(.getAssertion, authorized(Request.getAssertion(up: false), persistent, paramKey: 6))
+            )
+                == .pinAuthInvalid
+        )
         // A PIN change replaces it.
         #expect(status(of: try harness.changePIN(from: "1234", to: "5678")) == .ok)
         #expect(status(of: harness.cbor(.credentialManagement, credMgmt(1, token: persistent))) == .pinAuthInvalid)
@@ -102,26 +122,39 @@ import _CryptoExtras
         let saltEnc2 = try platform2.encrypt(salt)
         let ga = Request.getAssertion(allowList: [registration.credentialId]).setting(
             4,
-            ["hmac-secret": [1: platform2.keyAgreement, 2: .byteString(saltEnc2), 3: .byteString(platform2.authenticate(saltEnc2)), 4: 2]])
+            [
+                "hmac-secret": [
+                    1: platform2.keyAgreement, 2: .byteString(saltEnc2),
+                    3: .byteString(platform2.authenticate(saltEnc2)), 4: 2,
+                ]
+            ]
+        )
         let assertion = try harness.getAssertion(ga)
         let later = try platform2.decrypt(try #require(assertion.authData.extensions?["hmac-secret"]?.bytesValue))
         #expect(atRegistration.count == 32 && atRegistration == later)
         // Without hmac-secret the -mc input is ignored.
-        let alone = try harness.register(Request.makeCredential(user: Request.user(id: [5])).setting(6, ["hmac-secret-mc": input]))
+        let alone = try harness.register(
+            Request.makeCredential(user: Request.user(id: [5])).setting(6, ["hmac-secret-mc": input])
+        )
         #expect(alone.authData.extensions == nil)
     }
 
     @Test(arguments: [true, false])
     func thirdPartyPaymentIsRememberedAndReported(resident: Bool) throws {
         var harness = try Harness()
-        let registration = try harness.register(Request.makeCredential(rk: resident).setting(6, ["thirdPartyPayment": true]))
+        let registration = try harness.register(
+            Request.makeCredential(rk: resident).setting(6, ["thirdPartyPayment": true])
+        )
         #expect(registration.authData.extensions == ["thirdPartyPayment": true])
         let allow = resident ? nil : [registration.credentialId]
-        let asked = try harness.getAssertion(Request.getAssertion(allowList: allow).setting(4, ["thirdPartyPayment": true]))
+        let asked = try harness.getAssertion(
+            Request.getAssertion(allowList: allow).setting(4, ["thirdPartyPayment": true])
+        )
         #expect(asked.authData.extensions == ["thirdPartyPayment": true])
         let plain = try harness.register(Request.makeCredential(user: Request.user(id: [6])))
         let other = try harness.getAssertion(
-            Request.getAssertion(allowList: [plain.credentialId]).setting(4, ["thirdPartyPayment": true]))
+            Request.getAssertion(allowList: [plain.credentialId]).setting(4, ["thirdPartyPayment": true])
+        )
         #expect(other.authData.extensions == ["thirdPartyPayment": false])
     }
 

@@ -9,7 +9,13 @@ import Testing
 
     @Test func everyCutOfACTAPWorkloadRecoversToBeforeOrAfter() {
         let report = CTAPPowerCutProof.run(
-            geometry: small, operations: 400, seed: 3, cutLimit: 600, scanEvery: 5, resetEvery: 150)
+            geometry: small,
+            operations: 400,
+            seed: 3,
+            cutLimit: 600,
+            scanEvery: 5,
+            resetEvery: 150
+        )
         #expect(report.violations.isEmpty, "\(report.violations.prefix(5))")
         #expect(report.cutPoints >= 300)
         #expect(report.scenarios == report.cutPoints * 4)
@@ -24,7 +30,13 @@ import Testing
     /// with every tear mode, every 7th remount cut again.
     @Test func boundedProofOnNRF52840FillsResetsAndRefills() {
         let report = CTAPPowerCutProof.run(
-            geometry: .nrf52840, operations: 1_500, seed: 21, cutLimit: 3_000, scanEvery: 40, cutEvery: 12)
+            geometry: .nrf52840,
+            operations: 1_500,
+            seed: 21,
+            cutLimit: 3_000,
+            scanEvery: 40,
+            cutEvery: 12
+        )
         #expect(report.violations.isEmpty, "\(report.violations.prefix(5))")
         #expect(report.storeFullRefusals > 0)
         #expect(report.resets >= 2 && report.replacements > 0 && report.largeBlobWrites > 10, "\(report)")
@@ -34,7 +46,12 @@ import Testing
 
     @Test func everyCutOfALargeBlobWriteLeavesTheOldArrayOrTheNew() {
         let report = CTAPPowerCutProof.run(
-            geometry: .nrf52840, operations: 120, seed: 11, cutLimit: 2500, scanEvery: 0)
+            geometry: .nrf52840,
+            operations: 120,
+            seed: 11,
+            cutLimit: 2500,
+            scanEvery: 0
+        )
         #expect(report.violations.isEmpty, "\(report.violations.prefix(5))")
         #expect(report.largeBlobWrites >= 5)
         #expect(report.cutPoints >= 500)
@@ -46,8 +63,13 @@ import Testing
     @Test(arguments: [197, 506])
     func seed11OnAFullNRF52840StoreRemountsAfterEveryCut(operation: Int) {
         let report = CTAPPowerCutProof.run(
-            geometry: .nrf52840, operations: operation + 1, seed: 11, cutLimit: 100_000, scanEvery: 0,
-            cutFrom: operation)
+            geometry: .nrf52840,
+            operations: operation + 1,
+            seed: 11,
+            cutLimit: 100_000,
+            scanEvery: 0,
+            cutFrom: operation
+        )
         #expect(report.violations.isEmpty, "\(report.violations.prefix(5))")
         #expect(report.cutPoints > 0)
     }

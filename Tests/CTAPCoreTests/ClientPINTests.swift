@@ -57,13 +57,22 @@ import Testing
         #expect(status(of: harness.cbor(.clientPIN, request.setting(5, .byteString(tampered)))) == .pinAuthInvalid)
         let short = try platform.encrypt(Array(PinPlatform.padded("1234").prefix(32)))
         #expect(
-            status(of: harness.cbor(.clientPIN, request.setting(5, .byteString(short)).setting(4, .byteString(platform.authenticate(short)))))
-                == .invalidParameter)
+            status(
+                of: harness.cbor(
+                    .clientPIN,
+                    request.setting(5, .byteString(short)).setting(4, .byteString(platform.authenticate(short)))
+                )
+            )
+                == .invalidParameter
+        )
         for key in [3, 4, 5, 1] {
             #expect(status(of: harness.cbor(.clientPIN, request.setting(key, nil))) == .missingParameter)
         }
         #expect(status(of: harness.cbor(.clientPIN, request.setting(1, 3))) == .invalidParameter)
-        request[3] = [1: 2, 3: -25, -1: 1, -2: .byteString([UInt8](repeating: 1, count: 32)), -3: .byteString([UInt8](repeating: 2, count: 32))]
+        request[3] = [
+            1: 2, 3: -25, -1: 1, -2: .byteString([UInt8](repeating: 1, count: 32)),
+            -3: .byteString([UInt8](repeating: 2, count: 32)),
+        ]
         #expect(status(of: harness.cbor(.clientPIN, request)) == .invalidParameter)  // not on the curve
         #expect(harness.authenticator.storage.pin == nil)
     }

@@ -28,7 +28,9 @@ import Testing
 
     @Test func commandsWithParametersNeedThem() throws {
         var harness = try Harness()
-        for command in [CTAPCommand.clientPIN, .credentialManagement, .credentialManagementPreview, .largeBlobs, .config] {
+        for command in [
+            CTAPCommand.clientPIN, .credentialManagement, .credentialManagementPreview, .largeBlobs, .config,
+        ] {
             #expect(harness.cbor(raw: [command.rawValue]) == .response([CTAPStatus.missingParameter.rawValue]))
         }
     }

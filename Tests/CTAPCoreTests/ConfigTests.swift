@@ -5,13 +5,18 @@ import Testing
 /// authenticatorConfig (0x0D, CTAP 2.1 §6.11): toggleAlwaysUv, setMinPINLength, and their effects.
 @Suite struct ConfigTests {
     /// A config request, signed with `token` when given.
-    func request(_ subcommand: Int, _ params: [CBORValue: CBORValue]? = nil, token: PlatformToken? = nil)
+    func request(
+        _ subcommand: Int,
+        _ params: [CBORValue: CBORValue]? = nil,
+        token: PlatformToken? = nil
+    )
         -> [CBORValue: CBORValue]
     {
         var map: [CBORValue: CBORValue] = [1: CBORValue(subcommand)]
         if let params { map[2] = .map(params) }
         if let token {
-            let message = [UInt8](repeating: 0xFF, count: 32) + [0x0D, UInt8(subcommand)]
+            let message =
+                [UInt8](repeating: 0xFF, count: 32) + [0x0D, UInt8(subcommand)]
                 + (params.map { CBORValue.map($0).encoded() } ?? [])
             map[3] = CBORValue(token.version)
             map[4] = .byteString(token.authenticate(message))
@@ -39,7 +44,9 @@ import Testing
         var forged = request(3, [1: 5], token: token)
         forged[2] = [1: 9]
         #expect(status(of: harness.cbor(.config, forged)) == .pinAuthInvalid)
-        #expect(status(of: harness.cbor(.config, request(3, [1: 5], token: token).setting(3, nil))) == .missingParameter)
+        #expect(
+            status(of: harness.cbor(.config, request(3, [1: 5], token: token).setting(3, nil))) == .missingParameter
+        )
         #expect(status(of: harness.cbor(.config, request(3, [1: 5], token: token))) == .ok)
         #expect(try info(&harness)[0x0D] == 5)
     }

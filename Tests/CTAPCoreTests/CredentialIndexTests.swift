@@ -9,8 +9,13 @@ import Testing
 
     func credential(_ n: UInt8, user: UInt8? = nil, serial: UInt64) -> ResidentCredential {
         ResidentCredential(
-            id: [n, n, n], rpId: "example.com", rpIdHash: Array(SHA256.hash(data: Array("example.com".utf8))),
-            user: UserEntity(id: [user ?? n]), privateKey: Array(repeating: n, count: 32), creationSerial: serial)
+            id: [n, n, n],
+            rpId: "example.com",
+            rpIdHash: Array(SHA256.hash(data: Array("example.com".utf8))),
+            user: UserEntity(id: [user ?? n]),
+            privateKey: Array(repeating: n, count: 32),
+            creationSerial: serial
+        )
     }
 
     @Test func freeKeysAreTakenInOrderAndAFreedOneComesFirst() {
@@ -33,8 +38,12 @@ import Testing
         index.stored(credential(2, serial: 2), key: Self.first + 1, gone: [], replaced: nil, tookFreeKey: true)
         // Same RP and user as credential 1, written under the first free key; credential 1's record goes.
         index.stored(
-            credential(3, user: 9, serial: 3), key: Self.first + 2, gone: [(Self.first, [1, 1, 1])], replaced: Self.first,
-            tookFreeKey: false)
+            credential(3, user: 9, serial: 3),
+            key: Self.first + 2,
+            gone: [(Self.first, [1, 1, 1])],
+            replaced: Self.first,
+            tookFreeKey: false
+        )
         #expect(index.freeKeyHint == Self.first)
         #expect(index.residents[Self.first] == nil)
         #expect(index.keysById[[3, 3, 3]] == Self.first + 2)

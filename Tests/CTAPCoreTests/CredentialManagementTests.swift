@@ -15,7 +15,9 @@ import Testing
             Request.makeCredential(rk: true),
             Request.makeCredential(user: Request.user(id: [2], name: "bob", displayName: "Bob"), rk: true),
             Request.makeCredential(
-                rpId: "other.example", user: Request.user(id: [3], name: "carol", displayName: nil), rk: true
+                rpId: "other.example",
+                user: Request.user(id: [3], name: "carol", displayName: nil),
+                rk: true
             ).setting(6, ["credProtect": 3, "largeBlobKey": true]),
         ]
         for request in requests {
@@ -29,7 +31,9 @@ import Testing
 
     /// A credential management request authenticated with `token`.
     func request(
-        _ subcommand: Int, _ params: [CBORValue: CBORValue]? = nil, token: PlatformToken?
+        _ subcommand: Int,
+        _ params: [CBORValue: CBORValue]? = nil,
+        token: PlatformToken?
     ) -> [CBORValue: CBORValue] {
         var map: [CBORValue: CBORValue] = [1: CBORValue(subcommand)]
         if let params { map[2] = .map(params) }
@@ -60,7 +64,9 @@ import Testing
         }
         #expect(status(of: harness.cbor(command, request(3, token: nil))) == .notAllowed)
 
-        let first = try responseMap(harness.cbor(command, request(4, [1: .byteString(sha256("example.com"))], token: token)))
+        let first = try responseMap(
+            harness.cbor(command, request(4, [1: .byteString(sha256("example.com"))], token: token))
+        )
         #expect(first[9] == 2)
         let second = try responseMap(harness.cbor(command, request(5, token: nil)))
         #expect(second[9] == nil)
@@ -76,7 +82,9 @@ import Testing
             #expect(entry[10] == 1)
             #expect(entry[11] == nil)
         }
-        let other = try responseMap(harness.cbor(command, request(4, [1: .byteString(sha256("other.example"))], token: token)))
+        let other = try responseMap(
+            harness.cbor(command, request(4, [1: .byteString(sha256("other.example"))], token: token))
+        )
         #expect(other[10] == 3)
         #expect(other[11] == made[2].response[5])
         #expect(other[9] == 1)
@@ -91,8 +99,13 @@ import Testing
         var tampered = request(1, token: token)
         tampered[4] = .byteString([UInt8](repeating: 0, count: 32))
         #expect(status(of: harness.cbor(.credentialManagement, tampered)) == .pinAuthInvalid)
-        #expect(status(of: harness.cbor(.credentialManagement, request(1, token: token).setting(3, nil))) == .missingParameter)
-        #expect(status(of: harness.cbor(.credentialManagement, request(1, token: token).setting(3, 7))) == .invalidParameter)
+        #expect(
+            status(of: harness.cbor(.credentialManagement, request(1, token: token).setting(3, nil)))
+                == .missingParameter
+        )
+        #expect(
+            status(of: harness.cbor(.credentialManagement, request(1, token: token).setting(3, 7))) == .invalidParameter
+        )
         #expect(status(of: harness.cbor(.credentialManagement, request(0x0F, token: token))) == .invalidSubcommand)
         // The parameters are signed as sent: a MAC over other parameters does not verify.
         var swapped = request(4, [1: .byteString(sha256("example.com"))], token: token)
@@ -139,11 +152,14 @@ import Testing
         var (harness, made) = try populatedKey()
         let token = try harness.token("1234", permissions: 0x04)
         let rename = request(
-            7, [2: Request.descriptor(made[0].credentialId), 3: Request.user(name: "alice.new", displayName: nil)],
-            token: token)
+            7,
+            [2: Request.descriptor(made[0].credentialId), 3: Request.user(name: "alice.new", displayName: nil)],
+            token: token
+        )
         #expect(harness.cbor(.credentialManagementPreview, rename) == .response([0x00]))
         let listed = try responseMap(
-            harness.cbor(.credentialManagement, request(4, [1: .byteString(sha256("example.com"))], token: token)))
+            harness.cbor(.credentialManagement, request(4, [1: .byteString(sha256("example.com"))], token: token))
+        )
         let entries = [listed] + [try responseMap(harness.cbor(.credentialManagement, request(5, token: nil)))]
         #expect(entries.compactMap { $0[6] }.contains(["id": .byteString(Request.userId), "name": "alice.new"]))
         // The credential itself is unchanged: it still signs, under the same id.
@@ -154,7 +170,10 @@ import Testing
 
         let token2 = try harness.token("1234", permissions: 0x04)
         let wrongUser = request(
-            7, [2: Request.descriptor(made[0].credentialId), 3: Request.user(id: [9], name: "x")], token: token2)
+            7,
+            [2: Request.descriptor(made[0].credentialId), 3: Request.user(id: [9], name: "x")],
+            token: token2
+        )
         #expect(status(of: harness.cbor(.credentialManagement, wrongUser)) == .invalidParameter)
         let noUser = request(7, [2: Request.descriptor(made[0].credentialId)], token: token2)
         #expect(status(of: harness.cbor(.credentialManagement, noUser)) == .missingParameter)
@@ -186,7 +205,8 @@ import Testing
         // {2: {...}, 1: 4}: keys out of order.
         let params: [CBORValue: CBORValue] = [1: .byteString(sha256("example.com"))]
         let signed = token.authenticate([4] + CBORValue.map(params).encoded())
-        let body: [UInt8] = [0xA4, 0x02] + CBORValue.map(params).encoded() + [0x01, 0x04, 0x03, 0x02, 0x04]
+        let body: [UInt8] =
+            [0xA4, 0x02] + CBORValue.map(params).encoded() + [0x01, 0x04, 0x03, 0x02, 0x04]
             + CBORValue.byteString(signed).encoded()
         #expect(harness.cbor(raw: [0x0A] + body) == .response([CTAPStatus.invalidCBOR.rawValue]))
     }

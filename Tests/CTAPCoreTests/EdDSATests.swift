@@ -8,7 +8,9 @@ import Testing
 @Suite struct EdDSATests {
     func request(_ algorithms: [Int], rk: Bool = false) -> [CBORValue: CBORValue] {
         Request.makeCredential(rk: rk).setting(
-            4, .array(algorithms.map { ["alg": CBORValue($0), "type": "public-key"] }))
+            4,
+            .array(algorithms.map { ["alg": CBORValue($0), "type": "public-key"] })
+        )
     }
 
     /// The Ed25519 key of an OKP COSE_Key: exactly kty 1, alg -8, crv 6 and a 32-byte x.
@@ -34,7 +36,9 @@ import Testing
         let assertion = try harness.getAssertion(Request.getAssertion(allowList: allowList))
         #expect(assertion.credentialId == registration.credentialId)
         #expect(key.isValidSignature(assertion.signature, for: assertion.authData.bytes + Request.clientDataHash))
-        #expect(!key.isValidSignature(assertion.signature, for: assertion.authData.bytes + [UInt8](repeating: 0, count: 32)))
+        #expect(
+            !key.isValidSignature(assertion.signature, for: assertion.authData.bytes + [UInt8](repeating: 0, count: 32))
+        )
     }
 
     @Test(arguments: [
@@ -57,7 +61,11 @@ import Testing
     @Test func anEdDSAKeyHandleIsNotAU2FKey() throws {
         var harness = try Harness()
         let registration = try harness.register(request([-8]))
-        let apdu = U2FRequest.authenticate(p1: 0x07, keyHandle: registration.credentialId, application: sha256(Request.rpId))
+        let apdu = U2FRequest.authenticate(
+            p1: 0x07,
+            keyHandle: registration.credentialId,
+            application: sha256(Request.rpId)
+        )
         #expect(statusWord(of: harness.u2f(apdu)) == 0x6A80)
     }
 
@@ -65,12 +73,18 @@ import Testing
         var entropy = EntropySource(SeededGenerator(seed: 4))
         let storage = try FlashStorage(device: SimulatedFlash(geometry: .nrf52840), entropy: &entropy)
         var authenticator = try Authenticator(storage: storage, entropy: entropy, now: .zero)
-        guard case .needsUserPresence = authenticator.handleCBOR([0x01] + CBORValue.map(request([-8], rk: true)).encoded(), now: .zero),
+        guard
+            case .needsUserPresence = authenticator.handleCBOR(
+                [0x01] + CBORValue.map(request([-8], rk: true)).encoded(),
+                now: .zero
+            ),
             case .response(let made) = authenticator.resume(.approved, now: .zero)
         else { throw HarnessFailure("makeCredential did not complete") }
         let registration = try Registration(try CBORDecoder.decode(Array(made.dropFirst())))
         let key = try edKey(registration.credential.coseKey)
-        guard let flash = authenticator.storage as? FlashStorage<SimulatedFlash> else { throw HarnessFailure("storage") }
+        guard let flash = authenticator.storage as? FlashStorage<SimulatedFlash> else {
+            throw HarnessFailure("storage")
+        }
         var fresh = EntropySource(SeededGenerator(seed: 5))
         let remounted = try FlashStorage(device: flash.store.device, entropy: &fresh)
         #expect(remounted.residentCredentials.first?.algorithm == .edDSA)

@@ -3,6 +3,7 @@ import CTAPCBOR
 import CTAPCore
 import Crypto
 import Testing
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -21,11 +22,16 @@ import Foundation
     /// A key with a provisioned batch attestation and its enterprise certificate (fidosim attestation provision).
     static func provisioned() throws -> (harness: Harness, batch: BatchAttestation) {
         var harness = try Harness(configuration: configuration())
-        let batch = try BatchAttestation.provision(aaguid: Harness.aaguid, notBefore: Date(timeIntervalSince1970: 1_735_689_600))
+        let batch = try BatchAttestation.provision(
+            aaguid: Harness.aaguid,
+            notBefore: Date(timeIntervalSince1970: 1_735_689_600)
+        )
         try harness.authenticator.installBatchAttestation(
-            privateKeyPKCS8: batch.privateKeyPKCS8(), certificate: batch.certificate,
+            privateKeyPKCS8: batch.privateKeyPKCS8(),
+            certificate: batch.certificate,
             rootCertificate: batch.rootCertificate,
-            enterprise: (try batch.enterprisePrivateKeyPKCS8(), batch.enterpriseCertificate))
+            enterprise: (try batch.enterprisePrivateKeyPKCS8(), batch.enterpriseCertificate)
+        )
         return (harness, batch)
     }
 
@@ -40,10 +46,15 @@ import Foundation
         let request = Request.makeCredential(rpId: "corp.example").setting(10, 1)
         #expect(status(of: harness.cbor(.makeCredential, request)) == .invalidParameter)
         // A batch attestation without the enterprise certificate is not enough either.
-        let batch = try BatchAttestation.provision(aaguid: Harness.aaguid, notBefore: Date(timeIntervalSince1970: 1_735_689_600))
+        let batch = try BatchAttestation.provision(
+            aaguid: Harness.aaguid,
+            notBefore: Date(timeIntervalSince1970: 1_735_689_600)
+        )
         try harness.authenticator.installBatchAttestation(
-            privateKeyPKCS8: batch.privateKeyPKCS8(), certificate: batch.certificate,
-            rootCertificate: batch.rootCertificate)
+            privateKeyPKCS8: batch.privateKeyPKCS8(),
+            certificate: batch.certificate,
+            rootCertificate: batch.rootCertificate
+        )
         #expect(try responseMap(harness.cbor(.getInfo))[4]?["ep"] == nil)
     }
 
@@ -78,7 +89,13 @@ import Foundation
         #expect(certificateBytes == batch.enterpriseCertificate && certificateBytes != batch.certificate)
         let certificate = try ParsedCertificate(certificateBytes)
         let signature = try #require(statement["sig"]?.bytesValue)
-        #expect(verifiesES256(signature, over: registration.authData.bytes + clientDataHash, with: certificate.subjectPublicKey))
+        #expect(
+            verifiesES256(
+                signature,
+                over: registration.authData.bytes + clientDataHash,
+                with: certificate.subjectPublicKey
+            )
+        )
         // Issued by the batch root (a chain a relying party can verify), and the attestation certificate rules of
         // WebAuthn §8.2.1: OU, CA false, the AAGUID.
         let root = try ParsedCertificate(batch.rootCertificate)
@@ -88,7 +105,9 @@ import Foundation
         let aaguidExtension: [UInt8] = [0x04, 0x12, 0x04, 0x10] + Harness.aaguid
         #expect(certificateBytes.indices.contains { Array(certificateBytes[$0...].prefix(20)) == aaguidExtension })
         // The same key for every enterprise attestation of this device.
-        let second = try harness.register(Request.makeCredential(rpId: rpId, user: Request.user(id: [2])).setting(10, CBORValue(mode)))
+        let second = try harness.register(
+            Request.makeCredential(rpId: rpId, user: Request.user(id: [2])).setting(10, CBORValue(mode))
+        )
         #expect(second.response[3]?["x5c"]?.arrayValue?.first == .byteString(certificateBytes))
     }
 

@@ -5,7 +5,11 @@ import Testing
 
 /// The extensions credProtect, hmac-secret, credBlob, largeBlobKey and minPinLength (CTAP 2.1 §12).
 @Suite struct ExtensionTests {
-    func withExtensions(_ request: [CBORValue: CBORValue], _ extensions: [CBORValue: CBORValue], key: Int = 6)
+    func withExtensions(
+        _ request: [CBORValue: CBORValue],
+        _ extensions: [CBORValue: CBORValue],
+        key: Int = 6
+    )
         -> [CBORValue: CBORValue]
     {
         request.setting(key, .map(extensions))
@@ -22,18 +26,25 @@ import Testing
 
     /// Makes a credential with a token (mc) and the given extensions.
     func register(
-        _ harness: inout Harness, rk: Bool, extensions: [CBORValue: CBORValue],
+        _ harness: inout Harness,
+        rk: Bool,
+        extensions: [CBORValue: CBORValue],
         user: CBORValue = Request.user()
     ) throws -> Registration {
         let token = try harness.token("1234", permissions: 0x01)
         let request = authorized(
-            withExtensions(Request.makeCredential(user: user, rk: rk), extensions), token, paramKey: 8)
+            withExtensions(Request.makeCredential(user: user, rk: rk), extensions),
+            token,
+            paramKey: 8
+        )
         return try Registration(responseMap(harness.approve(harness.cbor(.makeCredential, request))))
     }
 
     /// getAssertion with a fresh ga token (UV) or without one.
     func assert(
-        _ harness: inout Harness, uv: Bool, allowList: [[UInt8]]? = nil,
+        _ harness: inout Harness,
+        uv: Bool,
+        allowList: [[UInt8]]? = nil,
         extensions: [CBORValue: CBORValue]? = nil
     ) throws -> AuthenticatorOutcome {
         var request = Request.getAssertion(allowList: allowList)
@@ -50,7 +61,11 @@ import Testing
         let plain = try register(&harness, rk: true, extensions: [:])
         #expect(plain.authData.extensions == nil)
         let protected = try register(
-            &harness, rk: true, extensions: ["credProtect": 2], user: Request.user(id: [2]))
+            &harness,
+            rk: true,
+            extensions: ["credProtect": 2],
+            user: Request.user(id: [2])
+        )
         #expect(protected.authData.extensions == ["credProtect": 2])
         #expect(protected.authData.flags & ParsedAuthData.extensionData != 0)
     }
@@ -106,7 +121,9 @@ import Testing
 
     /// The hmac-secret input for `salts` under a fresh key agreement, and the platform that can decrypt it.
     func hmacSecretInput(
-        _ harness: inout Harness, salts: [UInt8], version: Int = 2
+        _ harness: inout Harness,
+        salts: [UInt8],
+        version: Int = 2
     ) throws -> ([CBORValue: CBORValue], PinPlatform) {
         let platform = try PinPlatform(&harness, version: version)
         let saltEnc = try platform.encrypt(salts)
@@ -192,7 +209,10 @@ import Testing
         var saltAuth = try #require(map[3]?.bytesValue)
         saltAuth[0] ^= 1
         map[3] = .byteString(saltAuth)
-        #expect(status(of: try assert(&harness, uv: false, allowList: id, extensions: ["hmac-secret": .map(map)])) == .pinAuthInvalid)
+        #expect(
+            status(of: try assert(&harness, uv: false, allowList: id, extensions: ["hmac-secret": .map(map)]))
+                == .pinAuthInvalid
+        )
         (input, _) = try hmacSecretInput(&harness, salts: [UInt8](repeating: 1, count: 48))
         #expect(status(of: try assert(&harness, uv: false, allowList: id, extensions: input)) == .invalidParameter)
         (input, _) = try hmacSecretInput(&harness, salts: [UInt8](repeating: 1, count: 32))
@@ -220,14 +240,19 @@ import Testing
         let assertion = try Assertion(responseMap(try assert(&harness, uv: false, extensions: ["credBlob": true])))
         #expect(assertion.authData.extensions == ["credBlob": .byteString(blob)])
         let tooLong = try register(
-            &harness, rk: true, extensions: ["credBlob": .byteString([UInt8](repeating: 1, count: 33))],
-            user: Request.user(id: [3]))
+            &harness,
+            rk: true,
+            extensions: ["credBlob": .byteString([UInt8](repeating: 1, count: 33))],
+            user: Request.user(id: [3])
+        )
         #expect(tooLong.authData.extensions == ["credBlob": false])
         let nonResident = try register(&harness, rk: false, extensions: ["credBlob": .byteString([1])])
         #expect(nonResident.authData.extensions == ["credBlob": false])
         let none = try Assertion(
             responseMap(
-                try assert(&harness, uv: false, allowList: [nonResident.credentialId], extensions: ["credBlob": true])))
+                try assert(&harness, uv: false, allowList: [nonResident.credentialId], extensions: ["credBlob": true])
+            )
+        )
         #expect(none.authData.extensions == ["credBlob": .byteString([])])
     }
 
@@ -264,7 +289,8 @@ import Testing
         let listed = try harness.register(withExtensions(Request.makeCredential(), ["minPinLength": true]))
         #expect(listed.authData.extensions == ["minPinLength": 4])
         let other = try harness.register(
-            withExtensions(Request.makeCredential(rpId: "other.example"), ["minPinLength": true]))
+            withExtensions(Request.makeCredential(rpId: "other.example"), ["minPinLength": true])
+        )
         #expect(other.authData.extensions == nil)
     }
 
@@ -274,13 +300,16 @@ import Testing
         var harness = try Harness(configuration: configuration)
         _ = try harness.setPIN("1234")
         let registration = try register(
-            &harness, rk: true,
+            &harness,
+            rk: true,
             extensions: [
                 "credProtect": 1, "hmac-secret": true, "credBlob": .byteString([1, 2]), "minPinLength": true,
                 "largeBlobKey": true,
-            ])
+            ]
+        )
         #expect(
             registration.authData.extensions
-                == ["credBlob": true, "credProtect": 1, "hmac-secret": true, "minPinLength": 4])
+                == ["credBlob": true, "credProtect": 1, "hmac-secret": true, "minPinLength": 4]
+        )
     }
 }

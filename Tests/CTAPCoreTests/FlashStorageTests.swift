@@ -10,11 +10,18 @@ import Testing
 @Suite struct FlashStorageTests {
     func credential(_ n: UInt8, rp: String = "example.com", name: String? = nil) -> ResidentCredential {
         ResidentCredential(
-            id: Array(repeating: n, count: 63), rpId: rp, rpIdHash: Array(SHA256.hash(data: Array(rp.utf8))),
+            id: Array(repeating: n, count: 63),
+            rpId: rp,
+            rpIdHash: Array(SHA256.hash(data: Array(rp.utf8))),
             user: UserEntity(
-                id: Array(repeating: n, count: 64), name: name ?? String(repeating: "é", count: 32),
-                displayName: String(repeating: "D", count: 300), icon: "https://example.com/i.png"),
-            privateKey: Array(repeating: n &+ 1, count: 32), creationSerial: UInt64(n))
+                id: Array(repeating: n, count: 64),
+                name: name ?? String(repeating: "é", count: 32),
+                displayName: String(repeating: "D", count: 300),
+                icon: "https://example.com/i.png"
+            ),
+            privateKey: Array(repeating: n &+ 1, count: 32),
+            creationSerial: UInt64(n)
+        )
     }
 
     @Test func recordsRoundTripByteExact() {
@@ -102,9 +109,11 @@ import Testing
         storage = try FlashStorage(device: store.device, entropy: &entropy)
         #expect(storage.residentCount == 0)
         try storage.storeResident(credential(1))
-        #expect(storage.store.keys.filter { $0 >= StorageKey.firstCredential } == [
-            StorageKey.firstCredential, StorageKey.firstCredential + 1, StorageKey.firstCredential + 5,
-        ])
+        #expect(
+            storage.store.keys.filter { $0 >= StorageKey.firstCredential } == [
+                StorageKey.firstCredential, StorageKey.firstCredential + 1, StorageKey.firstCredential + 5,
+            ]
+        )
         #expect(try storage.store.get(StorageKey.firstCredential) == [0xFF] + secret)
         #expect(storage.residentCredentials == [credential(1)])
         try storage.wipe(newDeviceSecret: Array(repeating: 9, count: 32))
@@ -240,18 +249,23 @@ import Testing
             for rp in rps {
                 let hash = Array(SHA256.hash(data: Array(rp.utf8)))
                 let byId = { (list: [ResidentCredential]) in list.sorted { $0.id.lexicographicallyPrecedes($1.id) } }
-                #expect(byId(flash.residentCredentials(rpIdHash: hash)) == byId(memory.residentCredentials(rpIdHash: hash)))
+                #expect(
+                    byId(flash.residentCredentials(rpIdHash: hash)) == byId(memory.residentCredentials(rpIdHash: hash))
+                )
                 for user in UInt8(0)..<4 {
                     #expect(
                         flash.discoverableCredential(rpIdHash: hash, userId: [user])
-                            == memory.discoverableCredential(rpIdHash: hash, userId: [user]))
+                            == memory.discoverableCredential(rpIdHash: hash, userId: [user])
+                    )
                 }
             }
             for id in UInt8(0)..<12 {
                 #expect(flash.residentCredential(id: [id, id]) == memory.residentCredential(id: [id, id]))
             }
             // A new credential takes the lowest free record key, as a scan from the first one would find it.
-            let lowestFree = (StorageKey.firstCredential...StorageKey.lastCredential).first { flash.residents[$0] == nil }
+            let lowestFree = (StorageKey.firstCredential...StorageKey.lastCredential).first {
+                flash.residents[$0] == nil
+            }
             #expect(flash.freeCredentialKey() == lowestFree)
         }
         for step in 0..<300 {
@@ -261,10 +275,14 @@ import Testing
                 serial += 1
                 let rp = rps[Int(random.next() % 3)]
                 let credential = ResidentCredential(
-                    id: [n, n], rpId: rp, rpIdHash: Array(SHA256.hash(data: Array(rp.utf8))),
+                    id: [n, n],
+                    rpId: rp,
+                    rpIdHash: Array(SHA256.hash(data: Array(rp.utf8))),
                     user: UserEntity(id: [UInt8(random.next() % 4)], name: "user \(step)"),
-                    privateKey: Array(repeating: n &+ 1, count: 32), creationSerial: serial,
-                    discoverable: random.next() % 4 != 0)
+                    privateKey: Array(repeating: n &+ 1, count: 32),
+                    creationSerial: serial,
+                    discoverable: random.next() % 4 != 0
+                )
                 try flash.storeResident(credential)
                 try memory.storeResident(credential)
             case 3:

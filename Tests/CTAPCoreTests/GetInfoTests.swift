@@ -25,7 +25,8 @@ import Testing
             try info()[2] == [
                 "credBlob", "credProtect", "hmac-secret", "hmac-secret-mc", "largeBlobKey", "minPinLength",
                 "thirdPartyPayment",
-            ])
+            ]
+        )
         #expect(try info()[0x0F] == 32)  // maxCredBlobLength
     }
 
@@ -42,7 +43,8 @@ import Testing
                 "rk": true, "up": true, "plat": false, "clientPin": false, "pinUvAuthToken": true, "credMgmt": true,
                 "credentialMgmtPreview": true, "makeCredUvNotRqd": true, "largeBlobs": true, "authnrCfg": true,
                 "alwaysUv": false, "setMinPINLength": true, "perCredMgmtRO": true,
-            ])
+            ]
+        )
     }
 
     @Test func maxMessageSizeIsTheConfiguredOne() throws {

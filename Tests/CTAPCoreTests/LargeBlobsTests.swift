@@ -6,7 +6,9 @@ import Testing
 
 /// authenticatorLargeBlobs (0x0C, CTAP 2.1 §6.10).
 @Suite struct LargeBlobsTests {
-    static let emptyArray: [UInt8] = [0x80, 0x76, 0xBE, 0x8B, 0x52, 0x8D, 0x00, 0x75, 0xF7, 0xAA, 0xE9, 0x8D, 0x6F, 0xA5, 0x7A, 0x6D, 0x3C]
+    static let emptyArray: [UInt8] = [
+        0x80, 0x76, 0xBE, 0x8B, 0x52, 0x8D, 0x00, 0x75, 0xF7, 0xAA, 0xE9, 0x8D, 0x6F, 0xA5, 0x7A, 0x6D, 0x3C,
+    ]
 
     /// A serialized array of `count` bytes of CBOR array content with its checksum.
     static func array(filler count: Int) -> [UInt8] {
@@ -20,7 +22,8 @@ import Testing
         while true {
             let chunk = try #require(
                 try responseMap(harness.cbor(.largeBlobs, [1: CBORValue(fragment), 3: CBORValue(out.count)]))[1]?
-                    .bytesValue)
+                    .bytesValue
+            )
             out += chunk
             if chunk.count < fragment { return out }
         }
@@ -28,7 +31,10 @@ import Testing
 
     /// Writes `array` in fragments, signing each with `token` when given.
     func write(
-        _ harness: inout Harness, _ array: [UInt8], fragment: Int = 1000, token: PlatformToken? = nil
+        _ harness: inout Harness,
+        _ array: [UInt8],
+        fragment: Int = 1000,
+        token: PlatformToken? = nil
     ) -> [CTAPStatus?] {
         var results: [CTAPStatus?] = []
         for offset in stride(from: 0, to: array.count, by: fragment) {
@@ -37,7 +43,8 @@ import Testing
             if offset == 0 { params[4] = CBORValue(array.count) }
             if let token {
                 let offsetLE = (0..<4).map { UInt8(truncatingIfNeeded: offset >> (8 * $0)) }
-                let message = [UInt8](repeating: 0xFF, count: 32) + [0x0C, 0x00] + offsetLE
+                let message =
+                    [UInt8](repeating: 0xFF, count: 32) + [0x0C, 0x00] + offsetLE
                     + Array(SHA256.hash(data: piece))
                 params[5] = .byteString(token.authenticate(message))
                 params[6] = CBORValue(token.version)

@@ -28,8 +28,11 @@ struct PinPlatform {
         } else {
             func hkdf(_ info: String) -> [UInt8] {
                 let key = HKDF<SHA256>.deriveKey(
-                    inputKeyMaterial: SymmetricKey(data: z), salt: [UInt8](repeating: 0, count: 32),
-                    info: Array(info.utf8), outputByteCount: 32)
+                    inputKeyMaterial: SymmetricKey(data: z),
+                    salt: [UInt8](repeating: 0, count: 32),
+                    info: Array(info.utf8),
+                    outputByteCount: 32
+                )
                 return key.withUnsafeBytes { Array($0) }
             }
             secret = hkdf("CTAP2 HMAC key") + hkdf("CTAP2 AES key")
@@ -46,11 +49,19 @@ struct PinPlatform {
         if version == 1 {
             return Array(
                 try AES._CBC.encrypt(
-                    plaintext, using: SymmetricKey(data: secret), iv: AES._CBC.IV(ivBytes: [UInt8](repeating: 0, count: 16)),
-                    noPadding: true))
+                    plaintext,
+                    using: SymmetricKey(data: secret),
+                    iv: AES._CBC.IV(ivBytes: [UInt8](repeating: 0, count: 16)),
+                    noPadding: true
+                )
+            )
         }
         let out = try AES._CBC.encrypt(
-            plaintext, using: SymmetricKey(data: Array(secret[32...])), iv: AES._CBC.IV(ivBytes: iv), noPadding: true)
+            plaintext,
+            using: SymmetricKey(data: Array(secret[32...])),
+            iv: AES._CBC.IV(ivBytes: iv),
+            noPadding: true
+        )
         return iv + Array(out)
     }
 
@@ -58,13 +69,21 @@ struct PinPlatform {
         if version == 1 {
             return Array(
                 try AES._CBC.decrypt(
-                    ciphertext, using: SymmetricKey(data: secret),
-                    iv: AES._CBC.IV(ivBytes: [UInt8](repeating: 0, count: 16)), noPadding: true))
+                    ciphertext,
+                    using: SymmetricKey(data: secret),
+                    iv: AES._CBC.IV(ivBytes: [UInt8](repeating: 0, count: 16)),
+                    noPadding: true
+                )
+            )
         }
         return Array(
             try AES._CBC.decrypt(
-                ciphertext.dropFirst(16), using: SymmetricKey(data: Array(secret[32...])),
-                iv: AES._CBC.IV(ivBytes: ciphertext.prefix(16)), noPadding: true))
+                ciphertext.dropFirst(16),
+                using: SymmetricKey(data: Array(secret[32...])),
+                iv: AES._CBC.IV(ivBytes: ciphertext.prefix(16)),
+                noPadding: true
+            )
+        )
     }
 
     /// authenticate(key, message) of this protocol.
@@ -109,7 +128,8 @@ extension Harness {
             [
                 1: CBORValue(version), 2: 3, 3: platform.keyAgreement, 4: .byteString(platform.authenticate(newPinEnc)),
                 5: .byteString(newPinEnc),
-            ])
+            ]
+        )
     }
 
     /// changePIN with a new key agreement.
@@ -123,12 +143,16 @@ extension Harness {
                 1: CBORValue(version), 2: 4, 3: platform.keyAgreement,
                 4: .byteString(platform.authenticate(newPinEnc + pinHashEnc)), 5: .byteString(newPinEnc),
                 6: .byteString(pinHashEnc),
-            ])
+            ]
+        )
     }
 
     /// getPinUvAuthTokenUsingPinWithPermissions (or getPinToken when `permissions` is nil); the raw outcome.
     mutating func requestToken(
-        _ pin: String, permissions: Int?, rpId: String? = nil, version: Int = 2
+        _ pin: String,
+        permissions: Int?,
+        rpId: String? = nil,
+        version: Int = 2
     ) throws -> (AuthenticatorOutcome, PinPlatform) {
         let platform = try PinPlatform(&self, version: version)
         var params: [CBORValue: CBORValue] = [
@@ -142,7 +166,10 @@ extension Harness {
 
     /// A decrypted pinUvAuthToken; the request must succeed.
     mutating func token(
-        _ pin: String, permissions: Int? = 0x03, rpId: String? = nil, version: Int = 2
+        _ pin: String,
+        permissions: Int? = 0x03,
+        rpId: String? = nil,
+        version: Int = 2
     ) throws -> PlatformToken {
         let (outcome, platform) = try requestToken(pin, permissions: permissions, rpId: rpId, version: version)
         let encrypted = try #require(try responseMap(outcome)[2]?.bytesValue)
@@ -160,7 +187,9 @@ extension Harness {
 
 /// The MakeCredential/GetAssertion request with pinUvAuthParam and protocol for `token`.
 func authorized(
-    _ parameters: [CBORValue: CBORValue], _ token: PlatformToken, paramKey: Int,
+    _ parameters: [CBORValue: CBORValue],
+    _ token: PlatformToken,
+    paramKey: Int,
     clientDataHash: [UInt8] = Request.clientDataHash
 ) -> [CBORValue: CBORValue] {
     parameters.setting(paramKey, .byteString(token.authenticate(clientDataHash)))

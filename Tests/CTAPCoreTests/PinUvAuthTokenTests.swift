@@ -54,16 +54,19 @@ import Testing
         let gaOnly = try harness.token("1234", permissions: 0x02)
         #expect(
             status(of: harness.cbor(.makeCredential, authorized(Request.makeCredential(), gaOnly, paramKey: 8)))
-                == .pinAuthInvalid)
+                == .pinAuthInvalid
+        )
         let other = try harness.token("1234", permissions: 0x03, rpId: "other.example")
         #expect(
             status(of: harness.cbor(.getAssertion, authorized(Request.getAssertion(up: false), other, paramKey: 6)))
-                == .pinAuthInvalid)
+                == .pinAuthInvalid
+        )
         // A token without an RP is bound to the first RP it is used for.
         let unbound = try harness.token("1234", permissions: 0x03)
         #expect(
             status(of: harness.cbor(.getAssertion, authorized(Request.getAssertion(up: false), unbound, paramKey: 6)))
-                == .ok)
+                == .ok
+        )
         let elsewhere = authorized(Request.getAssertion(rpId: "other.example", up: false), unbound, paramKey: 6)
         #expect(status(of: harness.cbor(.getAssertion, elsewhere)) == .pinAuthInvalid)
     }
@@ -79,7 +82,10 @@ import Testing
         request[6] = .byteString(param)
         #expect(status(of: harness.cbor(.getAssertion, request)) == .pinAuthInvalid)
         // The protocol named must be the one the param was made with.
-        let mismatched = authorized(Request.getAssertion(up: false), token, paramKey: 6).setting(7, CBORValue(3 - version))
+        let mismatched = authorized(Request.getAssertion(up: false), token, paramKey: 6).setting(
+            7,
+            CBORValue(3 - version)
+        )
         #expect(status(of: harness.cbor(.getAssertion, mismatched)) == .pinAuthInvalid)
     }
 
@@ -90,7 +96,8 @@ import Testing
         harness.now += .seconds(31)
         #expect(
             status(of: harness.cbor(.getAssertion, authorized(Request.getAssertion(up: false), idle, paramKey: 6)))
-                == .pinAuthInvalid)
+                == .pinAuthInvalid
+        )
         // Used at once, it lives for the maximum usage period of 10 minutes.
         let busy = try harness.token("1234", permissions: 0x02)
         let request = authorized(Request.getAssertion(up: false), busy, paramKey: 6)
@@ -107,7 +114,8 @@ import Testing
         harness.authenticator.powerCycle(now: harness.now)
         #expect(
             status(of: harness.cbor(.getAssertion, authorized(Request.getAssertion(up: false), token, paramKey: 6)))
-                == .pinAuthInvalid)
+                == .pinAuthInvalid
+        )
     }
 
     @Test func aNewTokenReplacesTheOld() throws {
@@ -116,7 +124,8 @@ import Testing
         _ = try harness.token("1234", permissions: 0x02)
         #expect(
             status(of: harness.cbor(.getAssertion, authorized(Request.getAssertion(up: false), first, paramKey: 6)))
-                == .pinAuthInvalid)
+                == .pinAuthInvalid
+        )
     }
 
     @Test func theSelectionProbeReportsThePINState() throws {
@@ -134,7 +143,9 @@ import Testing
         var (harness, _) = try keyWithPIN()
         let token = try harness.token("1234", permissions: 0x01)
         let second = Request.makeCredential(user: Request.user(id: [9, 9], name: "bob", displayName: "Bob"), rk: true)
-        _ = try Registration(responseMap(harness.approve(harness.cbor(.makeCredential, authorized(second, token, paramKey: 8)))))
+        _ = try Registration(
+            responseMap(harness.approve(harness.cbor(.makeCredential, authorized(second, token, paramKey: 8))))
+        )
         let plain = try harness.getAssertion(Request.getAssertion())
         #expect(plain.user == ["id": .byteString([9, 9])])
         let ga = try harness.token("1234", permissions: 0x02)

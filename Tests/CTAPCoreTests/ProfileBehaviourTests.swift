@@ -6,10 +6,17 @@ import Testing
 /// model, and each choice where the specification leaves one, request by request against the default.
 @Suite struct ProfileBehaviourTests {
     static let ctap20 = KeyProfile(
-        name: "ctap20", versions: ["U2F_V2", "FIDO_2_0"], extensions: ["hmac-secret", "credProtect"],
-        pinUvAuthProtocols: [1], algorithms: [.es256])
+        name: "ctap20",
+        versions: ["U2F_V2", "FIDO_2_0"],
+        extensions: ["hmac-secret", "credProtect"],
+        pinUvAuthProtocols: [1],
+        algorithms: [.es256]
+    )
     static let ctap21pre = KeyProfile(
-        name: "ctap21pre", versions: ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"], pinUvAuthProtocols: [1])
+        name: "ctap21pre",
+        versions: ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"],
+        pinUvAuthProtocols: [1]
+    )
 
     static func profile(_ change: (inout ProfileBehaviour) -> Void) -> KeyProfile {
         var profile = KeyProfile(name: "chosen")
@@ -27,11 +34,16 @@ import Testing
 
     /// A credential management request (0x0A or 0x41) authenticated with `token`.
     func credentialManagement(
-        _ harness: inout Harness, _ command: CTAPCommand, _ token: PlatformToken
+        _ harness: inout Harness,
+        _ command: CTAPCommand,
+        _ token: PlatformToken
     ) -> CTAPStatus? {
         status(
             of: harness.cbor(
-                command, [1: 1, 3: CBORValue(token.version), 4: .byteString(token.authenticate([0x01]))]))
+                command,
+                [1: 1, 3: CBORValue(token.version), 4: .byteString(token.authenticate([0x01]))]
+            )
+        )
     }
 
     /// makeCredential with `token`, touched when it asks for a touch.
@@ -100,7 +112,10 @@ import Testing
     @Test(arguments: [true, false])
     func ctap20HasNoUpOptionInMakeCredential(up: Bool) throws {
         var h = try harness(Self.ctap20, pin: nil)
-        #expect(status(of: h.cbor(.makeCredential, Request.makeCredential().setting(7, ["up": .boolean(up)]))) == .invalidOption)
+        #expect(
+            status(of: h.cbor(.makeCredential, Request.makeCredential().setting(7, ["up": .boolean(up)])))
+                == .invalidOption
+        )
         var d = try harness(.fidosim, pin: nil)
         let outcome = d.cbor(.makeCredential, Request.makeCredential().setting(7, ["up": .boolean(up)]))
         #expect(up ? needsPresence(outcome) : status(of: outcome) == .invalidOption)
@@ -129,7 +144,17 @@ import Testing
         let token = try h.token("1234", permissions: nil, version: 1)
         let request = authorized(Request.makeCredential(), token, paramKey: 8).setting(9, 2)
         #expect(status(of: h.cbor(.makeCredential, request)) == .pinAuthInvalid)
-        #expect(status(of: h.cbor(.getAssertion, Request.getAssertion().setting(6, .byteString(token.authenticate(Request.clientDataHash))).setting(7, 3))) == .pinAuthInvalid)
+        #expect(
+            status(
+                of: h.cbor(
+                    .getAssertion,
+                    Request.getAssertion().setting(6, .byteString(token.authenticate(Request.clientDataHash))).setting(
+                        7,
+                        3
+                    )
+                )
+            ) == .pinAuthInvalid
+        )
         var d = try harness(KeyProfile(name: "one", pinUvAuthProtocols: [1]))
         #expect(status(of: d.cbor(.makeCredential, request)) == .invalidParameter)
     }
@@ -147,7 +172,10 @@ import Testing
         #expect(status(of: h.cbor(.credentialManagement, [1: 1])) == .invalidCommand)  // no 0x0A on a PRE key
         // The next getPinToken replaces it; a power cycle forgets it.
         let next = try h.token("1234", permissions: nil, version: 1)
-        #expect(next.value != token.value && credentialManagement(&h, .credentialManagementPreview, token) == .pinAuthInvalid)
+        #expect(
+            next.value != token.value
+                && credentialManagement(&h, .credentialManagementPreview, token) == .pinAuthInvalid
+        )
         h.authenticator.powerCycle(now: h.now)
         #expect(credentialManagement(&h, .credentialManagementPreview, next) == .pinAuthInvalid)
     }
@@ -156,7 +184,9 @@ import Testing
     func ctap21KeepsTheCredentialManagementPermission(previewAccepts: Bool) throws {
         var h = try harness(Self.profile { $0.previewAcceptsPinToken = previewAccepts })
         let token = try h.token("1234", permissions: nil, version: 1)
-        #expect(credentialManagement(&h, .credentialManagementPreview, token) == (previewAccepts ? .ok : .pinAuthInvalid))
+        #expect(
+            credentialManagement(&h, .credentialManagementPreview, token) == (previewAccepts ? .ok : .pinAuthInvalid)
+        )
         // 0x0A never takes a getPinToken token.
         #expect(credentialManagement(&h, .credentialManagement, token) == .pinAuthInvalid)
         let cm = try h.token("1234", permissions: 0x04, version: 1)

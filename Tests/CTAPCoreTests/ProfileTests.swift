@@ -4,8 +4,12 @@ import Testing
 
 @Suite struct ProfileTests {
     static let ctap20 = KeyProfile(
-        name: "ctap20", versions: ["U2F_V2", "FIDO_2_0"], extensions: ["hmac-secret"], pinUvAuthProtocols: [1],
-        algorithms: [.es256])
+        name: "ctap20",
+        versions: ["U2F_V2", "FIDO_2_0"],
+        extensions: ["hmac-secret"],
+        pinUvAuthProtocols: [1],
+        algorithms: [.es256]
+    )
 
     func harness(_ profile: KeyProfile) throws -> Harness {
         var configuration = Harness.configuration
@@ -52,8 +56,13 @@ import Testing
     @Test func quirks() throws {
         var h = try harness(
             KeyProfile(
-                name: "quirky", maxCredentialCountInList: 1, dropsDisplayName: true, forcedStatus: [0x0B: 0x2E],
-                rejectsLargeLists: true))
+                name: "quirky",
+                maxCredentialCountInList: 1,
+                dropsDisplayName: true,
+                forcedStatus: [0x0B: 0x2E],
+                rejectsLargeLists: true
+            )
+        )
         #expect(status(of: h.cbor(.selection)) == .noCredentials)  // 0x2E forced
         _ = try h.register(Request.makeCredential(rk: true))
         #expect(h.residentCredentials.first?.user.displayName == nil)

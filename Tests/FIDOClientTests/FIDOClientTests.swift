@@ -1,10 +1,11 @@
-@testable import HIDAPIDevice
 import Attestation
 import CTAPCBOR
 import Crypto
-@testable import FIDOClient
 import Foundation
 import Testing
+
+@testable import FIDOClient
+@testable import HIDAPIDevice
 
 /// A report channel that answers from a script: whatever the client sends is recorded, and `replies` come back in
 /// order.
@@ -47,7 +48,9 @@ final class ScriptedChannel: ReportChannel {
         let channel = ScriptedChannel(replies: other + keepalive + keepalive + answer)
         let client = CTAPHIDClient(channel: channel)
         var statuses: [UInt8] = []
-        let message = try client.transact(command: HIDCommand.cbor, payload: [4], on: cid, timeoutMs: 100) { statuses.append($0) }
+        let message = try client.transact(command: HIDCommand.cbor, payload: [4], on: cid, timeoutMs: 100) {
+            statuses.append($0)
+        }
         #expect(message.payload == [0x00, 0xA0])
         #expect(statuses == [2, 2] && client.keepalives.count == 2)
         #expect(channel.sent == CTAPHIDClient.reports(channel: cid, command: HIDCommand.cbor, payload: [4]))
@@ -63,10 +66,18 @@ final class ScriptedChannel: ReportChannel {
     }
 
     @Test func silenceAndBadSequencesAreErrors() {
-        #expect(throws: ClientError.self) { try CTAPHIDClient(channel: ScriptedChannel()).receive(on: 1, timeoutMs: 10) }
-        var reports = CTAPHIDClient.reports(channel: 1, command: HIDCommand.ping, payload: [UInt8](repeating: 1, count: 100))
+        #expect(throws: ClientError.self) {
+            try CTAPHIDClient(channel: ScriptedChannel()).receive(on: 1, timeoutMs: 10)
+        }
+        var reports = CTAPHIDClient.reports(
+            channel: 1,
+            command: HIDCommand.ping,
+            payload: [UInt8](repeating: 1, count: 100)
+        )
         reports[1][4] = 5
-        #expect(throws: ClientError.self) { try CTAPHIDClient(channel: ScriptedChannel(replies: reports)).receive(on: 1, timeoutMs: 10) }
+        #expect(throws: ClientError.self) {
+            try CTAPHIDClient(channel: ScriptedChannel(replies: reports)).receive(on: 1, timeoutMs: 10)
+        }
     }
 
     @Test func initAllocatesTheAnsweredChannel() throws {
@@ -77,9 +88,14 @@ final class ScriptedChannel: ReportChannel {
             func send(_ report: [UInt8]) throws(ClientError) {
                 let nonce = Array(report[7..<15])
                 pending = CTAPHIDClient.reports(
-                    channel: 0xFFFF_FFFF, command: HIDCommand.initialize, payload: nonce + [0, 0, 0, 9, 2, 1, 2, 3, 0x05])
+                    channel: 0xFFFF_FFFF,
+                    command: HIDCommand.initialize,
+                    payload: nonce + [0, 0, 0, 9, 2, 1, 2, 3, 0x05]
+                )
             }
-            func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? { pending.isEmpty ? nil : pending.removeFirst() }
+            func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
+                pending.isEmpty ? nil : pending.removeFirst()
+            }
         }
         let answering = CTAPHIDClient(channel: Answering())
         let info = try answering.initialize(timeoutMs: 100)
@@ -88,26 +104,47 @@ final class ScriptedChannel: ReportChannel {
     }
 
     @Test func aKeyWhoseSerialIsKnownIsFoundOnlyByIt() {
-        func device(_ path: String, _ serial: String, usagePage: UInt16 = HIDDeviceInfo.fidoUsagePage, product: UInt16 = 0xF1D0)
+        func device(
+            _ path: String,
+            _ serial: String,
+            usagePage: UInt16 = HIDDeviceInfo.fidoUsagePage,
+            product: UInt16 = 0xF1D0
+        )
             -> HIDDeviceInfo
         {
             HIDDeviceInfo(
-                path: path, vendorID: 0x1209, productID: product, usagePage: usagePage, usage: 1, product: "", manufacturer: "",
-                serial: serial)
+                path: path,
+                vendorID: 0x1209,
+                productID: product,
+                usagePage: usagePage,
+                usage: 1,
+                product: "",
+                manufacturer: "",
+                serial: serial
+            )
         }
         let other = device("/dev/hidraw1", "B")
         let mouse = device("/dev/hidraw0", "M", usagePage: 1, product: 0x0001)
         let ours = device("/dev/hidraw3", "A")
         // Before the first open: the path given, the first FIDO device, the first with the IDs.
-        #expect(DeviceAddress.hidPath("/dev/hidraw1").hidDevicePath(among: [mouse, other, ours], knownSerial: nil) == "/dev/hidraw1")
+        #expect(
+            DeviceAddress.hidPath("/dev/hidraw1").hidDevicePath(among: [mouse, other, ours], knownSerial: nil)
+                == "/dev/hidraw1"
+        )
         #expect(DeviceAddress.hidAuto.hidDevicePath(among: [mouse, other, ours], knownSerial: nil) == "/dev/hidraw1")
-        #expect(DeviceAddress.hidID(vendor: 0x1209, product: 0x0001).hidDevicePath(among: [other, mouse], knownSerial: nil) == "/dev/hidraw0")
+        #expect(
+            DeviceAddress.hidID(vendor: 0x1209, product: 0x0001).hidDevicePath(among: [other, mouse], knownSerial: nil)
+                == "/dev/hidraw0"
+        )
         #expect(DeviceAddress.hidAuto.hidDevicePath(among: [mouse], knownSerial: nil) == nil)
         #expect(DeviceAddress.udp(host: "h", port: 1).hidDevicePath(among: [other], knownSerial: nil) == nil)
         // Key A was opened at /dev/hidraw1 and unplugged; another key B now has that node. A is not taken for B.
         for address in [DeviceAddress.hidPath("/dev/hidraw1"), .hidAuto, .hidID(vendor: 0x1209, product: 0xF1D0)] {
             #expect(address.hidDevicePath(among: [mouse, other], knownSerial: "A") == nil, "\(address)")
-            #expect(address.hidDevicePath(among: [mouse, other, ours], knownSerial: "A") == "/dev/hidraw3", "\(address)")
+            #expect(
+                address.hidDevicePath(among: [mouse, other, ours], knownSerial: "A") == "/dev/hidraw3",
+                "\(address)"
+            )
         }
         // A key without a serial number is found again by its address.
         #expect(DeviceAddress.hidPath("/dev/hidraw1").hidDevicePath(among: [other], knownSerial: "") == "/dev/hidraw1")
@@ -157,16 +194,22 @@ final class ScriptedChannel: ReportChannel {
 
     @Test func ed25519KeysVerifyThroughOpenSSL() throws {
         let key = Curve25519.Signing.PrivateKey()
-        let cose = try COSEPublicKey(.map([1: 1, 3: -8, -1: 6, -2: .byteString(Array(key.publicKey.rawRepresentation))]))
+        let cose = try COSEPublicKey(
+            .map([1: 1, 3: -8, -1: 6, -2: .byteString(Array(key.publicKey.rawRepresentation))])
+        )
         let message = Array("ed25519".utf8)
         let signature = Array(try key.signature(for: message))
         #expect(try OpenSSLVerifier.verify(spki: cose.spki, message: message, signature: signature))
         #expect(try !OpenSSLVerifier.verify(spki: cose.spki, message: message, signature: signature.reversed()))
-        #expect(throws: ClientError.self) { try OpenSSLVerifier.verify(spki: [0x30, 0x00], message: message, signature: signature) }
+        #expect(throws: ClientError.self) {
+            try OpenSSLVerifier.verify(spki: [0x30, 0x00], message: message, signature: signature)
+        }
     }
 
     @Test func cborItemLengthsMatchTheEncoder() throws {
-        let values: [CBORValue] = [0, 23, 24, 65536, -1, "text", .byteString([1, 2, 3]), [1, [2, [3]]], ["a": ["b": true]], .null]
+        let values: [CBORValue] = [
+            0, 23, 24, 65536, -1, "text", .byteString([1, 2, 3]), [1, [2, [3]]], ["a": ["b": true]], .null,
+        ]
         for value in values {
             let bytes = CBOREncoder.encode(value)
             #expect(try CBORItem.length(bytes + [0xFF, 0xFF], at: 0) == bytes.count, "\(value)")
@@ -176,7 +219,8 @@ final class ScriptedChannel: ReportChannel {
         }
         #expect(throws: ClientError.self) { try CBORItem.length([0xC0, 0x00], at: 0) }  // a tag
         #expect(throws: ClientError.self) { try CBORItem.length([0x9F], at: 0) }  // indefinite length
-        #expect(throws: ClientError.self) { try CBORItem.length([0x81] + [UInt8](repeating: 0x81, count: 40), at: 0) }  // depth
+        // Nested too deep.
+        #expect(throws: ClientError.self) { try CBORItem.length([0x81] + [UInt8](repeating: 0x81, count: 40), at: 0) }
     }
 }
 
@@ -190,7 +234,9 @@ final class ScriptedChannel: ReportChannel {
         #expect(!leaf.isCA && root.isCA)
         #expect(leaf.aaguidExtension?.aaguid == aaguid && leaf.aaguidExtension?.critical == false)
         try AttestationVerifier.checkPackedCertificate(leaf, aaguid: aaguid)
-        #expect(throws: ClientError.self) { try AttestationVerifier.checkPackedCertificate(leaf, aaguid: [UInt8](repeating: 0, count: 16)) }
+        #expect(throws: ClientError.self) {
+            try AttestationVerifier.checkPackedCertificate(leaf, aaguid: [UInt8](repeating: 0, count: 16))
+        }
         #expect(throws: ClientError.self) { try AttestationVerifier.checkPackedCertificate(root, aaguid: aaguid) }
         #expect(leaf.isSigned(by: root) && !root.isSigned(by: leaf))
         // The leaf's key, read by OpenSSL, verifies a signature the batch key makes.
@@ -207,7 +253,9 @@ final class ScriptedChannel: ReportChannel {
         let authenticator = P256.KeyAgreement.PrivateKey()
         let raw = Array(authenticator.publicKey.rawRepresentation)
         let platform = try PlatformPinProtocol(
-            version: version, authenticatorKey: COSEPublicKey.p256(x: Array(raw[0..<32]), y: Array(raw[32..<64]), algorithm: -25))
+            version: version,
+            authenticatorKey: COSEPublicKey.p256(x: Array(raw[0..<32]), y: Array(raw[32..<64]), algorithm: -25)
+        )
         let peer = try COSEPublicKey(platform.platformKey)
         #expect(peer.algorithm == -25)
         let z = try authenticator.sharedSecretFromKeyAgreement(
@@ -219,7 +267,9 @@ final class ScriptedChannel: ReportChannel {
         } else {
             func derive(_ info: String) -> [UInt8] {
                 HKDF<SHA256>.deriveKey(
-                    inputKeyMaterial: SymmetricKey(data: z), salt: [UInt8](repeating: 0, count: 32), info: Array(info.utf8),
+                    inputKeyMaterial: SymmetricKey(data: z),
+                    salt: [UInt8](repeating: 0, count: 32),
+                    info: Array(info.utf8),
                     outputByteCount: 32
                 ).withUnsafeBytes { Array($0) }
             }
@@ -259,10 +309,17 @@ final class ScriptedChannel: ReportChannel {
     @Test func theTopLevelUsageOfAReportDescriptor() {
         #expect(ReportDescriptor.topLevelUsage(Self.fido).map { [$0.page, $0.usage] } == [0xF1D0, 0x01])
         // A keyboard: Generic Desktop (1), Keyboard (6).
-        #expect(ReportDescriptor.topLevelUsage([0x05, 0x01, 0x09, 0x06, 0xA1, 0x01, 0xC0]).map { [$0.page, $0.usage] } == [1, 6])
+        #expect(
+            ReportDescriptor.topLevelUsage([0x05, 0x01, 0x09, 0x06, 0xA1, 0x01, 0xC0]).map { [$0.page, $0.usage] } == [
+                1, 6,
+            ]
+        )
         // An extended (4-byte) usage carries its page.
         #expect(
-            ReportDescriptor.topLevelUsage([0x0B, 0x01, 0x00, 0xD0, 0xF1, 0xA1, 0x01]).map { [$0.page, $0.usage] } == [0xF1D0, 1])
+            ReportDescriptor.topLevelUsage([0x0B, 0x01, 0x00, 0xD0, 0xF1, 0xA1, 0x01]).map { [$0.page, $0.usage] } == [
+                0xF1D0, 1,
+            ]
+        )
         // Truncated, no collection, or a collection before any usage: no answer rather than a guess.
         #expect(ReportDescriptor.topLevelUsage([0x06, 0xD0]) == nil)
         #expect(ReportDescriptor.topLevelUsage([0x06, 0xD0, 0xF1, 0x09, 0x01]) == nil)
@@ -293,8 +350,11 @@ nonisolated(unsafe) private var scriptedReads: [[UInt8]] = []
 @Suite(.serialized) struct ZeroLengthReportTests {
     static func api() -> HIDAPI {
         HIDAPI(
-            initialize: { 0 }, enumerate: { _, _ in nil }, freeEnumeration: { _ in },
-            openPath: { _ in OpaquePointer(bitPattern: 1) }, write: { _, _, count in Int32(count) },
+            initialize: { 0 },
+            enumerate: { _, _ in nil },
+            freeEnumeration: { _ in },
+            openPath: { _ in OpaquePointer(bitPattern: 1) },
+            write: { _, _, count in Int32(count) },
             readTimeout: { _, buffer, _, timeout in
                 guard !scriptedReads.isEmpty else {
                     usleep(UInt32(max(0, timeout)) * 1000)
@@ -303,7 +363,9 @@ nonisolated(unsafe) private var scriptedReads: [[UInt8]] = []
                 let next = scriptedReads.removeFirst()
                 for (i, byte) in next.enumerated() { buffer![i] = byte }
                 return Int32(next.count)
-            }, close: { _ in })
+            },
+            close: { _ in }
+        )
     }
 
     /// The Linux HID gadget on dummy_hcd follows each report with a zero-length packet, which hidapi's libusb

@@ -1,5 +1,6 @@
-@testable import FIDOClient
 import Testing
+
+@testable import FIDOClient
 
 @Suite struct HIDMessageAssemblerTests {
     static let channel: UInt32 = 0x0102_0304
@@ -15,7 +16,8 @@ import Testing
         #expect(try assembler.add(Self.mine + [0xBB, 0, 1]) == .keepalive(0))
         #expect(
             try assembler.add(Self.report(Self.mine + [0x90, 0, 3, 0, 0xA1, 0x01]))
-                == .message(HIDMessage(channel: Self.channel, command: 0x90, payload: [0, 0xA1, 0x01])))
+                == .message(HIDMessage(channel: Self.channel, command: 0x90, payload: [0, 0xA1, 0x01]))
+        )
     }
 
     @Test func joinsContinuationPacketsInOrder() throws {
@@ -25,11 +27,13 @@ import Testing
         #expect(try assembler.add(Self.report(Self.mine + [0] + payload[57..<116])) == .pending)
         #expect(
             try assembler.add(Self.report(Self.mine + [1] + payload[116...]))
-                == .message(HIDMessage(channel: Self.channel, command: 0x81, payload: payload)))
+                == .message(HIDMessage(channel: Self.channel, command: 0x81, payload: payload))
+        )
         // The next message starts afresh.
         #expect(
             try assembler.add(Self.report(Self.mine + [0xBF, 0, 1, 6]))
-                == .message(HIDMessage(channel: Self.channel, command: 0xBF, payload: [6])))
+                == .message(HIDMessage(channel: Self.channel, command: 0xBF, payload: [6]))
+        )
     }
 
     @Test func refusesWhatNoAnswerLooksLike() {

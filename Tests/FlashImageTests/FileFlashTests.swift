@@ -3,9 +3,9 @@ import FlashStore
 import Testing
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// A path in /tmp removed when the test ends.
@@ -104,7 +104,10 @@ struct FileFlashTests {
         var bytes = readFile(temp.path)
         bytes[8] = 1
         let crc = CRC32.checksum(bytes[0..<40])
-        bytes.replaceSubrange(40..<44, with: [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)])
+        bytes.replaceSubrange(
+            40..<44,
+            with: [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)]
+        )
         writeFile(temp.path, bytes)
         var flash = try FileFlash.open(path: temp.path, sync: false)
         _ = try flash.read(offset: 0, count: 16)
@@ -134,7 +137,10 @@ struct FileFlashTests {
     /// A 64-byte header (valid magic, version and checksum) that describes `fields`: word size, page size, page count,
     /// programs per word, endurance, flags; with the image offset the format expects for that geometry.
     static func craftedHeader(
-        wordSize: UInt32, pageSize: UInt32, pageCount: UInt32, offset: UInt32? = nil
+        wordSize: UInt32,
+        pageSize: UInt32,
+        pageCount: UInt32,
+        offset: UInt32? = nil
     ) -> [UInt8] {
         let imageOffset = offset ?? UInt32((64 + 4 * Int(pageCount) + 4095) / 4096 * 4096)
         var h = Array("FIDOFLSH".utf8)
@@ -157,11 +163,18 @@ struct FileFlashTests {
         (3, 4096, 20, .notAnImage, "word size 3"),
     ])
     func refusesACraftedHeader(
-        wordSize: UInt32, pageSize: UInt32, pageCount: UInt32, code: FlashError.Code, message: String
+        wordSize: UInt32,
+        pageSize: UInt32,
+        pageCount: UInt32,
+        code: FlashError.Code,
+        message: String
     ) {
         let temp = TemporaryPath()
-        writeFile(temp.path, Self.craftedHeader(wordSize: wordSize, pageSize: pageSize, pageCount: pageCount)
-            + [UInt8](repeating: 0, count: 8192 - 64))
+        writeFile(
+            temp.path,
+            Self.craftedHeader(wordSize: wordSize, pageSize: pageSize, pageCount: pageCount)
+                + [UInt8](repeating: 0, count: 8192 - 64)
+        )
         for open in [
             { () throws -> Void in _ = try FileFlash.open(path: temp.path) },
             { () throws -> Void in _ = try FileFlash.open(path: temp.path, geometry: .nrf52840) },
@@ -231,7 +244,8 @@ struct FileFlashTests {
         let reopened = try FileFlash.open(path: temp.path, geometry: .tiny)
         #expect(
             try reopened.read(offset: 0, count: 16) == [UInt8](repeating: 0, count: 8)
-                + [UInt8](repeating: 0xFF, count: 8))
+                + [UInt8](repeating: 0xFF, count: 8)
+        )
     }
 
     @Test func aStoreSurvivesReopening() throws {

@@ -59,7 +59,8 @@ struct CapacityTests {
         let projected = Double(20 * 10_000) / Double(erases) * Double(updates)
         print(
             "nrf52840 with 150 credentials: \(erases) erases for \(updates) counter updates; "
-                + "\(perPage * 2_000_000) erases/page for 2M updates; lifetime ≈ \(Int(projected)) updates")
+                + "\(perPage * 2_000_000) erases/page for 2M updates; lifetime ≈ \(Int(projected)) updates"
+        )
         #expect(projected >= 2_000_000)
     }
 }

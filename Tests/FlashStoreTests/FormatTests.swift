@@ -22,11 +22,16 @@ struct FormatTests {
     @Test(arguments: [FlashGeometry.tiny, .stm32l4(pages: 3)])
     func recordRoundTrip(geometry: FlashGeometry) {
         let format = StoreFormat(geometry: geometry)
-        let body = format.encodeRecord(clear: true, head: 77, updates: [(1, [1, 2, 3], nil), (2, nil, nil), (3, [], nil)])
+        let body = format.encodeRecord(
+            clear: true,
+            head: 77,
+            updates: [(1, [1, 2, 3], nil), (2, nil, nil), (3, [], nil)]
+        )
         #expect(body.count % geometry.wordSize == 0)
         #expect(
             body.count + geometry.wordSize
-                == format.recordSize(count: 2, removes: 1, valueBytes: format.roundUp(3), head: true))
+                == format.recordSize(count: 2, removes: 1, valueBytes: format.roundUp(3), head: true)
+        )
         var page = [UInt8](repeating: 0xFF, count: geometry.pageSize)
         page.replaceSubrange(16..<16 + body.count, with: body)
         var parsed = format.parseRecords(page)
@@ -49,7 +54,10 @@ struct FormatTests {
         #expect(parsed.records.count == 1 && parsed.damage == [.headerCorrected(offset: 16)])
         page[17] ^= 0x40  // two: stepped over by the length word, the record's changes not applied
         parsed = format.parseRecords(page)
-        #expect(parsed.records.isEmpty && parsed.damage == [.recordUnreadable(offset: 16, length: body.count + geometry.wordSize)])
+        #expect(
+            parsed.records.isEmpty
+                && parsed.damage == [.recordUnreadable(offset: 16, length: body.count + geometry.wordSize)]
+        )
         page[16 + 8] ^= 1  // and the length word too: the page is sealed there
         #expect(format.parseRecords(page).end == .garbage(at: 16))
     }

@@ -23,7 +23,9 @@ struct GarbageImageTests {
             let again = try Store(mounting: store.device)
             #expect(try readable(again) == readable(store))
             #expect(
-                store.device.violations.isEmpty, "\(store.device.violations.first.map(String.init(describing:)) ?? "")")
+                store.device.violations.isEmpty,
+                "\(store.device.violations.first.map(String.init(describing:)) ?? "")"
+            )
             return nil
         } catch {
             return error.code

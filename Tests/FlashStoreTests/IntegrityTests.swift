@@ -17,13 +17,17 @@ struct IntegrityTests {
                 var damaged = message
                 damaged[byte] ^= 1 << UInt8(bit)
                 let found = CRC32.locateSingleBitError(
-                    count: length, computed: CRC32.checksum(damaged), stored: stored)
+                    count: length,
+                    computed: CRC32.checksum(damaged),
+                    stored: stored
+                )
                 #expect(found == .message(byte: byte, bit: bit))
             }
             for bit in 0..<32 {
                 #expect(
                     CRC32.locateSingleBitError(count: length, computed: stored ^ (1 << UInt32(bit)), stored: stored)
-                        == .checksum)
+                        == .checksum
+                )
             }
         }
         // Two flipped bits in a message of up to 371 bytes (Hamming distance 4) are never taken for one.
@@ -37,7 +41,11 @@ struct IntegrityTests {
             damaged[b / 8] ^= 1 << UInt8(b % 8)
             #expect(
                 CRC32.locateSingleBitError(
-                    count: 64, computed: CRC32.checksum(damaged), stored: CRC32.checksum(message)) == nil)
+                    count: 64,
+                    computed: CRC32.checksum(damaged),
+                    stored: CRC32.checksum(message)
+                ) == nil
+            )
         }
     }
 
@@ -79,7 +87,9 @@ struct IntegrityTests {
             #expect(
                 mounted.recovery.damage.allSatisfy {
                     if case .bytesUnreadable(let length) = $0.kind { length == 4 } else { $0.kind.isCorrected }
-                }, "bit \(bit): \(mounted.recovery.damage)")
+                },
+                "bit \(bit): \(mounted.recovery.damage)"
+            )
             if !mounted.recovery.damage.isEmpty { corrected += 1 }
             // And it keeps working: a write, then a remount that finds the same contents.
             try mounted.insert([9, 9, 9], for: 100)
@@ -103,7 +113,9 @@ struct IntegrityTests {
             guard let slotB = StoreFormat.decodeSlotBVersioned(bytes) else { continue }
             for record in format.parseRecords(bytes, version: slotB.version).records where record.committed {
                 for u in record.updates {
-                    extents[u.key, default: []].append(base + record.offset..<base + record.commitOffset + format.wordSize)
+                    extents[u.key, default: []].append(
+                        base + record.offset..<base + record.commitOffset + format.wordSize
+                    )
                 }
             }
             // The page header too: a page whose slot B is lost takes its records with it.
@@ -138,7 +150,8 @@ struct IntegrityTests {
                 #expect(read[key] == nil, "trial \(trial): key \(key) read back a value that was never its own")
                 #expect(
                     extents[key, default: []].contains { $0.contains(at) },
-                    "trial \(trial): key \(key) lost to damage at \(at), outside its record: \(mounted.recovery.damage)")
+                    "trial \(trial): key \(key) lost to damage at \(at), outside its record: \(mounted.recovery.damage)"
+                )
                 #expect(!mounted.recovery.damage.isEmpty, "trial \(trial): key \(key) lost silently")
                 lost += 1
             }
@@ -215,7 +228,9 @@ struct IntegrityTests {
     }
 
     func formatOneSlot(_ tag: UInt8, _ value: UInt32) -> [UInt8] {
-        var b: [UInt8] = [tag, 1, UInt8(value & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 24)]
+        var b: [UInt8] = [
+            tag, 1, UInt8(value & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 24),
+        ]
         let check = CRC32.checksum(b)
         b += [UInt8(check & 0xFF), UInt8(check >> 8 & 0xFF)]
         return b
@@ -224,7 +239,10 @@ struct IntegrityTests {
     func formatOneRecord(key: UInt16, value: [UInt8]) -> [UInt8] {
         var b: [UInt8] = [0xA7, 0, 1, 0, 0, 0, 0, 0, UInt8(key & 0xFF), UInt8(key >> 8), UInt8(value.count), 0]
         let crc = CRC32.checksum(b[0..<4] + b[8...])
-        b.replaceSubrange(4..<8, with: [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)])
+        b.replaceSubrange(
+            4..<8,
+            with: [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)]
+        )
         b += value
         while b.count % 4 != 0 { b.append(0xFF) }
         return b + [0, 0, 0, 0]

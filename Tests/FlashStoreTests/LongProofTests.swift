@@ -3,9 +3,9 @@ import FlashStoreTesting
 import Testing
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// Release-mode runs for benchmarks and CI nightly jobs: `FLASH_LONG_PROOF=1 swift test -c release --filter LongProof`.
@@ -24,7 +24,11 @@ struct LongProofTests {
         var report: ProofReport?
         let time = seconds {
             report = PowerCutProof.exhaustive(
-                geometry: .nrf52840, workload: .credentials, operations: 100_000, limit: 12_000)
+                geometry: .nrf52840,
+                workload: .credentials,
+                operations: 100_000,
+                limit: 12_000
+            )
         }
         print("\(report!)\n  time: \(time) s")
         #expect(report!.passed)
@@ -35,7 +39,12 @@ struct LongProofTests {
         var report: ProofReport?
         let time = seconds {
             report = PowerCutProof.exhaustive(
-                geometry: .stm32l4(pages: 8), workload: .credentials, operations: 100_000, seed: 2, limit: 6_000)
+                geometry: .stm32l4(pages: 8),
+                workload: .credentials,
+                operations: 100_000,
+                seed: 2,
+                limit: 6_000
+            )
         }
         print("\(report!)\n  time: \(time) s")
         #expect(report!.passed)

@@ -14,17 +14,32 @@ struct PowerCutTests {
 
     @Test func exhaustiveRandomWorkloadWithEveryNestedCut() {
         let report = PowerCutProof.exhaustive(
-            geometry: .tiny(pages: 4), workload: .random, operations: 60, seed: 3, nested: .every)
+            geometry: .tiny(pages: 4),
+            workload: .random,
+            operations: 60,
+            seed: 3,
+            nested: .every
+        )
         #expect(report.passed, "\(report)")
         #expect(report.nestedScenarios > 100)
     }
 
     @Test func exhaustiveOnEightByteWordsWithZeroOverwrites() {
         let geometry = FlashGeometry(
-            wordSize: 8, pageSize: 256, pageCount: 5, maxProgramsPerWord: 1, eraseEndurance: 1000,
-            allowsZeroOverwrite: true)
+            wordSize: 8,
+            pageSize: 256,
+            pageCount: 5,
+            maxProgramsPerWord: 1,
+            eraseEndurance: 1000,
+            allowsZeroOverwrite: true
+        )
         let report = PowerCutProof.exhaustive(
-            geometry: geometry, workload: .credentials, operations: 150, seed: 9, limit: 800)
+            geometry: geometry,
+            workload: .credentials,
+            operations: 150,
+            seed: 9,
+            limit: 800
+        )
         #expect(report.passed, "\(report)")
         #expect(report.cutPoints >= 500)
     }
@@ -35,7 +50,13 @@ struct PowerCutTests {
     @Test(arguments: [FlashGeometry.tiny, .tiny(pages: 4), .nrf52840(pages: 4)])
     func everyKindOfWriteCutOnAFullStore(geometry: FlashGeometry) {
         let report = PowerCutProof.exhaustive(
-            geometry: geometry, workload: .full, operations: 2000, seed: 5, limit: 500, nested: .sample(3))
+            geometry: geometry,
+            workload: .full,
+            operations: 2000,
+            seed: 5,
+            limit: 500,
+            nested: .sample(3)
+        )
         #expect(report.passed, "\(report)")
         #expect(report.rejectedOperations > 3, "the workload reached a full store")
         #expect(report.cutPoints >= 500)
@@ -51,17 +72,32 @@ struct PowerCutTests {
         #expect(tiny.passed, "\(tiny)")
         #expect(tiny.scenarios > 2000)
         let nrf = PowerCutProof.random(
-            geometry: .nrf52840(pages: 6), seeds: Array(0..<40), operationsPerSeed: 20, warmup: 150)
+            geometry: .nrf52840(pages: 6),
+            seeds: Array(0..<40),
+            operationsPerSeed: 20,
+            warmup: 150
+        )
         #expect(nrf.passed, "\(nrf)")
         let stm = PowerCutProof.random(
-            geometry: .stm32l4(pages: 4), seeds: Array(0..<60), operationsPerSeed: 20, warmup: 100)
+            geometry: .stm32l4(pages: 4),
+            seeds: Array(0..<60),
+            operationsPerSeed: 20,
+            warmup: 100
+        )
         #expect(stm.passed, "\(stm)")
     }
 
     @Test func aReportNamesSeedAndCutPoint() {
         let violation = ProofViolation(
-            seed: 42, operation: 7, operationDescription: "insert 3 (20 B)", cut: 2, tear: .prefix, nestedCut: nil,
-            nestedTear: nil, message: "example")
+            seed: 42,
+            operation: 7,
+            operationDescription: "insert 3 (20 B)",
+            cut: 2,
+            tear: .prefix,
+            nestedCut: nil,
+            nestedTear: nil,
+            message: "example"
+        )
         #expect(violation.description.contains("seed 42"))
         #expect(violation.description.contains("cut at mutation 2 (prefix)"))
     }

@@ -44,7 +44,8 @@ struct SimulatedFlashTests {
         try flash.program(offset: 0, bytes: [0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC, 0xDE, 0xF0])
         #expect(
             flash.validateProgram(offset: 0, bytes: [0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC, 0xDE, 0x00])?.kind
-                == .tooManyPrograms)
+                == .tooManyPrograms
+        )
         try flash.program(offset: 0, bytes: [UInt8](repeating: 0, count: 8))
         try flash.program(offset: 0, bytes: [UInt8](repeating: 0, count: 8))
         #expect(try flash.read(offset: 0, count: 8) == [UInt8](repeating: 0, count: 8))
@@ -81,7 +82,8 @@ struct SimulatedFlashTests {
         #expect(FlashGeometry.large.totalSize >= 4 << 20)
         #expect(
             FlashGeometry(wordSize: 3, pageSize: 12, pageCount: 2, maxProgramsPerWord: 1, eraseEndurance: 1)
-                .validationError != nil)
+                .validationError != nil
+        )
     }
 
     @Test func settingABitTraps() async {

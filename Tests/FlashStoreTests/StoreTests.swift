@@ -57,7 +57,9 @@ struct StoreTests {
 
     @Test func removedAndReplacedValuesAreWipedFromFlash() throws {
         var store = try blankStore()
-        let a = secret(1), b = secret(2), c = secret(3)
+        let a = secret(1)
+        let b = secret(2)
+        let c = secret(3)
         try store.insert(a, for: 1)
         try store.insert(b, for: 2)
         #expect(imageContains(store.device.image, a))
@@ -165,7 +167,12 @@ struct StoreTests {
 
     @Test func unsupportedGeometryIsATypedError() {
         let oneShot = FlashGeometry(
-            wordSize: 4, pageSize: 1024, pageCount: 4, maxProgramsPerWord: 1, eraseEndurance: 100)
+            wordSize: 4,
+            pageSize: 1024,
+            pageCount: 4,
+            maxProgramsPerWord: 1,
+            eraseEndurance: 100
+        )
         #expect { _ = try Store(mounting: SimulatedFlash(geometry: oneShot)) } throws: {
             ($0 as? StoreError)?.code == .unsupportedGeometry
         }

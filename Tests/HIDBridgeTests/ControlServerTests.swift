@@ -1,11 +1,11 @@
 import ControlProtocol
 import Testing
 
+@testable import HIDBridge
+
 #if canImport(Glibc)
 import Glibc
 #endif
-
-@testable import HIDBridge
 
 @Suite struct ControlServerTests {
     @Test func aPeerWhoseCredentialsCannotBeReadIsRefused() {

@@ -61,8 +61,14 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         let added = h.control(
             .addCredential(
                 CredentialParameters(
-                    credentialId: id, isResidentCredential: false, rpId: "example.com",
-                    privateKey: Array(key.derRepresentation), signCount: 41)))
+                    credentialId: id,
+                    isResidentCredential: false,
+                    rpId: "example.com",
+                    privateKey: Array(key.derRepresentation),
+                    signCount: 41
+                )
+            )
+        )
         #expect(added?["credentialId"] == .string(Base64URL.encode(id)))
         let responseValue = h.ctap(getAssertionRequest(allow: [id]))
         let response = try #require(responseValue)
@@ -85,8 +91,16 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         _ = h.control(
             .addCredential(
                 CredentialParameters(
-                    credentialId: [9, 9, 9], isResidentCredential: true, rpId: "example.com", privateKey: pkcs8,
-                    userHandle: [0x75], userName: "bob", userDisplayName: "Bob")))
+                    credentialId: [9, 9, 9],
+                    isResidentCredential: true,
+                    rpId: "example.com",
+                    privateKey: pkcs8,
+                    userHandle: [0x75],
+                    userName: "bob",
+                    userDisplayName: "Bob"
+                )
+            )
+        )
         let responseValue = h.ctap(getAssertionRequest())
         let response = try #require(responseValue)
         #expect(response.first == 0x00)
@@ -137,7 +151,13 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         let error = h.controlError(
             .addCredential(
                 CredentialParameters(
-                    credentialId: [1], isResidentCredential: false, rpId: "example.com", privateKey: [1, 2, 3])))
+                    credentialId: [1],
+                    isResidentCredential: false,
+                    rpId: "example.com",
+                    privateKey: [1, 2, 3]
+                )
+            )
+        )
         #expect(error?.code == .invalidParams)
         #expect(h.control(.getCredentials)?["credentials"] == [])
     }
@@ -148,7 +168,11 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         #expect(h.ctap([0x04])?.first == 0x00)  // another command is untouched
         let injected = h.send(command: cbor, payload: makeCredentialRequest())
         #expect(messages(injected).last?.payload == [0x31])
-        #expect(injected.contains { if case .processed(let r) = $0 { r.injected && r.status == "pinInvalid" } else { false } })
+        #expect(
+            injected.contains {
+                if case .processed(let r) = $0 { r.injected && r.status == "pinInvalid" } else { false }
+            }
+        )
         #expect(h.ctap(makeCredentialRequest()) == [0x31])
         #expect(h.ctap(makeCredentialRequest())?.first == 0x00)
     }
@@ -158,10 +182,13 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         _ = h.control(.injectFault(.keyStoreFull(afterCredentials: 1)))
         var request = makeCredentialRequest(rk: true)
         #expect(h.ctap(request)?.first == 0x00)
-        request = [0x01] + CBORValue.map([
-            1: .byteString(Array(repeating: 0xAB, count: 32)), 2: ["id": "example.com"],
-            3: ["id": .byteString([4, 5, 6]), "name": "carol"], 4: [["alg": -7, "type": "public-key"]], 7: ["rk": true],
-        ]).encoded()
+        request =
+            [0x01]
+            + CBORValue.map([
+                1: .byteString(Array(repeating: 0xAB, count: 32)), 2: ["id": "example.com"],
+                3: ["id": .byteString([4, 5, 6]), "name": "carol"], 4: [["alg": -7, "type": "public-key"]],
+                7: ["rk": true],
+            ]).encoded()
         #expect(h.ctap(request) == [CTAPStatus.keyStoreFull.rawValue])
         _ = h.control(.clearFaults)
         #expect(h.ctap(request)?.first == 0x00)
@@ -170,7 +197,11 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
     @Test func aFailedFlashWriteStoresNothing() throws {
         let base = MemoryStorage(deviceSecret: Array(repeating: 7, count: 32))
         let storage = FaultInjectingStorage(base)
-        let authenticator = try Authenticator(storage: storage, entropy: EntropySource(SeededGenerator(seed: 1)), now: .zero)
+        let authenticator = try Authenticator(
+            storage: storage,
+            entropy: EntropySource(SeededGenerator(seed: 1)),
+            now: .zero
+        )
         var h = try KeyHarness(presence: .approve(after: .milliseconds(10)))
         h.key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 3), authenticator: authenticator, presence: h.key.presence)
         _ = h.control(.injectFault(.flashWriteFailure(count: 1)))
@@ -207,13 +238,17 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         let authenticator = try Authenticator(
             configuration: AuthenticatorConfiguration(fingerprintSensor: true, preEnrolledFingerprints: 1),
             storage: MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)),
-            entropy: EntropySource(SeededGenerator(seed: 5)), now: .zero)
+            entropy: EntropySource(SeededGenerator(seed: 5)),
+            now: .zero
+        )
         var h = try KeyHarness(presence: .approve(after: .milliseconds(10)))
         h.key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 3), authenticator: authenticator, presence: h.key.presence)
-        let uvRequest = [0x01] + CBORValue.map([
-            1: .byteString(Array(repeating: 0xAB, count: 32)), 2: ["id": "example.com"],
-            3: ["id": .byteString([1]), "name": "a"], 4: [["alg": -7, "type": "public-key"]], 7: ["uv": true],
-        ]).encoded()
+        let uvRequest =
+            [0x01]
+            + CBORValue.map([
+                1: .byteString(Array(repeating: 0xAB, count: 32)), 2: ["id": "example.com"],
+                3: ["id": .byteString([1]), "name": "a"], 4: [["alg": -7, "type": "public-key"]], 7: ["uv": true],
+            ]).encoded()
         _ = h.control(.setUserVerified(false))
         #expect(h.ctap(uvRequest) == [CTAPStatus.operationDenied.rawValue])  // no PIN: the finger does not match
         _ = h.control(.setUserVerified(true))

@@ -66,6 +66,7 @@ import Testing
         #expect(
             prompt.terminalQuestion(key: "desk-2")
                 == "fidosim: key desk-2: touch requested: getAssertion for a.example\\x1b[2J (user \\u{202e}x). "
-                + "Touch the key? [Y/n]")
+                + "Touch the key? [Y/n]"
+        )
     }
 }

@@ -9,13 +9,17 @@ import Testing
 
     /// An initialization report: channel, command (with the high bit), payload length.
     func initReport(_ channel: UInt32, _ command: UInt8, length: Int) -> [UInt8] {
-        [UInt8(channel >> 24), UInt8(channel >> 16 & 0xFF), UInt8(channel >> 8 & 0xFF), UInt8(channel & 0xFF),
-            command, UInt8(length >> 8), UInt8(length & 0xFF)] + Array(repeating: 0, count: 57)
+        [
+            UInt8(channel >> 24), UInt8(channel >> 16 & 0xFF), UInt8(channel >> 8 & 0xFF), UInt8(channel & 0xFF),
+            command, UInt8(length >> 8), UInt8(length & 0xFF),
+        ] + Array(repeating: 0, count: 57)
     }
 
     func continuation(_ channel: UInt32, _ sequence: UInt8) -> [UInt8] {
-        [UInt8(channel >> 24), UInt8(channel >> 16 & 0xFF), UInt8(channel >> 8 & 0xFF), UInt8(channel & 0xFF),
-            sequence] + Array(repeating: 0, count: 59)
+        [
+            UInt8(channel >> 24), UInt8(channel >> 16 & 0xFF), UInt8(channel >> 8 & 0xFF), UInt8(channel & 0xFF),
+            sequence,
+        ] + Array(repeating: 0, count: 59)
     }
 
     func busy(_ channel: UInt32) -> [UInt8] {
@@ -26,14 +30,20 @@ import Testing
         var router = UDPRouter()
         #expect(router.inbound(initReport(channel, 0x90, length: 10), from: a, now: .zero) == .deliver)
         // Anything from B on A's channel while A's answer is owed (an empty-payload report, a continuation).
-        #expect(router.inbound(initReport(channel, 0x90, length: 0), from: b, now: .milliseconds(1)) == .refuse(busy(channel)))
+        #expect(
+            router.inbound(initReport(channel, 0x90, length: 0), from: b, now: .milliseconds(1))
+                == .refuse(busy(channel))
+        )
         #expect(router.inbound(continuation(channel, 0), from: b, now: .milliseconds(2)) == .refuse(busy(channel)))
         // Keepalives and the answer (200 bytes: the first report and three continuations) go to A.
         #expect(router.outbound(initReport(channel, 0xBB, length: 1), now: .milliseconds(3)) == a)
         #expect(router.outbound(initReport(channel, 0x90, length: 200), now: .milliseconds(4)) == a)
         #expect(router.outbound(continuation(channel, 0), now: .milliseconds(4)) == a)
         #expect(router.outbound(continuation(channel, 1), now: .milliseconds(4)) == a)
-        #expect(router.inbound(initReport(channel, 0x90, length: 0), from: b, now: .milliseconds(5)) == .refuse(busy(channel)))
+        #expect(
+            router.inbound(initReport(channel, 0x90, length: 0), from: b, now: .milliseconds(5))
+                == .refuse(busy(channel))
+        )
         #expect(router.outbound(continuation(channel, 2), now: .milliseconds(6)) == a)
         // The answer is complete: the channel is free, and B's request (and its answer) are B's.
         #expect(router.inbound(initReport(channel, 0x90, length: 1), from: b, now: .milliseconds(7)) == .deliver)
@@ -53,7 +63,9 @@ import Testing
     @Test func aChannelSilentForFiveSecondsIsFreed() {
         var router = UDPRouter()
         #expect(router.inbound(initReport(channel, 0x90, length: 100), from: a, now: .zero) == .deliver)
-        #expect(router.inbound(initReport(channel, 0x90, length: 1), from: b, now: .seconds(4)) == .refuse(busy(channel)))
+        #expect(
+            router.inbound(initReport(channel, 0x90, length: 1), from: b, now: .seconds(4)) == .refuse(busy(channel))
+        )
         #expect(router.inbound(initReport(channel, 0x90, length: 1), from: b, now: .seconds(5)) == .deliver)
     }
 

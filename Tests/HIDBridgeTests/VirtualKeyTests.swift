@@ -3,11 +3,11 @@ import CTAPCore
 import CTAPHID
 import Testing
 
+@testable import HIDBridge
+
 #if canImport(Glibc)
 import Glibc
 #endif
-
-@testable import HIDBridge
 
 /// Drives a whole ``VirtualKey`` (framing, authenticator, simulated user) with a mock clock.
 struct KeyHarness {
@@ -19,7 +19,10 @@ struct KeyHarness {
         let storage = MemoryStorage(deviceSecret: Array(repeating: 7, count: 32))
         let authenticator = try Authenticator(
             configuration: AuthenticatorConfiguration(resetWindowEnabled: resetWindow),
-            storage: storage, entropy: EntropySource(SeededGenerator(seed: 42)), now: .zero)
+            storage: storage,
+            entropy: EntropySource(SeededGenerator(seed: 42)),
+            now: .zero
+        )
         key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 9), authenticator: authenticator, presence: presence)
     }
 
@@ -303,7 +306,10 @@ let keepalive: UInt8 = 0xBB
         // 130 reports: three sendmsg calls of at most 64 segments; then a batch whose last datagram is shorter.
         let reports = (0..<130).map { i in (0..<64).map { UInt8(truncatingIfNeeded: i &* 7 &+ $0) } }
         client.sendTo(port: transport.port, batch: reports)
-        client.sendTo(port: transport.port, batch: [[UInt8](repeating: 1, count: 64), [UInt8](repeating: 2, count: 20)])
+        client.sendTo(
+            port: transport.port,
+            batch: [[UInt8](repeating: 1, count: 64), [UInt8](repeating: 2, count: 20)]
+        )
         // Read one datagram at a time, as a client that knows nothing of segmentation does.
         var received: [[UInt8]] = []
         for _ in 0..<2000 where received.count < 132 {

@@ -31,7 +31,11 @@ struct Platform {
         guard let z = try? mine.sharedSecretFromKeyAgreement(with: peer) else { return nil }
         let salt = [UInt8](repeating: 0, count: 32)
         let aes = z.hkdfDerivedSymmetricKey(
-            using: SHA256.self, salt: salt, sharedInfo: Array("CTAP2 AES key".utf8), outputByteCount: 32)
+            using: SHA256.self,
+            salt: salt,
+            sharedInfo: Array("CTAP2 AES key".utf8),
+            outputByteCount: 32
+        )
         let iv = [UInt8](repeating: 7, count: 16)
         let pinHash = Array(SHA256.hash(data: Array("1234".utf8)).prefix(16))
         guard let ivValue = try? AES._CBC.IV(ivBytes: iv),
@@ -39,7 +43,8 @@ struct Platform {
         else { return nil }
         let point = Array(mine.publicKey.x963Representation)
         let request: CBORValue = [
-            1: 2, 2: 9, 3: [1: 2, 3: -25, -1: 1, -2: .byteString(Array(point[1..<33])), -3: .byteString(Array(point[33...]))],
+            1: 2, 2: 9,
+            3: [1: 2, 3: -25, -1: 1, -2: .byteString(Array(point[1..<33])), -3: .byteString(Array(point[33...]))],
             6: .byteString(iv + Array(enc)), 9: 0x07,
         ]
         guard case .response(let bytes) = key.handleCBOR([0x06] + request.encoded(), now: now), bytes.first == 0,
@@ -63,7 +68,9 @@ struct Fixture {
     static let shared: Fixture = {
         var key = try! Authenticator(
             storage: MemoryStorage(deviceSecret: [UInt8](repeating: 0x42, count: 32), capacity: 20),
-            entropy: EntropySource(SeededGenerator(seed: 1)), now: .zero)
+            entropy: EntropySource(SeededGenerator(seed: 1)),
+            now: .zero
+        )
         // setPIN "1234" is done through the storage directly: the fuzzer reaches setPIN itself through op 0.
         try! key.setPINForFuzzing()
         var token = Platform.token(&key, now: .zero)!

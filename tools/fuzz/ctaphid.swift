@@ -23,7 +23,8 @@ public func fuzzCTAPHID(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         case 0, 1, 2:  // a report on one of a few channels, with fuzzed contents
             var report = take(60)
             let cid = channels[Int(op >> 3) % channels.count]
-            report = [UInt8(cid >> 24), UInt8((cid >> 16) & 0xFF), UInt8((cid >> 8) & 0xFF), UInt8(cid & 0xFF)]
+            report =
+                [UInt8(cid >> 24), UInt8((cid >> 16) & 0xFF), UInt8((cid >> 8) & 0xFF), UInt8(cid & 0xFF)]
                 + report
             actions = machine.receive(report: report, now: now)
         case 3:  // a raw report of fuzzed length

@@ -4,7 +4,7 @@
 // the file can hold.
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 private let path = "/tmp/fidosim-fuzz-flashimage-\(getpid()).img"

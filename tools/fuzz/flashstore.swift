@@ -11,7 +11,11 @@ public func fuzzFlashStore(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     var image = Array(bytes.prefix(geometry.totalSize))
     image += Array(repeating: 0xFF, count: geometry.totalSize - image.count)
     var ops = bytes.dropFirst(geometry.totalSize)[...]
-    var device = SimulatedFlash(geometry: geometry, image: image, eraseCounts: Array(repeating: 0, count: geometry.pageCount))
+    var device = SimulatedFlash(
+        geometry: geometry,
+        image: image,
+        eraseCounts: Array(repeating: 0, count: geometry.pageCount)
+    )
     guard var store = try? FlashKVStore.mount(&device) else { return 0 }
     var expected: [UInt16: [UInt8]] = [:]
     for (key, value) in (try? store.entries()) ?? [:] { expected[key] = value }

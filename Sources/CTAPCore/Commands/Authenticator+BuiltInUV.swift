@@ -32,7 +32,9 @@ extension Authenticator {
     /// Starts performBuiltInUv: a UV attempt is counted (and committed) before the finger is read, like a PIN
     /// attempt; a match gives it back.
     mutating func askFingerprint(
-        _ kind: PendingOperation.Kind, _ prompt: PresencePrompt, blocked: CTAPStatus
+        _ kind: PendingOperation.Kind,
+        _ prompt: PresencePrompt,
+        blocked: CTAPStatus
     ) throws(CTAPError) -> AuthenticatorOutcome {
         guard storage.uvRetries > 0 else { throw CTAPError(blocked, "built-in user verification is blocked") }
         try storage.setUvRetries(storage.uvRetries - 1)
@@ -44,7 +46,9 @@ extension Authenticator {
     /// The answer to a fingerprint request: a matching finger (approved), one that does not match (denied), none
     /// in time, or a cancel.
     mutating func finishFingerprint(
-        _ operation: PendingOperation, _ result: PresenceResult, now: Duration
+        _ operation: PendingOperation,
+        _ result: PresenceResult,
+        now: Duration
     ) throws(CTAPError) -> [UInt8] {
         if case .enrollSample(let templateId, let first) = operation.kind {
             return try finishEnrollSample(templateId: templateId, first: first, result)
@@ -90,7 +94,10 @@ extension Authenticator {
 
     /// getPinUvAuthTokenUsingUvWithPermissions (clientPIN 0x06, CTAP 2.1 §6.5.5.7.3).
     mutating func tokenUsingUV(
-        proto: PinUvAuthProtocol, keyAgreement: CBORValue, permissions bits: Int, rpId: String?
+        proto: PinUvAuthProtocol,
+        keyAgreement: CBORValue,
+        permissions bits: Int,
+        rpId: String?
     ) throws(CTAPError) -> AuthenticatorOutcome {
         let requested = try requestedPermissions(bits)
         guard isBuiltInUVConfigured else { throw CTAPError(.notAllowed, "no fingerprint is enrolled") }
@@ -98,15 +105,19 @@ extension Authenticator {
         let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
         let request = UVTokenRequest(proto: proto, secret: secret, permissions: requested, rpId: rpId)
         return try askFingerprint(
-            .uvToken(request), PresencePrompt(command: "getPinUvAuthTokenUsingUvWithPermissions", rpId: rpId),
-            blocked: .uvBlocked)
+            .uvToken(request),
+            PresencePrompt(command: "getPinUvAuthTokenUsingUvWithPermissions", rpId: rpId),
+            blocked: .uvBlocked
+        )
     }
 
     // MARK: authenticatorBioEnrollment
 
     /// authenticatorBioEnrollment (0x09, and the preview 0x40), CTAP 2.1 §6.7, for the simulated sensor.
     mutating func bioEnrollment(
-        _ raw: ArraySlice<UInt8>, preview: Bool, now: Duration
+        _ raw: ArraySlice<UInt8>,
+        preview: Bool,
+        now: Duration
     ) throws(CTAPError) -> AuthenticatorOutcome {
         let params = try RequestParameters(cbor: raw)
         let modality = try params.int(0x01, "modality")
@@ -124,7 +135,8 @@ extension Authenticator {
                 Self.success([
                     0x01: 1, 0x02: 1, 0x03: CBORValue(Self.samplesPerEnrollment),
                     0x08: CBORValue(Self.maxTemplateFriendlyName),
-                ]))
+                ])
+            )
         case 0x03:  // cancelCurrentEnrollment
             enrollment = nil
             return .response([CTAPStatus.ok.rawValue])
@@ -138,7 +150,13 @@ extension Authenticator {
         }
         let message = [UInt8(modality), UInt8(number)] + (subParams.map { CBORValue.map($0).encoded() } ?? [])
         try authorizeCommand(
-            pinUvAuthParam, protocolNumber, message: message, permission: .bioEnrollment, preview: preview, now: now)
+            pinUvAuthParam,
+            protocolNumber,
+            message: message,
+            permission: .bioEnrollment,
+            preview: preview,
+            now: now
+        )
         let templateId = try subParams?.bytesMember(0x01, "templateId")
         let name = try subParams?.optionalMember(0x02, "templateFriendlyName")
         _ = try subParams?.intMember(0x03, "timeoutMilliseconds")
@@ -191,13 +209,16 @@ extension Authenticator {
     mutating func askSample(templateId: [UInt8], first: Bool) -> AuthenticatorOutcome {
         askPresence(
             .enrollSample(templateId: templateId, first: first),
-            PresencePrompt(command: "bio enrollment sample", gesture: .fingerprint))
+            PresencePrompt(command: "bio enrollment sample", gesture: .fingerprint)
+        )
     }
 
     /// A sample of an enrollment: a finger on the sensor (approved) is a good sample, a denied one a poor-quality
     /// sample; the template is stored with its last good sample.
     mutating func finishEnrollSample(
-        templateId: [UInt8], first: Bool, _ result: PresenceResult
+        templateId: [UInt8],
+        first: Bool,
+        _ result: PresenceResult
     ) throws(CTAPError) -> [UInt8] {
         guard var current = enrollment, current.templateId == templateId else {
             throw CTAPError(.invalidParameter, "the enrollment was cancelled")

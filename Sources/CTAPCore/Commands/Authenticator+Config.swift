@@ -12,7 +12,8 @@ extension Authenticator {
     static let maxRPIDsForSetMinPINLength = 8
 
     /// authenticatorConfig (0x0D). `raw` is the parameter map as received (its subCommandParams are signed).
-    mutating func authenticatorConfig(_ raw: ArraySlice<UInt8>, now: Duration) throws(CTAPError) -> AuthenticatorOutcome {
+    mutating func authenticatorConfig(_ raw: ArraySlice<UInt8>, now: Duration) throws(CTAPError) -> AuthenticatorOutcome
+    {
         let params = try RequestParameters(cbor: raw)
         guard let number = try params.int(0x01, "subCommand") else {
             throw CTAPError(.missingParameter, "subCommand missing")
@@ -29,10 +30,16 @@ extension Authenticator {
             guard CBORDecoder.isCanonical(raw) else {
                 throw CTAPError(.invalidCBOR, "authenticatorConfig parameters are not canonical CBOR")
             }
-            let message = [UInt8](repeating: 0xFF, count: 32) + [0x0D, UInt8(number)]
+            let message =
+                [UInt8](repeating: 0xFF, count: 32) + [0x0D, UInt8(number)]
                 + (subParams.map { CBORValue.map($0).encoded() } ?? [])
             try authorizeCommand(
-                pinUvAuthParam, protocolNumber, message: message, permission: .authenticatorConfiguration, now: now)
+                pinUvAuthParam,
+                protocolNumber,
+                message: message,
+                permission: .authenticatorConfiguration,
+                now: now
+            )
         }
         var settings = storage.settings
         switch subcommand {
@@ -52,7 +59,9 @@ extension Authenticator {
             if try subParams?.boolMember(0x04, "pinComplexityPolicy") == true { settings.pinComplexityPolicy = true }
             guard newLength >= settings.minPINLength, newLength <= 63 else {
                 throw CTAPError(
-                    .pinPolicyViolation, "the minimum PIN length can only grow (now \(settings.minPINLength))")
+                    .pinPolicyViolation,
+                    "the minimum PIN length can only grow (now \(settings.minPINLength))"
+                )
             }
             if let rpIDs {
                 guard rpIDs.count <= Self.maxRPIDsForSetMinPINLength else {

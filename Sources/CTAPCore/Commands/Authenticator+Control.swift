@@ -20,8 +20,15 @@ public struct ManagedCredential: Sendable, Equatable {
     public var largeBlob: [UInt8]?
 
     public init(
-        id: [UInt8], rpId: String, discoverable: Bool, privateKey: [UInt8], algorithm: CredentialAlgorithm = .es256,
-        userHandle: [UInt8]? = nil, userName: String? = nil, userDisplayName: String? = nil, signCount: UInt32 = 0,
+        id: [UInt8],
+        rpId: String,
+        discoverable: Bool,
+        privateKey: [UInt8],
+        algorithm: CredentialAlgorithm = .es256,
+        userHandle: [UInt8]? = nil,
+        userName: String? = nil,
+        userDisplayName: String? = nil,
+        signCount: UInt32 = 0,
         largeBlob: [UInt8]? = nil
     ) {
         self.largeBlob = largeBlob
@@ -90,20 +97,34 @@ extension Authenticator {
         for c in storage.residentCredentials.sorted(by: { $0.creationSerial < $1.creationSerial }) {
             out.append(
                 ManagedCredential(
-                    id: c.id, rpId: c.rpId, discoverable: c.discoverable,
+                    id: c.id,
+                    rpId: c.rpId,
+                    discoverable: c.discoverable,
                     privateKey: try PrivateKeyEncoding.encode(key: c.privateKey, algorithm: c.algorithm),
-                    algorithm: c.algorithm, userHandle: c.user.id.isEmpty && !c.discoverable ? nil : c.user.id,
-                    userName: c.user.name, userDisplayName: c.user.displayName, signCount: storage.signCounter,
-                    largeBlob: c.largeBlobKey.flatMap { key in entries.lazy.compactMap { Self.openBlob($0, key: key) }.first }))
+                    algorithm: c.algorithm,
+                    userHandle: c.user.id.isEmpty && !c.discoverable ? nil : c.user.id,
+                    userName: c.user.name,
+                    userDisplayName: c.user.displayName,
+                    signCount: storage.signCounter,
+                    largeBlob: c.largeBlobKey.flatMap { key in
+                        entries.lazy.compactMap { Self.openBlob($0, key: key) }.first
+                    }
+                )
+            )
         }
         for made in createdCredentials {
             let hash = Array(SHA256.hash(data: Array(made.rpId.utf8)))
             guard let contents = CredentialID.open(made.id, rpIdHash: hash, key: sealingKey) else { continue }
             out.append(
                 ManagedCredential(
-                    id: made.id, rpId: made.rpId, discoverable: false,
+                    id: made.id,
+                    rpId: made.rpId,
+                    discoverable: false,
                     privateKey: try PrivateKeyEncoding.encode(key: contents.privateKey, algorithm: contents.algorithm),
-                    algorithm: contents.algorithm, signCount: storage.signCounter))
+                    algorithm: contents.algorithm,
+                    signCount: storage.signCounter
+                )
+            )
         }
         return out
     }
@@ -118,11 +139,20 @@ extension Authenticator {
         }
         let largeBlobKey = credential.largeBlob.map { _ in entropy.bytes(32) }
         let record = ResidentCredential(
-            id: credential.id, rpId: credential.rpId, rpIdHash: rpIdHash,
+            id: credential.id,
+            rpId: credential.rpId,
+            rpIdHash: rpIdHash,
             user: UserEntity(
-                id: credential.userHandle ?? [], name: credential.userName, displayName: credential.userDisplayName),
-            privateKey: rawKey, creationSerial: storage.newestCreationSerial + 1,
-            algorithm: algorithm, largeBlobKey: largeBlobKey, discoverable: credential.discoverable)
+                id: credential.userHandle ?? [],
+                name: credential.userName,
+                displayName: credential.userDisplayName
+            ),
+            privateKey: rawKey,
+            creationSerial: storage.newestCreationSerial + 1,
+            algorithm: algorithm,
+            largeBlobKey: largeBlobKey,
+            discoverable: credential.discoverable
+        )
         let replaced =
             (storage.residentCredential(id: record.id).map { [$0] } ?? [])
             + storage.residentCredentials(rpIdHash: rpIdHash).filter { $0.id != record.id && $0.replaces(record) }
@@ -156,7 +186,9 @@ extension Authenticator {
 
     /// Changes run options from the control plane.
     public mutating func setOptions(
-        resetWindow: Bool? = nil, alwaysUv: Bool? = nil, fingerprintSensor: Bool? = nil
+        resetWindow: Bool? = nil,
+        alwaysUv: Bool? = nil,
+        fingerprintSensor: Bool? = nil
     ) throws(CTAPError) {
         if let alwaysUv, alwaysUv != storage.settings.alwaysUv {
             var settings = storage.settings
@@ -171,7 +203,9 @@ extension Authenticator {
     /// certificate in x5c, and U2F register uses it. With `enterprise` (a key and its certificate from the same
     /// root), the key offers enterprise attestation (getInfo ep) signed by that key.
     public mutating func installBatchAttestation(
-        privateKeyPKCS8: [UInt8], certificate: [UInt8], rootCertificate: [UInt8],
+        privateKeyPKCS8: [UInt8],
+        certificate: [UInt8],
+        rootCertificate: [UInt8],
         enterprise: (privateKey: [UInt8], certificate: [UInt8])? = nil
     ) throws(CTAPError) {
         func p256(_ pkcs8: [UInt8]) throws(CTAPError) -> [UInt8] {
@@ -186,7 +220,8 @@ extension Authenticator {
         }
         let enterpriseKey = try enterprise.map { (e) throws(CTAPError) in try p256(e.privateKey) }
         try storage.setBatchAttestation(
-            BatchAttestationKey(privateKey: key, certificate: certificate, rootCertificate: rootCertificate))
+            BatchAttestationKey(privateKey: key, certificate: certificate, rootCertificate: rootCertificate)
+        )
         if let enterprise, let enterpriseKey {
             try storage.setEnterpriseAttestationKey(privateKey: enterpriseKey, certificate: enterprise.certificate)
         }
@@ -212,15 +247,25 @@ extension Authenticator {
         guard let ciphertext = entry[1]?.bytesValue, ciphertext.count >= 16, let nonce = entry[2]?.bytesValue,
             nonce.count == 12, let size = entry[3]?.intValue, size >= 0, size <= 1 << 20,
             let box = try? AES.GCM.SealedBox(
-                nonce: AES.GCM.Nonce(data: nonce), ciphertext: ciphertext.dropLast(16), tag: ciphertext.suffix(16)),
+                nonce: AES.GCM.Nonce(data: nonce),
+                ciphertext: ciphertext.dropLast(16),
+                tag: ciphertext.suffix(16)
+            ),
             let compressed = try? AES.GCM.open(
-                box, using: SymmetricKey(data: key), authenticating: Array("blob".utf8) + littleEndian64(UInt64(size)))
+                box,
+                using: SymmetricKey(data: key),
+                authenticating: Array("blob".utf8) + littleEndian64(UInt64(size))
+            )
         else { return nil }
-        guard let blob = try? Deflate.inflate(Array(compressed), maxOutput: size), blob.count == size else { return nil }
+        guard let blob = try? Deflate.inflate(Array(compressed), maxOutput: size), blob.count == size else {
+            return nil
+        }
         return blob
     }
 
-    static func littleEndian64(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+    static func littleEndian64(_ value: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
+    }
 
     /// Writes `blob` into the large-blob array under `key`, replacing an entry that opens with the same key.
     mutating func addLargeBlob(_ blob: [UInt8], key: [UInt8]) throws(CTAPError) {
@@ -229,8 +274,11 @@ extension Authenticator {
         let sealed: AES.GCM.SealedBox
         do {
             sealed = try AES.GCM.seal(
-                Deflate.store(blob), using: SymmetricKey(data: key), nonce: AES.GCM.Nonce(data: nonce),
-                authenticating: Array("blob".utf8) + Self.littleEndian64(UInt64(blob.count)))
+                Deflate.store(blob),
+                using: SymmetricKey(data: key),
+                nonce: AES.GCM.Nonce(data: nonce),
+                authenticating: Array("blob".utf8) + Self.littleEndian64(UInt64(blob.count))
+            )
         } catch {
             throw CTAPError(.other, "sealing a large blob failed: \(error)")
         }

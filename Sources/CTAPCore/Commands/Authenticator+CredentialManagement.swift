@@ -25,7 +25,9 @@ extension Authenticator {
     /// so the request must be canonical CBOR for the re-encoded parameters to match what the platform signed.
     /// `preview`: the request came as 0x41, which takes a getPinToken token where the profile says so.
     mutating func credentialManagement(
-        _ raw: ArraySlice<UInt8>, preview: Bool, now: Duration
+        _ raw: ArraySlice<UInt8>,
+        preview: Bool,
+        now: Duration
     ) throws(CTAPError) -> AuthenticatorOutcome {
         let params = try RequestParameters(cbor: raw)
         guard let number = try params.int(0x01, "subCommand") else {
@@ -80,7 +82,8 @@ extension Authenticator {
                 Self.success([
                     0x01: CBORValue(storage.discoverableCount),
                     0x02: CBORValue(remainingDiscoverableCredentials),
-                ]))
+                ])
+            )
         case .enumerateRPsBegin:
             if boundRP != nil { throw CTAPError(.pinAuthInvalid, "the token is bound to an RP") }
             var seen: Set<String> = []
@@ -140,7 +143,8 @@ extension Authenticator {
 
     /// The stored credential named by subCommandParams' credentialID, allowed for the token's RP.
     func managedCredential(
-        _ subParams: [CBORValue: CBORValue]?, boundRP: String?
+        _ subParams: [CBORValue: CBORValue]?,
+        boundRP: String?
     ) throws(CTAPError) -> ResidentCredential {
         guard let descriptor = try subParams?.mapMember(0x02, "credentialID") else {
             throw CTAPError(.missingParameter, "credentialID missing")

@@ -15,8 +15,12 @@ struct AssertionCandidate: Sendable {
     var thirdPartyPayment = false
 
     init(
-        id: [UInt8], privateKey: [UInt8], algorithm: CredentialAlgorithm = .es256,
-        credProtect: CredProtect = .optional, hmacSecret: Bool = false, user: UserEntity? = nil
+        id: [UInt8],
+        privateKey: [UInt8],
+        algorithm: CredentialAlgorithm = .es256,
+        credProtect: CredProtect = .optional,
+        hmacSecret: Bool = false,
+        user: UserEntity? = nil
     ) {
         self.id = id
         self.privateKey = privateKey
@@ -28,8 +32,13 @@ struct AssertionCandidate: Sendable {
 
     init(_ stored: ResidentCredential) {
         self.init(
-            id: stored.id, privateKey: stored.privateKey, algorithm: stored.algorithm,
-            credProtect: stored.credProtect, hmacSecret: stored.hmacSecret, user: stored.user)
+            id: stored.id,
+            privateKey: stored.privateKey,
+            algorithm: stored.algorithm,
+            credProtect: stored.credProtect,
+            hmacSecret: stored.hmacSecret,
+            user: stored.user
+        )
         credBlob = stored.credBlob
         largeBlobKey = stored.largeBlobKey
         thirdPartyPayment = stored.thirdPartyPayment
@@ -68,9 +77,10 @@ extension Authenticator {
         guard let clientDataHash = try params.bytes(0x02, "clientDataHash") else {
             throw CTAPError(.missingParameter, "clientDataHash missing")
         }
-        let allowList = try params.array(0x03, "allowList").map { (list) throws(CTAPError) in
-            try CredentialDescriptor.list(list)
-        } ?? []
+        let allowList =
+            try params.array(0x03, "allowList").map { (list) throws(CTAPError) in
+                try CredentialDescriptor.list(list)
+            } ?? []
         // Arguments are read into locals before a method of self takes them: `method(params.x())` in a mutating
         // function copies the whole authenticator first (the argument could change self), about 1 µs each.
         let extensionsMap = try params.subMap(0x04, "extensions")
@@ -87,7 +97,10 @@ extension Authenticator {
             builtInUV = options.up != false
         }
         if options.rk != nil {
-            throw CTAPError(configuration.profile.behaviour.optionRules.rkInGetAssertion, "rk is not an option of getAssertion")
+            throw CTAPError(
+                configuration.profile.behaviour.optionRules.rkInGetAssertion,
+                "rk is not an option of getAssertion"
+            )
         }
         guard clientDataHash.count == 32 else { throw CTAPError(.invalidLength, "clientDataHash is not 32 bytes") }
         if alwaysUv && pinUvAuthParam == nil && !builtInUV {
@@ -96,8 +109,13 @@ extension Authenticator {
         var userVerified = builtInUV
         if let pinUvAuthParam, let proto {
             try verifyPinUvAuthParam(
-                pinUvAuthParam, proto: proto, clientDataHash: clientDataHash, permission: .getAssertion, rpId: rpId,
-                now: now)
+                pinUvAuthParam,
+                proto: proto,
+                clientDataHash: clientDataHash,
+                permission: .getAssertion,
+                rpId: rpId,
+                now: now
+            )
             userVerified = true
         }
 
@@ -123,7 +141,10 @@ extension Authenticator {
             // Built-in UV comes before the search (CTAP 2.1 §6.2.2 step 6.2): the finger is read, then none found.
             if builtInUV {
                 return try askFingerprint(
-                    .noCredentials, PresencePrompt(command: "getAssertion", rpId: rpId), blocked: .pinBlocked)
+                    .noCredentials,
+                    PresencePrompt(command: "getAssertion", rpId: rpId),
+                    blocked: .pinBlocked
+                )
             }
             throw CTAPError(.noCredentials, "no credential for \(rpId)")
         }
@@ -134,9 +155,16 @@ extension Authenticator {
             hmacSecret = try hmacSecretRequest(input)
         }
         let plan = AssertionPlan(
-            rpId: rpId, rpIdHash: rpIdHash, clientDataHash: clientDataHash, candidates: candidates,
-            userPresent: userPresent, userVerified: userVerified, fromAllowList: !allowList.isEmpty,
-            extensions: extensions, hmacSecret: hmacSecret)
+            rpId: rpId,
+            rpIdHash: rpIdHash,
+            clientDataHash: clientDataHash,
+            candidates: candidates,
+            userPresent: userPresent,
+            userVerified: userVerified,
+            fromAllowList: !allowList.isEmpty,
+            extensions: extensions,
+            hmacSecret: hmacSecret
+        )
         guard userPresent else { return .response(try finishGetAssertion(plan, now: now)) }
         if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
             consumeTokenFlags()
@@ -180,12 +208,15 @@ extension Authenticator {
     /// Written member by member with ``CBORWriter``, in canonical key order, rather than as a dictionary that the
     /// encoder hashes and sorts: that was a tenth of getAssertion's time outside the signature.
     mutating func assertion(
-        _ candidate: AssertionCandidate, plan: AssertionPlan, numberOfCredentials: Int? = nil
+        _ candidate: AssertionCandidate,
+        plan: AssertionPlan,
+        numberOfCredentials: Int? = nil
     ) throws(CTAPError) -> [UInt8] {
         var outputs: [CBORValue: CBORValue] = [:]
         if let request = plan.hmacSecret, candidate.hmacSecret {
             outputs[.textString(ExtensionName.hmacSecret)] = .byteString(
-                try hmacSecretOutput(request, credentialId: candidate.id, userVerified: plan.userVerified))
+                try hmacSecretOutput(request, credentialId: candidate.id, userVerified: plan.userVerified)
+            )
         }
         if plan.extensions.credBlob {
             outputs[.textString(ExtensionName.credBlob)] = .byteString(candidate.credBlob ?? [])
@@ -199,7 +230,11 @@ extension Authenticator {
         if plan.userPresent { flags.insert(.userPresent) }
         if plan.userVerified { flags.insert(.userVerified) }
         let authData = AuthenticatorData.make(
-            rpIdHash: plan.rpIdHash, flags: flags, signCount: counter, extensions: outputs)
+            rpIdHash: plan.rpIdHash,
+            flags: flags,
+            signCount: counter,
+            extensions: outputs
+        )
         let signature = try signingKeys.key(id: candidate.id, raw: candidate.privateKey, algorithm: candidate.algorithm)
             .sign(authData + plan.clientDataHash)
         let largeBlobKey = plan.extensions.largeBlobKey ? candidate.largeBlobKey : nil

@@ -81,12 +81,15 @@ extension Authenticator {
         map[0x06] = .array(profile.pinUvAuthProtocols.map { CBORValue($0) })
         map[0x07] = CBORValue(profile.maxCredentialCountInList)
         map[0x0A] = .array(
-            profile.algorithms.map { ["alg": CBORValue($0.rawValue), "type": "public-key"] })
+            profile.algorithms.map { ["alg": CBORValue($0.rawValue), "type": "public-key"] }
+        )
         guard !profile.ctap21 else { return }
         for key in map.keys where (key.intValue ?? 0) >= 0x09 { map[key] = nil }
         if case .map(let options)? = map[0x04] {
             var kept: Set<String> = ["rk", "up", "plat", "clientPin", "uv"]
-            if profile.ctap21Preview { kept.formUnion(["credentialMgmtPreview", "userVerificationMgmtPreview", "bioEnroll"]) }
+            if profile.ctap21Preview {
+                kept.formUnion(["credentialMgmtPreview", "userVerificationMgmtPreview", "bioEnroll"])
+            }
             map[0x04] = .map(options.filter { key, _ in key.textValue.map(kept.contains) ?? false })
         }
     }
@@ -94,8 +97,10 @@ extension Authenticator {
     /// The device identifier: 16 bytes from the device secret, so stable across power cycles and new after reset.
     var deviceIdentifier: [UInt8] {
         HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: storage.deviceSecret), salt: Array("fidosim".utf8),
-            info: Array("device identifier v1".utf8), outputByteCount: 16
+            inputKeyMaterial: SymmetricKey(data: storage.deviceSecret),
+            salt: Array("fidosim".utf8),
+            info: Array("device identifier v1".utf8),
+            outputByteCount: 16
         ).withUnsafeBytes { Array($0) }
     }
 
@@ -104,8 +109,11 @@ extension Authenticator {
     mutating func encryptedIdentifier() -> [UInt8]? {
         guard let persistent = storage.persistentToken else { return nil }
         let key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: persistent), salt: [UInt8](repeating: 0, count: 32),
-            info: Array("encIdentifier".utf8), outputByteCount: 16)
+            inputKeyMaterial: SymmetricKey(data: persistent),
+            salt: [UInt8](repeating: 0, count: 32),
+            info: Array("encIdentifier".utf8),
+            outputByteCount: 16
+        )
         let iv = entropy.bytes(16)
         guard let ivValue = try? AES._CBC.IV(ivBytes: iv),
             let sealed = try? AES._CBC.encrypt(deviceIdentifier, using: key, iv: ivValue, noPadding: true)

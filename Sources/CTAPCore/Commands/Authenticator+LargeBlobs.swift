@@ -47,7 +47,9 @@ extension Authenticator {
             guard let length else { throw CTAPError(.invalidParameter, "length missing at offset 0") }
             guard length <= configuration.maxLargeBlobArray else {
                 throw CTAPError(
-                    .largeBlobStorageFull, "an array of \(length) bytes, at most \(configuration.maxLargeBlobArray)")
+                    .largeBlobStorageFull,
+                    "an array of \(length) bytes, at most \(configuration.maxLargeBlobArray)"
+                )
             }
             guard length >= 17 else { throw CTAPError(.invalidParameter, "an array of \(length) bytes, at least 17") }
             largeBlobWrite = LargeBlobWrite(expectedLength: length, buffer: [])
@@ -60,7 +62,13 @@ extension Authenticator {
         if isProtectedByUV || storage.settings.alwaysUv {
             let offsetLE = (0..<4).map { UInt8(truncatingIfNeeded: offset >> (8 * $0)) }
             let message = [UInt8](repeating: 0xFF, count: 32) + [0x0C, 0x00] + offsetLE + Array(SHA256.hash(data: set))
-            try authorizeCommand(pinUvAuthParam, protocolNumber, message: message, permission: .largeBlobWrite, now: now)
+            try authorizeCommand(
+                pinUvAuthParam,
+                protocolNumber,
+                message: message,
+                permission: .largeBlobWrite,
+                now: now
+            )
         }
         guard offset + set.count <= write.expectedLength else {
             throw CTAPError(.invalidParameter, "the fragment runs past the announced length")

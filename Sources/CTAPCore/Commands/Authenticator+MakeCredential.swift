@@ -60,9 +60,10 @@ extension Authenticator {
                 algorithm = known
             }
         }
-        let excludeList = try params.array(0x05, "excludeList").map { (list) throws(CTAPError) in
-            try CredentialDescriptor.list(list)
-        } ?? []
+        let excludeList =
+            try params.array(0x05, "excludeList").map { (list) throws(CTAPError) in
+                try CredentialDescriptor.list(list)
+            } ?? []
         // Arguments in locals first: see getAssertion.
         let extensionsMap = try params.subMap(0x06, "extensions")
         let extensions = try MakeCredentialExtensions(knownExtensions(extensionsMap))
@@ -97,7 +98,8 @@ extension Authenticator {
                 .puatRequired,
                 resident
                     ? "a discoverable credential needs a pinUvAuthToken once a PIN is set"
-                    : "a PIN is set: makeCredential needs pinUvAuthParam (CTAP2_ERR_PIN_REQUIRED)")
+                    : "a PIN is set: makeCredential needs pinUvAuthParam (CTAP2_ERR_PIN_REQUIRED)"
+            )
         }
         var useEnterpriseAttestation = false
         if let enterpriseAttestation {
@@ -132,8 +134,13 @@ extension Authenticator {
         var userVerified = builtInUV
         if let pinUvAuthParam, let proto {
             try verifyPinUvAuthParam(
-                pinUvAuthParam, proto: proto, clientDataHash: clientDataHash, permission: .makeCredential,
-                rpId: rpId, now: now)
+                pinUvAuthParam,
+                proto: proto,
+                clientDataHash: clientDataHash,
+                permission: .makeCredential,
+                rpId: rpId,
+                now: now
+            )
             userVerified = true
         }
 
@@ -156,10 +163,19 @@ extension Authenticator {
             return askPresence(.excluded, prompt)
         }
         let plan = MakeCredentialPlan(
-            clientDataHash: clientDataHash, rpId: rpId, rpIdHash: rpIdHash, user: user, resident: resident,
-            attestationNone: attestationNone, algorithm: algorithm, userVerified: userVerified,
-            extensions: extensions, builtInUV: builtInUV, hmacSecretMC: hmacSecretMC,
-            enterpriseAttestation: useEnterpriseAttestation && !attestationNone)
+            clientDataHash: clientDataHash,
+            rpId: rpId,
+            rpIdHash: rpIdHash,
+            user: user,
+            resident: resident,
+            attestationNone: attestationNone,
+            algorithm: algorithm,
+            userVerified: userVerified,
+            extensions: extensions,
+            builtInUV: builtInUV,
+            hmacSecretMC: hmacSecretMC,
+            enterpriseAttestation: useEnterpriseAttestation && !attestationNone
+        )
         if builtInUV { return try askFingerprint(.makeCredential(plan), prompt, blocked: .pinBlocked) }
         if pinUvAuthParam != nil && pinUv.token.userPresentFlag(now: now) {
             consumeTokenFlags()
@@ -177,16 +193,27 @@ extension Authenticator {
         let credProtect = ext.credProtect ?? .optional
         let credentialId = try CredentialID.seal(
             .init(
-                isResident: plan.resident, privateKey: rawKey, algorithm: plan.algorithm, credProtect: credProtect,
-                hmacSecret: ext.hmacSecret, thirdPartyPayment: ext.thirdPartyPayment),
-            rpIdHash: plan.rpIdHash, key: sealingKey, nonce: entropy.bytes(12))
+                isResident: plan.resident,
+                privateKey: rawKey,
+                algorithm: plan.algorithm,
+                credProtect: credProtect,
+                hmacSecret: ext.hmacSecret,
+                thirdPartyPayment: ext.thirdPartyPayment
+            ),
+            rpIdHash: plan.rpIdHash,
+            key: sealingKey,
+            nonce: entropy.bytes(12)
+        )
         signingKeys.insert(id: credentialId, raw: rawKey, key: signingKey)
         var outputs: [CBORValue: CBORValue] = [:]
-        if let level = ext.credProtect { outputs[.textString(ExtensionName.credProtect)] = CBORValue(Int(level.rawValue)) }
+        if let level = ext.credProtect {
+            outputs[.textString(ExtensionName.credProtect)] = CBORValue(Int(level.rawValue))
+        }
         if ext.hmacSecret { outputs[.textString(ExtensionName.hmacSecret)] = true }
         if let request = plan.hmacSecretMC {
             outputs[.textString(ExtensionName.hmacSecretMC)] = .byteString(
-                try hmacSecretOutput(request, credentialId: credentialId, userVerified: plan.userVerified))
+                try hmacSecretOutput(request, credentialId: credentialId, userVerified: plan.userVerified)
+            )
         }
         if ext.thirdPartyPayment { outputs[.textString(ExtensionName.thirdPartyPayment)] = true }
         var credBlob: [UInt8]?
@@ -206,24 +233,39 @@ extension Authenticator {
             let serial = storage.newestCreationSerial + 1
             try storage.storeResident(
                 ResidentCredential(
-                    id: credentialId, rpId: plan.rpId, rpIdHash: plan.rpIdHash, user: storedUser(plan.user),
+                    id: credentialId,
+                    rpId: plan.rpId,
+                    rpIdHash: plan.rpIdHash,
+                    user: storedUser(plan.user),
                     privateKey: rawKey,
-                    creationSerial: serial, algorithm: plan.algorithm, credProtect: credProtect,
-                    hmacSecret: ext.hmacSecret, credBlob: credBlob, largeBlobKey: largeBlobKey,
-                    thirdPartyPayment: ext.thirdPartyPayment))
+                    creationSerial: serial,
+                    algorithm: plan.algorithm,
+                    credProtect: credProtect,
+                    hmacSecret: ext.hmacSecret,
+                    credBlob: credBlob,
+                    largeBlobKey: largeBlobKey,
+                    thirdPartyPayment: ext.thirdPartyPayment
+                )
+            )
         }
         if !plan.resident { rememberCreated(id: credentialId, rpId: plan.rpId) }
         lastActivity = CredentialActivity(
-            rpId: plan.rpId, credentialId: credentialId, userHandle: plan.resident ? plan.user.id : nil)
+            rpId: plan.rpId,
+            credentialId: credentialId,
+            userHandle: plan.resident ? plan.user.id : nil
+        )
         let counter = try storage.incrementSignCounter()
         var flags: AuthenticatorDataFlags = .userPresent
         if plan.userVerified { flags.insert(.userVerified) }
         let authData = AuthenticatorData.make(
-            rpIdHash: plan.rpIdHash, flags: flags, signCount: counter,
+            rpIdHash: plan.rpIdHash,
+            flags: flags,
+            signCount: counter,
             attestedCredential: (
                 configuration.aaguid, credentialId, signingKey.coseKey.encoded()
             ),
-            extensions: outputs)
+            extensions: outputs
+        )
         let format: String
         let statement: CBORValue
         if plan.attestationNone {
@@ -233,14 +275,18 @@ extension Authenticator {
             // Enterprise attestation: packed, signed by the device's attestation key, its certificate in x5c.
             format = "packed"
             let signature = try signingKeys.key(
-                id: SigningKeyCache.enterpriseAttestationId, raw: ea.privateKey, algorithm: .es256
+                id: SigningKeyCache.enterpriseAttestationId,
+                raw: ea.privateKey,
+                algorithm: .es256
             ).sign(authData + plan.clientDataHash)
             statement = ["alg": -7, "sig": .byteString(signature), "x5c": [.byteString(ea.certificate)]]
         } else if let batch = storage.batchAttestation {
             // Batch attestation, once provisioned: packed, signed by the batch key, the leaf certificate in x5c.
             format = "packed"
             let signature = try signingKeys.key(
-                id: SigningKeyCache.batchAttestationId, raw: batch.privateKey, algorithm: .es256
+                id: SigningKeyCache.batchAttestationId,
+                raw: batch.privateKey,
+                algorithm: .es256
             ).sign(authData + plan.clientDataHash)
             statement = ["alg": -7, "sig": .byteString(signature), "x5c": [.byteString(batch.certificate)]]
         } else {
@@ -285,8 +331,12 @@ extension Authenticator {
             return AssertionCandidate(stored)
         }
         var candidate = AssertionCandidate(
-            id: id, privateKey: contents.privateKey, algorithm: contents.algorithm, credProtect: contents.credProtect,
-            hmacSecret: contents.hmacSecret)
+            id: id,
+            privateKey: contents.privateKey,
+            algorithm: contents.algorithm,
+            credProtect: contents.credProtect,
+            hmacSecret: contents.hmacSecret
+        )
         candidate.thirdPartyPayment = contents.thirdPartyPayment
         return candidate
     }
@@ -301,7 +351,10 @@ extension Authenticator {
     func checkListLength(_ count: Int) throws(CTAPError) {
         let profile = configuration.profile
         if profile.rejectsLargeLists && count > profile.maxCredentialCountInList {
-            throw CTAPError(.limitExceeded, "\(count) credentials in a list; this key takes \(profile.maxCredentialCountInList)")
+            throw CTAPError(
+                .limitExceeded,
+                "\(count) credentials in a list; this key takes \(profile.maxCredentialCountInList)"
+            )
         }
     }
 

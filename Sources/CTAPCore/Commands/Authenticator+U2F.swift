@@ -110,13 +110,19 @@ extension Authenticator {
             return .response(U2FStatus.wrongData.bytes)
         }
         let request = U2FAuthenticateRequest(
-            challenge: Array(apdu.data[0..<32]), application: application, keyHandle: keyHandle,
-            privateKey: found.privateKey)
+            challenge: Array(apdu.data[0..<32]),
+            application: application,
+            keyHandle: keyHandle,
+            privateKey: found.privateKey
+        )
         switch apdu.p1 {
         case 0x07:  // check-only: a valid handle answers "conditions not satisfied"
             return .response(U2FStatus.conditionsNotSatisfied.bytes)
         case 0x03:  // enforce user presence
-            return askPresence(.u2fAuthenticate(request), PresencePrompt(command: "U2F authenticate", protocolKind: .u2f))
+            return askPresence(
+                .u2fAuthenticate(request),
+                PresencePrompt(command: "U2F authenticate", protocolKind: .u2f)
+            )
         case 0x08:  // don't enforce user presence
             do {
                 return .response(try finishU2FAuthenticate(request, userPresent: false))
@@ -138,19 +144,27 @@ extension Authenticator {
         var rawKey = Array(key.rawRepresentation)
         defer { rawKey.wipe() }
         let keyHandle = try CredentialID.seal(
-            .init(isResident: false, privateKey: rawKey), rpIdHash: request.application, key: sealingKey,
-            nonce: entropy.bytes(12))
+            .init(isResident: false, privateKey: rawKey),
+            rpIdHash: request.application,
+            key: sealingKey,
+            nonce: entropy.bytes(12)
+        )
         let publicKey = Array(key.publicKey.x963Representation)
         lastActivity = CredentialActivity(rpId: nil, credentialId: keyHandle)
         let signed = [0x00] + request.application + request.challenge + keyHandle + publicKey
         let signature = try signingKeys.key(
-            id: SigningKeyCache.u2fAttestationId, raw: attestation.privateKey, algorithm: .es256
+            id: SigningKeyCache.u2fAttestationId,
+            raw: attestation.privateKey,
+            algorithm: .es256
         ).sign(signed)
         return [0x05] + publicKey + [UInt8(keyHandle.count)] + keyHandle + attestation.certificate + signature
             + U2FStatus.noError.bytes
     }
 
-    mutating func finishU2FAuthenticate(_ request: U2FAuthenticateRequest, userPresent: Bool) throws(CTAPError)
+    mutating func finishU2FAuthenticate(
+        _ request: U2FAuthenticateRequest,
+        userPresent: Bool
+    ) throws(CTAPError)
         -> [UInt8]
     {
         let counter = try storage.incrementSignCounter()

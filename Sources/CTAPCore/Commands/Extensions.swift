@@ -35,7 +35,9 @@ struct MakeCredentialExtensions: Sendable {
         if let value = map[.textString(ExtensionName.hmacSecretMC)] { hmacSecretMC = try HMACSecretInput(value) }
         thirdPartyPayment = try map.optionalBool(ExtensionName.thirdPartyPayment) ?? false
         if let value = map[.textString(ExtensionName.credProtect)] {
-            guard let raw = value.intValue else { throw CTAPError(.cborUnexpectedType, "credProtect is not an integer") }
+            guard let raw = value.intValue else {
+                throw CTAPError(.cborUnexpectedType, "credProtect is not an integer")
+            }
             guard let level = CredProtect(rawValue: UInt8(clamping: raw)), raw >= 1 else {
                 throw CTAPError(.invalidParameter, "credProtect \(raw) is not a level")
             }
@@ -117,8 +119,11 @@ struct CredRandomDeriver: Sendable {
 
     init(deviceSecret: [UInt8]) {
         key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: deviceSecret), salt: Array("fidosim".utf8),
-            info: Array("hmac-secret CredRandom v1".utf8), outputByteCount: 32)
+            inputKeyMaterial: SymmetricKey(data: deviceSecret),
+            salt: Array("fidosim".utf8),
+            info: Array("hmac-secret CredRandom v1".utf8),
+            outputByteCount: 32
+        )
     }
 
     /// CredRandomWithUV (`userVerified`) or CredRandomWithoutUV of the credential `credentialId`.
@@ -151,7 +156,9 @@ extension Authenticator {
 
     /// The encrypted hmac-secret output of one credential.
     mutating func hmacSecretOutput(
-        _ request: HMACSecretRequest, credentialId: [UInt8], userVerified: Bool
+        _ request: HMACSecretRequest,
+        credentialId: [UInt8],
+        userVerified: Bool
     ) throws(CTAPError) -> [UInt8] {
         var credRandom = credRandoms.credRandom(credentialId: credentialId, userVerified: userVerified)
         defer { credRandom.wipe() }

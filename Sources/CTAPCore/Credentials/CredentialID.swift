@@ -39,7 +39,10 @@ struct CredentialID {
     }
 
     static func seal(
-        _ contents: Contents, rpIdHash: [UInt8], key: SymmetricKey, nonce: [UInt8]
+        _ contents: Contents,
+        rpIdHash: [UInt8],
+        key: SymmetricKey,
+        nonce: [UInt8]
     ) throws(CTAPError) -> [UInt8] {
         var flags: UInt8 = contents.isResident ? 0x01 : 0x00
         flags |= contents.credProtect.rawValue << 1
@@ -50,7 +53,11 @@ struct CredentialID {
         defer { plaintext.wipe() }
         do {
             let box = try AES.GCM.seal(
-                plaintext, using: key, nonce: AES.GCM.Nonce(data: nonce), authenticating: [version] + rpIdHash)
+                plaintext,
+                using: key,
+                nonce: AES.GCM.Nonce(data: nonce),
+                authenticating: [version] + rpIdHash
+            )
             return [version] + nonce + Array(box.ciphertext) + Array(box.tag)
         } catch {
             throw CTAPError(.other, "sealing a credential id failed: \(error)")
@@ -61,7 +68,10 @@ struct CredentialID {
         guard id.count == length, id[0] == version else { return nil }
         guard
             let box = try? AES.GCM.SealedBox(
-                nonce: AES.GCM.Nonce(data: id[1..<13]), ciphertext: id[13..<47], tag: id[47..<63]),
+                nonce: AES.GCM.Nonce(data: id[1..<13]),
+                ciphertext: id[13..<47],
+                tag: id[47..<63]
+            ),
             let plain = try? AES.GCM.open(box, using: key, authenticating: [version] + rpIdHash)
         else { return nil }
         let bytes = Array(plain)
@@ -74,8 +84,12 @@ struct CredentialID {
         }
         let flags = bytes[0]
         return Contents(
-            isResident: flags & 0x01 != 0, privateKey: Array(bytes[2...]), algorithm: algorithm,
-            credProtect: CredProtect(rawValue: (flags >> 1) & 0x03) ?? .optional, hmacSecret: flags & 0x08 != 0,
-            thirdPartyPayment: flags & 0x10 != 0)
+            isResident: flags & 0x01 != 0,
+            privateKey: Array(bytes[2...]),
+            algorithm: algorithm,
+            credProtect: CredProtect(rawValue: (flags >> 1) & 0x03) ?? .optional,
+            hmacSecret: flags & 0x08 != 0,
+            thirdPartyPayment: flags & 0x10 != 0
+        )
     }
 }

@@ -59,9 +59,18 @@ public struct ResidentCredential: Sendable, Equatable {
     public var discoverable: Bool
 
     public init(
-        id: [UInt8], rpId: String, rpIdHash: [UInt8], user: UserEntity, privateKey: [UInt8], creationSerial: UInt64,
-        algorithm: CredentialAlgorithm = .es256, credProtect: CredProtect = .optional, hmacSecret: Bool = false,
-        credBlob: [UInt8]? = nil, largeBlobKey: [UInt8]? = nil, thirdPartyPayment: Bool = false,
+        id: [UInt8],
+        rpId: String,
+        rpIdHash: [UInt8],
+        user: UserEntity,
+        privateKey: [UInt8],
+        creationSerial: UInt64,
+        algorithm: CredentialAlgorithm = .es256,
+        credProtect: CredProtect = .optional,
+        hmacSecret: Bool = false,
+        credBlob: [UInt8]? = nil,
+        largeBlobKey: [UInt8]? = nil,
+        thirdPartyPayment: Bool = false,
         discoverable: Bool = true
     ) {
         self.discoverable = discoverable

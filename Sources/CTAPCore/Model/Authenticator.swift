@@ -22,7 +22,10 @@ public struct PresencePrompt: Equatable, Sendable {
     public var gesture: Gesture
 
     public init(
-        command: String, rpId: String? = nil, userName: String? = nil, protocolKind: Kind = .ctap2,
+        command: String,
+        rpId: String? = nil,
+        userName: String? = nil,
+        protocolKind: Kind = .ctap2,
         gesture: Gesture = .touch
     ) {
         self.command = command
@@ -114,7 +117,8 @@ public struct Authenticator: Sendable {
             try self.storage.setFingerprints(
                 (1...min(configuration.preEnrolledFingerprints, Self.maxFingerprints)).map {
                     FingerprintTemplate(id: [0x00, UInt8($0)], name: "finger \($0)")
-                })
+                }
+            )
         }
     }
 
@@ -291,7 +295,10 @@ public struct Authenticator: Sendable {
         var serial = entropy.bytes(8)
         serial[0] &= 0x7F
         let certificate = try SelfSignedCertificate.make(
-            key: key, commonName: "fidosim U2F self attestation", serial: serial)
+            key: key,
+            commonName: "fidosim U2F self attestation",
+            serial: serial
+        )
         try storage.setU2FAttestation(privateKey: Array(key.rawRepresentation), certificate: certificate)
     }
 

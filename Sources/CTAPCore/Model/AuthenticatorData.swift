@@ -1,5 +1,5 @@
-import Crypto
 import CTAPCBOR
+import Crypto
 
 /// Flags byte of authenticator data.
 struct AuthenticatorDataFlags: OptionSet {
@@ -13,7 +13,9 @@ struct AuthenticatorDataFlags: OptionSet {
 /// Builds the authenticator data structure of WebAuthn §6.1.
 enum AuthenticatorData {
     static func make(
-        rpIdHash: [UInt8], flags: AuthenticatorDataFlags, signCount: UInt32,
+        rpIdHash: [UInt8],
+        flags: AuthenticatorDataFlags,
+        signCount: UInt32,
         attestedCredential: (aaguid: [UInt8], credentialId: [UInt8], publicKey: [UInt8])? = nil,
         extensions: [CBORValue: CBORValue] = [:]
     ) -> [UInt8] {

@@ -28,10 +28,16 @@ public struct KeyProfile: Sendable, Equatable {
     public var behaviour: ProfileBehaviour
 
     public init(
-        name: String = "fidosim", versions: [String] = KeyProfile.allVersions, extensions: [String]? = nil,
-        pinUvAuthProtocols: [Int] = [2, 1], algorithms: [CredentialAlgorithm] = [.es256, .edDSA],
-        maxCredentialCountInList: Int = 8, dropsDisplayName: Bool = false, forcedStatus: [UInt8: UInt8] = [:],
-        rejectsLargeLists: Bool = false, behaviour: ProfileBehaviour? = nil
+        name: String = "fidosim",
+        versions: [String] = KeyProfile.allVersions,
+        extensions: [String]? = nil,
+        pinUvAuthProtocols: [Int] = [2, 1],
+        algorithms: [CredentialAlgorithm] = [.es256, .edDSA],
+        maxCredentialCountInList: Int = 8,
+        dropsDisplayName: Bool = false,
+        forcedStatus: [UInt8: UInt8] = [:],
+        rejectsLargeLists: Bool = false,
+        behaviour: ProfileBehaviour? = nil
     ) {
         self.behaviour = behaviour ?? .forVersions(versions)
         self.rejectsLargeLists = rejectsLargeLists
@@ -71,7 +77,9 @@ public struct KeyProfile: Sendable, Equatable {
     /// Why a profile is not consistent, or nil.
     public var problem: String? {
         if versions.isEmpty { return "no versions" }
-        if let unknown = versions.first(where: { !Self.allVersions.contains($0) }) { return "unknown version \(unknown)" }
+        if let unknown = versions.first(where: { !Self.allVersions.contains($0) }) {
+            return "unknown version \(unknown)"
+        }
         if !speaksCTAP2 && (ctap21 || ctap21Preview) { return "FIDO_2_1 without FIDO_2_0" }
         if pinUvAuthProtocols.isEmpty || pinUvAuthProtocols.contains(where: { $0 != 1 && $0 != 2 }) {
             return "pinUvAuthProtocols must be 1 and/or 2"

@@ -85,11 +85,15 @@ public struct ProfileBehaviour: Sendable, Equatable {
     public var saltLength: SaltLengthCheck
 
     public init(
-        pinToken: PinTokenModel = .permissions, previewAcceptsPinToken: Bool = false,
-        pinRetriesWithoutPIN: RetriesWithoutPIN = .count, makeCredUvNotRqd: Bool = true,
-        optionRules: OptionRules = .ctap21, clientPINSubcommands: [Int] = ProfileBehaviour.allClientPINSubcommands,
+        pinToken: PinTokenModel = .permissions,
+        previewAcceptsPinToken: Bool = false,
+        pinRetriesWithoutPIN: RetriesWithoutPIN = .count,
+        makeCredUvNotRqd: Bool = true,
+        optionRules: OptionRules = .ctap21,
+        clientPINSubcommands: [Int] = ProfileBehaviour.allClientPINSubcommands,
         unsupportedProtocol: UnsupportedProtocolStatus = .invalidParameter,
-        setPINWhenSet: SetPINWhenSetStatus = .pinAuthInvalid, saltLength: SaltLengthCheck = .afterDecryption
+        setPINWhenSet: SetPINWhenSetStatus = .pinAuthInvalid,
+        saltLength: SaltLengthCheck = .afterDecryption
     ) {
         self.pinToken = pinToken
         self.previewAcceptsPinToken = previewAcceptsPinToken
@@ -109,14 +113,21 @@ public struct ProfileBehaviour: Sendable, Equatable {
 
     /// A CTAP 2.0 key as the 2.0 text describes it.
     public static let ctap20 = ProfileBehaviour(
-        pinToken: .powerUp, makeCredUvNotRqd: false, optionRules: .ctap20,
-        clientPINSubcommands: ctap20ClientPINSubcommands, unsupportedProtocol: .pinAuthInvalid)
+        pinToken: .powerUp,
+        makeCredUvNotRqd: false,
+        optionRules: .ctap20,
+        clientPINSubcommands: ctap20ClientPINSubcommands,
+        unsupportedProtocol: .pinAuthInvalid
+    )
 
     /// A FIDO_2_1_PRE key: getPinToken tokens without permissions, CTAP 2.0's clientPIN subcommands (the numbers of
     /// the preview's UV subcommands changed in CTAP 2.1, so none are offered), no makeCredUvNotRqd (its getInfo has
     /// no such option, which CTAP 2.1 §6.1.2 step 8 reads as false), CTAP 2.1's other rules.
     public static let ctap21Preview = ProfileBehaviour(
-        pinToken: .withoutPermissions, makeCredUvNotRqd: false, clientPINSubcommands: ctap20ClientPINSubcommands)
+        pinToken: .withoutPermissions,
+        makeCredUvNotRqd: false,
+        clientPINSubcommands: ctap20ClientPINSubcommands
+    )
 
     /// What a key of these versions does unless its profile says otherwise: CTAP 2.0's rules without
     /// FIDO_2_1(_PRE), the preview's with FIDO_2_1_PRE alone, fidosim's own with FIDO_2_1.

@@ -53,7 +53,8 @@ extension Authenticator {
             // CTAP2_ERR_INVALID_SUBCOMMAND is a CTAP 2.1 code; before it, CTAP1_ERR_INVALID_PARAMETER.
             throw CTAPError(
                 configuration.profile.ctap21 ? .invalidSubcommand : .invalidParameter,
-                "unknown clientPIN subcommand \(raw)")
+                "unknown clientPIN subcommand \(raw)"
+            )
         }
         func need<T>(_ value: T?, _ name: String) throws(CTAPError) -> T {
             guard let value else { throw CTAPError(.missingParameter, "\(name) missing") }
@@ -66,21 +67,28 @@ extension Authenticator {
                 throw CTAPError(.pinNotSet, "no PIN is set (this profile answers getPINRetries so)")
             }
             return .response(
-                Self.success([0x03: CBORValue(storage.pinRetries), 0x04: .boolean(pinUv.isBlockedUntilPowerCycle)]))
+                Self.success([0x03: CBORValue(storage.pinRetries), 0x04: .boolean(pinUv.isBlockedUntilPowerCycle)])
+            )
         case .getKeyAgreement:
             let proto = try need(proto, "pinUvAuthProtocol")
             let key = pinUv.keyAgreementKey(proto).publicKey
             return .response(Self.success([0x01: PinUvAuthProtocol.coseKey(key)]))
         case .setPIN:
             try setPIN(
-                proto: need(proto, "pinUvAuthProtocol"), keyAgreement: need(keyAgreement, "keyAgreement"),
-                newPinEnc: need(newPinEnc, "newPinEnc"), pinUvAuthParam: need(pinUvAuthParam, "pinUvAuthParam"))
+                proto: need(proto, "pinUvAuthProtocol"),
+                keyAgreement: need(keyAgreement, "keyAgreement"),
+                newPinEnc: need(newPinEnc, "newPinEnc"),
+                pinUvAuthParam: need(pinUvAuthParam, "pinUvAuthParam")
+            )
             return .response([CTAPStatus.ok.rawValue])
         case .changePIN:
             try changePIN(
-                proto: need(proto, "pinUvAuthProtocol"), keyAgreement: need(keyAgreement, "keyAgreement"),
-                pinHashEnc: need(pinHashEnc, "pinHashEnc"), newPinEnc: need(newPinEnc, "newPinEnc"),
-                pinUvAuthParam: need(pinUvAuthParam, "pinUvAuthParam"))
+                proto: need(proto, "pinUvAuthProtocol"),
+                keyAgreement: need(keyAgreement, "keyAgreement"),
+                pinHashEnc: need(pinHashEnc, "pinHashEnc"),
+                newPinEnc: need(newPinEnc, "newPinEnc"),
+                pinUvAuthParam: need(pinUvAuthParam, "pinUvAuthParam")
+            )
             return .response([CTAPStatus.ok.rawValue])
         case .getPinToken:
             let proto = try need(proto, "pinUvAuthProtocol")
@@ -90,9 +98,15 @@ extension Authenticator {
                 throw CTAPError(.invalidParameter, "getPinToken takes no permissions or rpId")
             }
             let token = try tokenUsingPIN(
-                proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
-                permissions: [.makeCredential, .getAssertion], rpId: nil, forcedChange: .pinInvalid,
-                getPinToken: true, now: now)
+                proto: proto,
+                keyAgreement: keyAgreement,
+                pinHashEnc: pinHashEnc,
+                permissions: [.makeCredential, .getAssertion],
+                rpId: nil,
+                forcedChange: .pinInvalid,
+                getPinToken: true,
+                now: now
+            )
             return .response(Self.success([0x02: .byteString(token)]))
         case .getPinUvAuthTokenUsingPinWithPermissions:
             let proto = try need(proto, "pinUvAuthProtocol")
@@ -100,8 +114,14 @@ extension Authenticator {
             let pinHashEnc = try need(pinHashEnc, "pinHashEnc")
             let requested = try requestedPermissions(need(permissions, "permissions"))
             let token = try tokenUsingPIN(
-                proto: proto, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc, permissions: requested, rpId: rpId,
-                forcedChange: .pinPolicyViolation, now: now)
+                proto: proto,
+                keyAgreement: keyAgreement,
+                pinHashEnc: pinHashEnc,
+                permissions: requested,
+                rpId: rpId,
+                forcedChange: .pinPolicyViolation,
+                now: now
+            )
             return .response(Self.success([0x02: .byteString(token)]))
         case .getUVRetries:
             guard configuration.fingerprintSensor else {
@@ -113,14 +133,20 @@ extension Authenticator {
                 throw CTAPError(.invalidSubcommand, "this key has no built-in user verification")
             }
             return try tokenUsingUV(
-                proto: need(proto, "pinUvAuthProtocol"), keyAgreement: need(keyAgreement, "keyAgreement"),
-                permissions: need(permissions, "permissions"), rpId: rpId)
+                proto: need(proto, "pinUvAuthProtocol"),
+                keyAgreement: need(keyAgreement, "keyAgreement"),
+                permissions: need(permissions, "permissions"),
+                rpId: rpId
+            )
         }
     }
 
     /// setPIN (0x03): the first PIN of a key.
     mutating func setPIN(
-        proto: PinUvAuthProtocol, keyAgreement: CBORValue, newPinEnc: [UInt8], pinUvAuthParam: [UInt8]
+        proto: PinUvAuthProtocol,
+        keyAgreement: CBORValue,
+        newPinEnc: [UInt8],
+        pinUvAuthParam: [UInt8]
     ) throws(CTAPError) {
         if storage.pin != nil {
             throw CTAPError(configuration.profile.behaviour.setPINWhenSet.status, "a PIN is already set; use changePIN")
@@ -135,7 +161,10 @@ extension Authenticator {
 
     /// changePIN (0x04): the current PIN proves the user, then the new PIN replaces it.
     mutating func changePIN(
-        proto: PinUvAuthProtocol, keyAgreement: CBORValue, pinHashEnc: [UInt8], newPinEnc: [UInt8],
+        proto: PinUvAuthProtocol,
+        keyAgreement: CBORValue,
+        pinHashEnc: [UInt8],
+        newPinEnc: [UInt8],
         pinUvAuthParam: [UInt8]
     ) throws(CTAPError) {
         try checkPINUsable()
@@ -162,8 +191,14 @@ extension Authenticator {
     /// out, encrypted for the platform: a new one with `permissions`, or from getPinToken (`getPinToken`) what the
     /// profile's token model says (CTAP 2.0: the power-up token; FIDO_2_1_PRE: a new token without permissions).
     mutating func tokenUsingPIN(
-        proto: PinUvAuthProtocol, keyAgreement: CBORValue, pinHashEnc: [UInt8], permissions: PinUvPermissions,
-        rpId: String?, forcedChange: CTAPStatus, getPinToken: Bool = false, now: Duration
+        proto: PinUvAuthProtocol,
+        keyAgreement: CBORValue,
+        pinHashEnc: [UInt8],
+        permissions: PinUvPermissions,
+        rpId: String?,
+        forcedChange: CTAPStatus,
+        getPinToken: Bool = false,
+        now: Duration
     ) throws(CTAPError) -> [UInt8] {
         try checkPINUsable()
         let secret = try pinUv.sharedSecret(proto, peer: PinUvAuthProtocol.peerKey(keyAgreement))
@@ -181,14 +216,24 @@ extension Authenticator {
             // One token per power-up (made new by a PIN change): every getPinToken returns it.
             if !(pinUv.token.isInUse(now: now) && pinUv.token.withoutPermissions) {
                 pinUv.token.begin(
-                    permissions: permissions, rpId: nil, userIsPresent: false, now: now, fromGetPinToken: true,
-                    withoutPermissions: true)
+                    permissions: permissions,
+                    rpId: nil,
+                    userIsPresent: false,
+                    now: now,
+                    fromGetPinToken: true,
+                    withoutPermissions: true
+                )
             }
         case .withoutPermissions, .permissions:
             pinUv.resetToken(&entropy)
             pinUv.token.begin(
-                permissions: permissions, rpId: rpId, userIsPresent: false, now: now, fromGetPinToken: getPinToken,
-                withoutPermissions: model == .withoutPermissions)
+                permissions: permissions,
+                rpId: rpId,
+                userIsPresent: false,
+                now: now,
+                fromGetPinToken: getPinToken,
+                withoutPermissions: model == .withoutPermissions
+            )
         }
         return try proto.encrypt(pinUv.token.value, secret: secret, iv: entropy.bytes(16))
     }
@@ -233,8 +278,7 @@ extension Authenticator {
 
     /// Decrypts and checks a new PIN: 64 bytes padded with zeros, 4 to 63 bytes of UTF-8 of at least
     /// ``minPINLength`` code points.
-    func decryptNewPIN(_ newPinEnc: [UInt8], proto: PinUvAuthProtocol, secret: [UInt8]) throws(CTAPError) -> StoredPIN
-    {
+    func decryptNewPIN(_ newPinEnc: [UInt8], proto: PinUvAuthProtocol, secret: [UInt8]) throws(CTAPError) -> StoredPIN {
         guard var padded = proto.decrypt(newPinEnc, secret: secret) else {
             throw CTAPError(.pinAuthInvalid, "newPinEnc does not decrypt")
         }

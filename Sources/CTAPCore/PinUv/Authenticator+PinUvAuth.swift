@@ -20,8 +20,12 @@ extension Authenticator {
     /// no RP (it is then bound to `rpId`), and its user verified flag is set. Every failure is
     /// CTAP2_ERR_PIN_AUTH_INVALID; on a key without a PIN it is CTAP2_ERR_PIN_NOT_SET.
     mutating func verifyPinUvAuthParam(
-        _ pinUvAuthParam: [UInt8], proto: PinUvAuthProtocol, clientDataHash: [UInt8], permission: PinUvPermissions,
-        rpId: String, now: Duration
+        _ pinUvAuthParam: [UInt8],
+        proto: PinUvAuthProtocol,
+        clientDataHash: [UInt8],
+        permission: PinUvPermissions,
+        rpId: String,
+        now: Duration
     ) throws(CTAPError) {
         guard isProtectedByUV else {
             throw CTAPError(.pinNotSet, "a pinUvAuthParam was sent but no PIN or fingerprint is set")
@@ -30,7 +34,10 @@ extension Authenticator {
         // A token without permissions (CTAP 2.0, FIDO_2_1_PRE) is good for any RP, any number of times.
         if pinUv.token.withoutPermissions { return }
         guard pinUv.token.permissions.contains(permission) else {
-            throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))")
+            throw CTAPError(
+                .pinAuthInvalid,
+                "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))"
+            )
         }
         if let bound = pinUv.token.rpId, bound != rpId {
             throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken is for \(bound), not \(rpId)")
@@ -43,7 +50,10 @@ extension Authenticator {
 
     /// verify(pinUvAuthToken, message, pinUvAuthParam): fails when the token is not in use or the MAC differs.
     mutating func verifyToken(
-        _ pinUvAuthParam: [UInt8], proto: PinUvAuthProtocol, message: [UInt8], now: Duration
+        _ pinUvAuthParam: [UInt8],
+        proto: PinUvAuthProtocol,
+        message: [UInt8],
+        now: Duration
     ) throws(CTAPError) {
         guard pinUv.token.isInUse(now: now) else {
             throw CTAPError(.pinAuthInvalid, "no pinUvAuthToken is in use (expired, or never obtained)")
@@ -57,7 +67,8 @@ extension Authenticator {
     /// The pinUvAuthParam and protocol of a command that needs them: CTAP2_ERR_PUAT_REQUIRED without the param,
     /// CTAP2_ERR_MISSING_PARAMETER without the protocol, CTAP1_ERR_INVALID_PARAMETER for an unsupported one.
     func requireAuthParameters(
-        _ pinUvAuthParam: [UInt8]?, _ protocolNumber: Int?
+        _ pinUvAuthParam: [UInt8]?,
+        _ protocolNumber: Int?
     ) throws(CTAPError) -> (param: [UInt8], proto: PinUvAuthProtocol) {
         guard let pinUvAuthParam else { throw CTAPError(.puatRequired, "pinUvAuthParam missing") }
         guard let protocolNumber else { throw CTAPError(.missingParameter, "pinUvAuthProtocol missing") }
@@ -70,14 +81,21 @@ extension Authenticator {
     /// `preview`: the command is a FIDO_2_1_PRE preview command (0x40, 0x41), which takes a getPinToken token
     /// when the profile says so (``previewAcceptsGetPinToken``).
     mutating func authorizeCommand(
-        _ pinUvAuthParam: [UInt8]?, _ protocolNumber: Int?, message: [UInt8], permission: PinUvPermissions,
-        preview: Bool = false, now: Duration
+        _ pinUvAuthParam: [UInt8]?,
+        _ protocolNumber: Int?,
+        message: [UInt8],
+        permission: PinUvPermissions,
+        preview: Bool = false,
+        now: Duration
     ) throws(CTAPError) {
         let (param, proto) = try requireAuthParameters(pinUvAuthParam, protocolNumber)
         try verifyToken(param, proto: proto, message: message, now: now)
         if preview && previewAcceptsGetPinToken && pinUv.token.fromGetPinToken { return }
         guard pinUv.token.authorises(permission) else {
-            throw CTAPError(.pinAuthInvalid, "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))")
+            throw CTAPError(
+                .pinAuthInvalid,
+                "the pinUvAuthToken lacks permission 0x\(String(permission.rawValue, radix: 16))"
+            )
         }
     }
 
@@ -103,7 +121,8 @@ extension Authenticator {
         guard configuration.profile.pinUvAuthProtocols.contains(number) else {
             throw CTAPError(
                 configuration.profile.behaviour.unsupportedProtocol.status,
-                "pinUvAuthProtocol \(number) is not one of this key's")
+                "pinUvAuthProtocol \(number) is not one of this key's"
+            )
         }
         return try PinUvAuthProtocol.named(number)
     }

@@ -55,7 +55,8 @@ enum PinUvAuthProtocol: Int, Sendable, CaseIterable {
     /// ECDH with the platform's key, then this protocol's KDF: 32 bytes (one) or 64 bytes (two: the HMAC key
     /// followed by the AES key).
     func sharedSecret(
-        privateKey: P256.KeyAgreement.PrivateKey, peer: P256.KeyAgreement.PublicKey
+        privateKey: P256.KeyAgreement.PrivateKey,
+        peer: P256.KeyAgreement.PublicKey
     ) throws(CTAPError) -> [UInt8] {
         let z: SharedSecret
         do {
@@ -69,9 +70,17 @@ enum PinUvAuthProtocol: Int, Sendable, CaseIterable {
         case .two:
             let salt = [UInt8](repeating: 0, count: 32)
             let hmacKey = z.hkdfDerivedSymmetricKey(
-                using: SHA256.self, salt: salt, sharedInfo: Array("CTAP2 HMAC key".utf8), outputByteCount: 32)
+                using: SHA256.self,
+                salt: salt,
+                sharedInfo: Array("CTAP2 HMAC key".utf8),
+                outputByteCount: 32
+            )
             let aesKey = z.hkdfDerivedSymmetricKey(
-                using: SHA256.self, salt: salt, sharedInfo: Array("CTAP2 AES key".utf8), outputByteCount: 32)
+                using: SHA256.self,
+                salt: salt,
+                sharedInfo: Array("CTAP2 AES key".utf8),
+                outputByteCount: 32
+            )
             return hmacKey.withUnsafeBytes { Array($0) } + aesKey.withUnsafeBytes { Array($0) }
         }
     }
@@ -87,12 +96,19 @@ enum PinUvAuthProtocol: Int, Sendable, CaseIterable {
             switch self {
             case .one:
                 let out = try AES._CBC.encrypt(
-                    plaintext, using: aesKey(secret), iv: AES._CBC.IV(ivBytes: [UInt8](repeating: 0, count: 16)),
-                    noPadding: true)
+                    plaintext,
+                    using: aesKey(secret),
+                    iv: AES._CBC.IV(ivBytes: [UInt8](repeating: 0, count: 16)),
+                    noPadding: true
+                )
                 return Array(out)
             case .two:
                 let out = try AES._CBC.encrypt(
-                    plaintext, using: aesKey(secret), iv: AES._CBC.IV(ivBytes: iv), noPadding: true)
+                    plaintext,
+                    using: aesKey(secret),
+                    iv: AES._CBC.IV(ivBytes: iv),
+                    noPadding: true
+                )
                 return iv + Array(out)
             }
         } catch {

@@ -58,8 +58,12 @@ struct PinUvAuthToken: Sendable {
 
     /// beginUsingPinUvAuthToken: the token is handed out with these permissions and flags.
     mutating func begin(
-        permissions: PinUvPermissions, rpId: String?, userIsPresent: Bool, now: Duration,
-        fromGetPinToken: Bool = false, withoutPermissions: Bool = false
+        permissions: PinUvPermissions,
+        rpId: String?,
+        userIsPresent: Bool,
+        now: Duration,
+        fromGetPinToken: Bool = false,
+        withoutPermissions: Bool = false
     ) {
         inUse = true
         self.fromGetPinToken = fromGetPinToken

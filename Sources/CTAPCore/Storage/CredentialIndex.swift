@@ -27,7 +27,10 @@ struct CredentialIndex {
     /// credential, and `replaced`, the discoverable credential of the same RP and user under another key) were
     /// overwritten or removed in the same operation. `tookFreeKey`: `key` was the first free key from the hint.
     mutating func stored(
-        _ credential: ResidentCredential, key: UInt16, gone: [(key: UInt16, id: [UInt8]?)], replaced: UInt16?,
+        _ credential: ResidentCredential,
+        key: UInt16,
+        gone: [(key: UInt16, id: [UInt8]?)],
+        replaced: UInt16?,
         tookFreeKey: Bool
     ) {
         // The new serial first: replacing the newest record (the same user registering again) then leaves forget

@@ -46,12 +46,24 @@ package enum CredentialRecord {
             credProtect = level
         }
         return ResidentCredential(
-            id: id, rpId: rpId, rpIdHash: Array(SHA256.hash(data: Array(rpId.utf8))),
+            id: id,
+            rpId: rpId,
+            rpIdHash: Array(SHA256.hash(data: Array(rpId.utf8))),
             user: UserEntity(
-                id: userId, name: user["name"]?.textValue, displayName: user["displayName"]?.textValue,
-                icon: user["icon"]?.textValue),
-            privateKey: key, creationSerial: serial, algorithm: algorithm, credProtect: credProtect,
-            hmacSecret: map[8]?.boolValue ?? false, credBlob: map[9]?.bytesValue, largeBlobKey: map[10]?.bytesValue,
-            thirdPartyPayment: map[11]?.boolValue ?? false, discoverable: map[12]?.boolValue ?? true)
+                id: userId,
+                name: user["name"]?.textValue,
+                displayName: user["displayName"]?.textValue,
+                icon: user["icon"]?.textValue
+            ),
+            privateKey: key,
+            creationSerial: serial,
+            algorithm: algorithm,
+            credProtect: credProtect,
+            hmacSecret: map[8]?.boolValue ?? false,
+            credBlob: map[9]?.bytesValue,
+            largeBlobKey: map[10]?.bytesValue,
+            thirdPartyPayment: map[11]?.boolValue ?? false,
+            discoverable: map[12]?.boolValue ?? true
+        )
     }
 }

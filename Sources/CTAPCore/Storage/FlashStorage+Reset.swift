@@ -5,8 +5,11 @@ import FlashStore
 extension FlashStorage {
     public var damage: [String] {
         store.recovery.damage.map(\.description)
-            + damagedCredentials.map { "credential record 0x\(String($0, radix: 16, uppercase: true)) is damaged: that credential is not used" }
-            + (Self.largeBlobDamaged(store) ? ["the large-blob array is damaged: the initial (empty) array is served until the next write"] : [])
+            + damagedCredentials.map {
+                "credential record 0x\(String($0, radix: 16, uppercase: true)) is damaged: that credential is not used"
+            }
+            + (Self.largeBlobDamaged(store)
+                ? ["the large-blob array is damaged: the initial (empty) array is served until the next write"] : [])
     }
 
     /// Whether the mount found the large-blob header or a chunk damaged beyond correction.
@@ -37,7 +40,10 @@ extension FlashStorage {
         var removals = keysReset(store)
         func last() -> [StoreUpdate] {
             removals.map { .remove(key: $0) }
-                + [.remove(key: StorageKey.resetInProgress), .insert(key: StorageKey.deviceSecret, value: newDeviceSecret)]
+                + [
+                    .remove(key: StorageKey.resetInProgress),
+                    .insert(key: StorageKey.deviceSecret, value: newDeviceSecret),
+                ]
         }
         if store.canApply(last()) != nil && !store.contains(StorageKey.resetInProgress) {
             let first = removals.prefix(3)

@@ -99,12 +99,13 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         func read(_ key: UInt16) throws(StorageError) -> [UInt8]? {
             do throws(StoreError) {
                 return try store.get(key)
-            } catch where error.code == .damaged {
+            } catch  where error.code == .damaged {
                 // The key's state cannot be known: refuse to run rather than guess (a counter that went back, a PIN
                 // or its retries forgotten). `fidosim flash inspect` lists what the mount found.
                 throw StorageError(
                     "record 0x\(String(key, radix: 16, uppercase: true)) of the key's state is damaged beyond "
-                        + "correction (\(error.detail)); the key does not start with it: see fidosim flash inspect")
+                        + "correction (\(error.detail)); the key does not start with it: see fidosim flash inspect"
+                )
             } catch {
                 throw StorageError("reading record \(key): \(error)")
             }
@@ -141,7 +142,9 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         let counterBytes = try read(StorageKey.signCounter) ?? [0, 0, 0, 0]
         guard counterBytes.count == 4 else { throw StorageError("the signature counter record is corrupt") }
         self.signCounter = counterBytes.reduce(0) { $0 << 8 | UInt32($1) }
-        if let key = try read(StorageKey.u2fAttestationKey), let certificate = try read(StorageKey.u2fAttestationCertificate) {
+        if let key = try read(StorageKey.u2fAttestationKey),
+            let certificate = try read(StorageKey.u2fAttestationCertificate)
+        {
             attestation = (key, certificate)
         }
         if let key = try read(StorageKey.enterpriseAttestationKey),
@@ -229,7 +232,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             let bytes: [UInt8]?
             do throws(StoreError) {
                 bytes = try store.get(key)
-            } catch where error.code == .damaged {
+            } catch  where error.code == .damaged {
                 damagedCredentials.append(key)
                 continue
             } catch {
@@ -337,7 +340,13 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         let gone = Set([key, replaced].compactMap { $0 }).filter { residents[$0] != nil }
             .map { (key: $0, id: self.credential(at: $0)?.id) }
         try write(updates, fullIs: .keyStoreFull)
-        index.stored(credential, key: key, gone: gone, replaced: replaced, tookFreeKey: sameId == nil && replaced == nil)
+        index.stored(
+            credential,
+            key: key,
+            gone: gone,
+            replaced: replaced,
+            tookFreeKey: sameId == nil && replaced == nil
+        )
     }
 
     @discardableResult
@@ -405,7 +414,8 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
             try write([
                 .insert(
                     key: StorageKey.largeBlobHeader,
-                    value: [UInt8(slot)] + AuthenticatorData.bigEndian(length)),
+                    value: [UInt8(slot)] + AuthenticatorData.bigEndian(length)
+                )
             ])
         } catch {
             // Best effort: the chunks written so far are not referenced; free their space now.

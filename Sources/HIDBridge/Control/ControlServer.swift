@@ -1,7 +1,8 @@
+import ControlProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ControlProtocol
 
 /// Why a control socket could not be opened.
 public struct ControlSocketError: Error, CustomStringConvertible, Sendable {
@@ -69,15 +70,23 @@ public final class ControlServer {
     /// process that ended is replaced; one that still answers is not.
     public init(path: String) throws(ControlSocketError) {
         guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
-            throw ControlSocketError("the control socket path \(path) is longer than 107 bytes; choose a shorter --control")
+            throw ControlSocketError(
+                "the control socket path \(path) is longer than 107 bytes; choose a shorter --control"
+            )
         }
         self.path = path
         start = clock.now
-        let directory = String(path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropLast()
-            .map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/"))
+        let directory = String(
+            path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropLast()
+                .map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+        )
         if !directory.isEmpty { try Self.makePrivateDirectory(directory) }
         try Self.removeStaleSocket(path)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(
+            AF_UNIX,
+            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
+            0
+        )
         guard fd >= 0 else { throw .errno("socket") }
         // The socket file is created 0600 from the start (no window in which others could connect).
         let oldMask = umask(0o177)
@@ -188,8 +197,11 @@ public final class ControlServer {
                     if waiting >= 0 {
                         let line = Array(
                             (ControlMessage.failure(
-                                id: nil, error: ControlError(.failed, "the key has no file descriptors left"))
-                                + "\n").utf8)
+                                id: nil,
+                                error: ControlError(.failed, "the key has no file descriptors left")
+                            )
+                                + "\n").utf8
+                        )
                         _ = line.withUnsafeBytes {
                             send(waiting, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
                         }
@@ -217,8 +229,11 @@ public final class ControlServer {
                 if let idle, time - clients[idle].lastActivity >= Self.idleLimit {
                     queue(
                         ControlMessage.failure(
-                            id: nil, error: ControlError(.failed, "closed: idle while another client needed the place")),
-                        to: idle)
+                            id: nil,
+                            error: ControlError(.failed, "closed: idle while another client needed the place")
+                        ),
+                        to: idle
+                    )
                     clients[idle].closeAfterWrite = true
                     flush(client: idle)
                 } else {
@@ -279,7 +294,10 @@ public final class ControlServer {
                     line = ControlMessage.failure(
                         id: nil,
                         error: ControlError(
-                            .tooLarge, "a request line is longer than \(ControlLineBuffer.maxLineLength) bytes"))
+                            .tooLarge,
+                            "a request line is longer than \(ControlLineBuffer.maxLineLength) bytes"
+                        )
+                    )
                 case .line(let bytes):
                     switch ControlRequest.parse(bytes) {
                     case .failure(let failure):
@@ -359,7 +377,8 @@ public final class ControlServer {
             [
                 "reason": .string("a subscriber did not read \(Self.maxPendingEvents / 1024) KiB of events"),
                 "count": JSONValue(dropped.count),
-            ])
+            ]
+        )
         for index in clients.indices where clients[index].subscribed && clients[index].fd >= 0 {
             queue(notice, to: index)
             flush(client: index)

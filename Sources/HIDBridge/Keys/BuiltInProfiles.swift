@@ -5,78 +5,78 @@
 extension ProfileFile {
     static let builtIn: [String: String] = [
         "always-uv": #"""
-            {
-              "name": "always-uv",
-              "description": "fidosim with alwaysUv on from the start: every makeCredential and getAssertion with user presence needs user verification, U2F is switched off.",
-              "alwaysUv": true
-            }
-            """#,
+        {
+          "name": "always-uv",
+          "description": "fidosim with alwaysUv on from the start: every makeCredential and getAssertion with user presence needs user verification, U2F is switched off.",
+          "alwaysUv": true
+        }
+        """#,
         "ctap20": #"""
-            {
-              "name": "ctap20",
-              "description": "A CTAP 2.0 key of 2019: U2F and FIDO_2_0 only, PIN/UV auth protocol 1, hmac-secret and credProtect, ES256, 25 discoverable credentials, 1200-byte messages. No credential management, large blobs, config or selection. Behaves as CTAP 2.0 says: one pinToken per power-up for any number of requests, a PIN needed for every credential once set, up in makeCredential and rk in getAssertion are INVALID_OPTION, clientPIN subcommands 1 to 5, an unknown PIN protocol is PIN_AUTH_INVALID.",
-              "versions": ["U2F_V2", "FIDO_2_0"],
-              "extensions": ["hmac-secret", "credProtect"],
-              "pinUvAuthProtocols": [1],
-              "algorithms": ["ES256"],
-              "maxResidentCredentials": 25,
-              "maxMsgSize": 1200
-            }
-            """#,
+        {
+          "name": "ctap20",
+          "description": "A CTAP 2.0 key of 2019: U2F and FIDO_2_0 only, PIN/UV auth protocol 1, hmac-secret and credProtect, ES256, 25 discoverable credentials, 1200-byte messages. No credential management, large blobs, config or selection. Behaves as CTAP 2.0 says: one pinToken per power-up for any number of requests, a PIN needed for every credential once set, up in makeCredential and rk in getAssertion are INVALID_OPTION, clientPIN subcommands 1 to 5, an unknown PIN protocol is PIN_AUTH_INVALID.",
+          "versions": ["U2F_V2", "FIDO_2_0"],
+          "extensions": ["hmac-secret", "credProtect"],
+          "pinUvAuthProtocols": [1],
+          "algorithms": ["ES256"],
+          "maxResidentCredentials": 25,
+          "maxMsgSize": 1200
+        }
+        """#,
         "ctap21pre": #"""
-            {
-              "name": "ctap21pre",
-              "description": "A FIDO_2_1_PRE key of 2020 (CTAP 2.1 review draft): U2F, FIDO_2_0 and FIDO_2_1_PRE, credentialMgmtPreview (0x41) and no 0x0A, PIN/UV auth protocol 1, getPinToken tokens without permissions that authorise makeCredential, getAssertion and 0x41 until the next getPinToken or a power cycle, a PIN needed for every credential once set, clientPIN subcommands 1 to 5, hmac-secret and credProtect, ES256 and EdDSA, 25 discoverable credentials, 1200-byte messages.",
-              "versions": ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"],
-              "extensions": ["hmac-secret", "credProtect"],
-              "pinUvAuthProtocols": [1],
-              "algorithms": ["ES256", "EdDSA"],
-              "maxResidentCredentials": 25,
-              "maxMsgSize": 1200,
-              "behaviour": {"pinToken": "withoutPermissions", "makeCredUvNotRqd": false, "clientPinSubcommands": [1, 2, 3, 4, 5]}
-            }
-            """#,
+        {
+          "name": "ctap21pre",
+          "description": "A FIDO_2_1_PRE key of 2020 (CTAP 2.1 review draft): U2F, FIDO_2_0 and FIDO_2_1_PRE, credentialMgmtPreview (0x41) and no 0x0A, PIN/UV auth protocol 1, getPinToken tokens without permissions that authorise makeCredential, getAssertion and 0x41 until the next getPinToken or a power cycle, a PIN needed for every credential once set, clientPIN subcommands 1 to 5, hmac-secret and credProtect, ES256 and EdDSA, 25 discoverable credentials, 1200-byte messages.",
+          "versions": ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"],
+          "extensions": ["hmac-secret", "credProtect"],
+          "pinUvAuthProtocols": [1],
+          "algorithms": ["ES256", "EdDSA"],
+          "maxResidentCredentials": 25,
+          "maxMsgSize": 1200,
+          "behaviour": {"pinToken": "withoutPermissions", "makeCredUvNotRqd": false, "clientPinSubcommands": [1, 2, 3, 4, 5]}
+        }
+        """#,
         "fidosim": #"""
-            {
-              "name": "fidosim",
-              "description": "fidosim with everything it implements: CTAP 2.1 and the CTAP 2.2 features, U2F, PIN/UV auth protocols 2 and 1, ES256 and EdDSA."
-            }
-            """#,
+        {
+          "name": "fidosim",
+          "description": "fidosim with everything it implements: CTAP 2.1 and the CTAP 2.2 features, U2F, PIN/UV auth protocols 2 and 1, ES256 and EdDSA."
+        }
+        """#,
         "legacy-quirks": #"""
-            {
-              "name": "legacy-quirks",
-              "description": "A CTAP 2.1 key with the quirks of older firmware: one credential per allow or exclude list (longer lists answer LIMIT_EXCEEDED), no displayName stored with discoverable credentials, ES256 only.",
-              "algorithms": ["ES256"],
-              "maxCredentialCountInList": 1,
-              "quirks": {"rejectsLargeLists": true, "dropsDisplayName": true}
-            }
-            """#,
+        {
+          "name": "legacy-quirks",
+          "description": "A CTAP 2.1 key with the quirks of older firmware: one credential per allow or exclude list (longer lists answer LIMIT_EXCEEDED), no displayName stored with discoverable credentials, ES256 only.",
+          "algorithms": ["ES256"],
+          "maxCredentialCountInList": 1,
+          "quirks": {"rejectsLargeLists": true, "dropsDisplayName": true}
+        }
+        """#,
         "tiny-storage": #"""
-            {
-              "name": "tiny-storage",
-              "description": "fidosim with room for 3 discoverable credentials (like the resident_credential_storage of Chromium's virtual authenticator): the 4th answers KEY_STORE_FULL.",
-              "maxResidentCredentials": 3
-            }
-            """#,
+        {
+          "name": "tiny-storage",
+          "description": "fidosim with room for 3 discoverable credentials (like the resident_credential_storage of Chromium's virtual authenticator): the 4th answers KEY_STORE_FULL.",
+          "maxResidentCredentials": 3
+        }
+        """#,
         "yubikey5": #"""
-            {
-              "name": "yubikey5",
-              "description": "A YubiKey 5 series key of firmware 5.7: U2F, FIDO_2_0, FIDO_2_1_PRE and FIDO_2_1, its extensions (credProtect, hmac-secret, largeBlobKey, credBlob, minPinLength), ES256 and EdDSA, 100 discoverable credentials, 1280-byte messages, its AAGUID, and Yubico's choices where the specification leaves one: getPINRetries without a PIN answers PIN_NOT_SET.",
-              "extensions": ["credProtect", "hmac-secret", "largeBlobKey", "credBlob", "minPinLength"],
-              "algorithms": ["ES256", "EdDSA"],
-              "maxResidentCredentials": 100,
-              "maxMsgSize": 1280,
-              "aaguid": "a25342c0-3cdc-4414-8e46-f4807fca511c",
-              "behaviour": {"pinRetriesWithoutPin": "pinNotSet"}
-            }
-            """#,
+        {
+          "name": "yubikey5",
+          "description": "A YubiKey 5 series key of firmware 5.7: U2F, FIDO_2_0, FIDO_2_1_PRE and FIDO_2_1, its extensions (credProtect, hmac-secret, largeBlobKey, credBlob, minPinLength), ES256 and EdDSA, 100 discoverable credentials, 1280-byte messages, its AAGUID, and Yubico's choices where the specification leaves one: getPINRetries without a PIN answers PIN_NOT_SET.",
+          "extensions": ["credProtect", "hmac-secret", "largeBlobKey", "credBlob", "minPinLength"],
+          "algorithms": ["ES256", "EdDSA"],
+          "maxResidentCredentials": 100,
+          "maxMsgSize": 1280,
+          "aaguid": "a25342c0-3cdc-4414-8e46-f4807fca511c",
+          "behaviour": {"pinRetriesWithoutPin": "pinNotSet"}
+        }
+        """#,
         "u2f-only": #"""
-            {
-              "name": "u2f-only",
-              "description": "A U2F (CTAP1) key: CTAPHID without the CBOR capability, so CTAP2 requests are refused at the transport (ERR_INVALID_CMD) and hosts fall back to U2F.",
-              "versions": ["U2F_V2"],
-              "algorithms": ["ES256"]
-            }
-            """#,
+        {
+          "name": "u2f-only",
+          "description": "A U2F (CTAP1) key: CTAPHID without the CBOR capability, so CTAP2 requests are refused at the transport (ERR_INVALID_CMD) and hosts fall back to U2F.",
+          "versions": ["U2F_V2"],
+          "algorithms": ["ES256"]
+        }
+        """#,
     ]
 }

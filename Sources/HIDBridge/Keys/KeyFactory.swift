@@ -28,8 +28,16 @@ package struct KeySpec: Sendable {
     package var profile: String
 
     package init(
-        name: String, flash: String, port: UInt16, serial: String?, control: String, trace: String?, presence: String?,
-        uv: String, enrolledFingers: Int, profile: String
+        name: String,
+        flash: String,
+        port: UInt16,
+        serial: String?,
+        control: String,
+        trace: String?,
+        presence: String?,
+        uv: String,
+        enrolledFingers: Int,
+        profile: String
     ) {
         self.name = name
         self.flash = flash
@@ -99,7 +107,12 @@ package struct KeyFactory {
     }
 
     /// Opens one key's image, device, authenticator, control socket and trace.
-    package func makeSlot(_ spec: KeySpec, transport chosen: TransportChoice, several: Bool, logger: Logger) throws
+    package func makeSlot(
+        _ spec: KeySpec,
+        transport chosen: TransportChoice,
+        several: Bool,
+        logger: Logger
+    ) throws
         -> KeySlot
     {
         let presenceArgument = spec.presence ?? (chosen == .udp ? "approve" : "prompt")
@@ -116,7 +129,11 @@ package struct KeyFactory {
         let persistent: PersistentKey
         do {
             persistent = try PersistentKey.open(
-                flash: spec.flash, geometry: flashGeometry, durability: durability, entropy: &entropy)
+                flash: spec.flash,
+                geometry: flashGeometry,
+                durability: durability,
+                entropy: &entropy
+            )
             // Mounting decodes every record once; hand the freed heap pages back.
             fidosim_trim_heap()
         } catch {
@@ -136,22 +153,33 @@ package struct KeyFactory {
         do {
             if chosen == .uhid {
                 let info = UHIDDeviceInfo(
-                    name: deviceName, vendorID: vendorID, productID: productID, serial: spec.serial ?? persistent.serial)
+                    name: deviceName,
+                    vendorID: vendorID,
+                    productID: productID,
+                    serial: spec.serial ?? persistent.serial
+                )
                 device = try UHIDTransport(path: uhidPath, info: info)
             } else if chosen == .gadget {
                 let info = UHIDDeviceInfo(
-                    name: deviceName, vendorID: vendorID, productID: productID, serial: spec.serial ?? persistent.serial)
+                    name: deviceName,
+                    vendorID: vendorID,
+                    productID: productID,
+                    serial: spec.serial ?? persistent.serial
+                )
                 device = try GadgetTransport(name: spec.name, info: info, udc: udc)
             } else if chosen == .hid, let board {
                 device = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
             } else {
                 device = try UDPTransport(
-                    host: host, port: spec.port,
-                    policy: UDPKeyPolicy(anyUser: udpAnyUser, powerCycleDatagram: udpPowerCycle, remote: allowRemote))
+                    host: host,
+                    port: spec.port,
+                    policy: UDPKeyPolicy(anyUser: udpAnyUser, powerCycleDatagram: udpPowerCycle, remote: allowRemote)
+                )
                 if !Self.isLoopback(host) {
                     printError(
                         "fidosim: warning: listening on udp \(host):\(spec.port): any machine that reaches this address "
-                            + "can use the key (no touch is asked in approve mode)")
+                            + "can use the key (no touch is asked in approve mode)"
+                    )
                 }
             }
         } catch {
@@ -165,15 +193,24 @@ package struct KeyFactory {
         // hardware keys announce.
         let messageSize = maxMessageSize ?? profileFile.maxMessageSize ?? (chosen == .uhid ? 1200 : 7609)
         var configuration = AuthenticatorConfiguration(
-            resetWindowEnabled: resetWindow, maxMessageSize: messageSize, minPinLengthRPIDs: minPinLengthRPs,
-            fingerprintSensor: spec.uv == "fingerprint", preEnrolledFingerprints: spec.enrolledFingers,
-            enterpriseAttestationRPIDs: enterpriseRPs, profile: profileFile.profile)
+            resetWindowEnabled: resetWindow,
+            maxMessageSize: messageSize,
+            minPinLengthRPIDs: minPinLengthRPs,
+            fingerprintSensor: spec.uv == "fingerprint",
+            preEnrolledFingerprints: spec.enrolledFingers,
+            enterpriseAttestationRPIDs: enterpriseRPs,
+            profile: profileFile.profile
+        )
         if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
         if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }
         var authenticator: Authenticator
         do {
             authenticator = try Authenticator(
-                configuration: configuration, storage: storage, entropy: entropy, now: .zero)
+                configuration: configuration,
+                storage: storage,
+                entropy: entropy,
+                now: .zero
+            )
             if profileFile.alwaysUv && !authenticator.storage.settings.alwaysUv {
                 try authenticator.setOptions(alwaysUv: true)
             }
@@ -183,7 +220,8 @@ package struct KeyFactory {
         if !enterpriseRPs.isEmpty && authenticator.storage.batchAttestation == nil {
             printError(
                 "fidosim: --ep-rp: this key has no batch attestation, so it offers no enterprise attestation (ep) "
-                    + "until one is provisioned: fidosim attestation provision --name \(spec.name)")
+                    + "until one is provisioned: fidosim attestation provision --name \(spec.name)"
+            )
         }
         // A key without CTAP2 lacks the CBOR capability; one without U2F says NMSG.
         var capabilities = CTAPHIDConfiguration.capabilityWink
@@ -191,7 +229,8 @@ package struct KeyFactory {
         if !profileFile.profile.speaksU2F { capabilities |= CTAPHIDConfiguration.capabilityNMSG }
         let hid = CTAPHIDMachine(
             configuration: CTAPHIDConfiguration(capabilities: capabilities),
-            channelSeed: UInt32(truncatingIfNeeded: entropy.next()))
+            channelSeed: UInt32(truncatingIfNeeded: entropy.next())
+        )
         var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
         key.presenceTimeout = presenceTimeout
         // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
@@ -199,11 +238,13 @@ package struct KeyFactory {
         var named = several ? "key \(spec.name), " : ""
         if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
         printLine(
-            "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))")
+            "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))"
+        )
         if chosen != .udp, case .approve = mode {
             printError(
                 "fidosim: warning: presence \(mode) on \(chosen.rawValue): any local program that can open the key "
-                    + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key")
+                    + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key"
+            )
         }
         // With several keys, the terminal's answer goes to the key that asked.
         let slot = KeySlot(key: key, transport: device, logger: logger, control: server, name: spec.name)

@@ -1,6 +1,6 @@
-import FlashImage
 import CTAPCBOR
 import CTAPCore
+import FlashImage
 import FlashStore
 
 #if canImport(Glibc)
@@ -80,7 +80,9 @@ package enum KeyFiles {
     /// share one image.
     package static func lock(imagePath: String) throws(StorageError) {
         let fd = open(imagePath + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StorageError("cannot create \(imagePath).lock: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw StorageError("cannot create \(imagePath).lock: \(String(cString: strerror(errno)))")
+        }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
             throw StorageError("\(imagePath) is in use by another fidosim (locked through \(imagePath).lock)")
@@ -96,15 +98,23 @@ package struct PersistentKey {
     package var summary: String
 
     package static func open(
-        flash: String, geometry: GeometryChoice?, durability: Durability = .process, entropy: inout EntropySource
+        flash: String,
+        geometry: GeometryChoice?,
+        durability: Durability = .process,
+        entropy: inout EntropySource
     ) throws(StorageError) -> PersistentKey {
         if flash == "memory" {
             let serial = entropy.bytes(8)
             return PersistentKey(
-                storage: MemoryStorage(deviceSecret: entropy.bytes(32)), serial: Hex.string(serial, uppercase: true), summary: "memory")
+                storage: MemoryStorage(deviceSecret: entropy.bytes(32)),
+                serial: Hex.string(serial, uppercase: true),
+                summary: "memory"
+            )
         }
-        let directory = String(flash.split(separator: "/", omittingEmptySubsequences: false).dropLast()
-            .joined(separator: "/"))
+        let directory = String(
+            flash.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+                .joined(separator: "/")
+        )
         if !directory.isEmpty { try KeyFiles.makeDirectories(directory) }
         try KeyFiles.lock(imagePath: flash)
         let device: FileFlash
@@ -114,11 +124,16 @@ package struct PersistentKey {
                 if let geometry, device.geometry != geometry.geometry {
                     throw StorageError(
                         "\(flash) is an image of \(device.geometry), not \(geometry.rawValue): "
-                            + "omit --flash-geometry or use another image")
+                            + "omit --flash-geometry or use another image"
+                    )
                 }
             } else {
                 device = try FileFlash.open(
-                    path: flash, geometry: (geometry ?? .nrf52840).geometry, create: true, sync: durability == .host)
+                    path: flash,
+                    geometry: (geometry ?? .nrf52840).geometry,
+                    create: true,
+                    sync: durability == .host
+                )
             }
         } catch let error as StorageError {
             throw error
@@ -129,8 +144,10 @@ package struct PersistentKey {
         for line in storage.damage { printError("fidosim: \(flash): damage: \(line)") }
         let credentials = storage.residentCount
         return PersistentKey(
-            storage: storage, serial: Hex.string(storage.serial, uppercase: true),
+            storage: storage,
+            serial: Hex.string(storage.serial, uppercase: true),
             summary: "\(flash), \(credentials) discoverable credential\(credentials == 1 ? "" : "s"), "
-                + "durability \(durability.rawValue)")
+                + "durability \(durability.rawValue)"
+        )
     }
 }

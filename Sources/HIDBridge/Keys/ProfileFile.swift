@@ -44,7 +44,8 @@ package struct ProfileFile {
         } else {
             guard let json = builtIn[nameOrPath] else {
                 throw KeySetupError(
-                    "no profile named \(nameOrPath); built in: \(builtInNames.joined(separator: ", ")), or give a path")
+                    "no profile named \(nameOrPath); built in: \(builtInNames.joined(separator: ", ")), or give a path"
+                )
             }
             source = "\(nameOrPath) (built in)"
             text = Array(json.utf8)
@@ -91,7 +92,9 @@ package struct ProfileFile {
         if let versions = try strings("versions") { profile.versions = versions }
         if let extensions = try strings("extensions") {
             for e in extensions where !KeyProfile.allExtensions.contains(e) {
-                throw KeySetupError("unknown extension \"\(e)\"; fidosim has \(KeyProfile.allExtensions.joined(separator: ", "))")
+                throw KeySetupError(
+                    "unknown extension \"\(e)\"; fidosim has \(KeyProfile.allExtensions.joined(separator: ", "))"
+                )
             }
             profile.extensions = extensions
         }
@@ -113,7 +116,8 @@ package struct ProfileFile {
         if let n = try integer("maxCredentialCountInList", 1...64) { profile.maxCredentialCountInList = n }
         if let value = fields["quirks"] {
             guard case .object(let quirks) = value else { throw KeySetupError("\"quirks\" must be an object") }
-            for key in quirks.keys.sorted() where !["dropsDisplayName", "rejectsLargeLists", "forcedStatus"].contains(key) {
+            for key in quirks.keys.sorted()
+            where !["dropsDisplayName", "rejectsLargeLists", "forcedStatus"].contains(key) {
                 throw KeySetupError("unknown quirk \"\(key)\"")
             }
             profile.dropsDisplayName = try flag("dropsDisplayName", in: quirks)
@@ -121,7 +125,9 @@ package struct ProfileFile {
             if let forced = quirks["forcedStatus"] {
                 guard case .object(let map) = forced else { throw KeySetupError("\"forcedStatus\" must be an object") }
                 for (command, status) in map {
-                    guard let byte = commandNames[command] else { throw KeySetupError("unknown command \"\(command)\"") }
+                    guard let byte = commandNames[command] else {
+                        throw KeySetupError("unknown command \"\(command)\"")
+                    }
                     guard let code = status.integerValue, (0...255).contains(code) else {
                         throw KeySetupError("the status of \(command) must be 0 to 255")
                     }
@@ -147,9 +153,13 @@ package struct ProfileFile {
             throw KeySetupError("\"aaguid\" must be a string")
         }
         return ProfileFile(
-            profile: profile, description: fields["description"]?.stringValue ?? "",
+            profile: profile,
+            description: fields["description"]?.stringValue ?? "",
             maxResidentCredentials: try integer("maxResidentCredentials", 1...100_000),
-            maxMessageSize: try integer("maxMsgSize", 1024...7609), alwaysUv: try flag("alwaysUv"), aaguid: aaguid)
+            maxMessageSize: try integer("maxMsgSize", 1024...7609),
+            alwaysUv: try flag("alwaysUv"),
+            aaguid: aaguid
+        )
     }
 }
 
@@ -157,7 +167,9 @@ extension ProfileFile {
     /// The "behaviour" object: each member names one choice (firmware-spec/profiles.md).
     static func parseBehaviour(_ fields: [String: JSONValue], into behaviour: inout ProfileBehaviour) throws {
         for key in fields.keys.sorted() where !behaviourMembers.contains(key) {
-            throw KeySetupError("unknown behaviour \"\(key)\"; known: \(behaviourMembers.sorted().joined(separator: ", "))")
+            throw KeySetupError(
+                "unknown behaviour \"\(key)\"; known: \(behaviourMembers.sorted().joined(separator: ", "))"
+            )
         }
         func choice<T: RawRepresentable & CaseIterable>(_ key: String, _ type: T.Type) throws -> T?
         where T.RawValue == String {
@@ -189,7 +201,11 @@ extension ProfileFile {
         if let v = try choice("unsupportedPinProtocol", ProfileBehaviour.UnsupportedProtocolStatus.self) {
             behaviour.unsupportedProtocol = v
         }
-        if let v = try choice("setPinWhenSet", ProfileBehaviour.SetPINWhenSetStatus.self) { behaviour.setPINWhenSet = v }
-        if let v = try choice("hmacSecretSaltLength", ProfileBehaviour.SaltLengthCheck.self) { behaviour.saltLength = v }
+        if let v = try choice("setPinWhenSet", ProfileBehaviour.SetPINWhenSetStatus.self) {
+            behaviour.setPINWhenSet = v
+        }
+        if let v = try choice("hmacSecretSaltLength", ProfileBehaviour.SaltLengthCheck.self) {
+            behaviour.saltLength = v
+        }
     }
 }

@@ -30,7 +30,9 @@ package enum ServeConfig {
             }
             func text(_ key: String) throws -> String? {
                 guard let value = fields[key] else { return nil }
-                guard let s = value.stringValue, !s.isEmpty else { throw KeySetupError("\(at): \"\(key)\" must be a string") }
+                guard let s = value.stringValue, !s.isEmpty else {
+                    throw KeySetupError("\(at): \"\(key)\" must be a string")
+                }
                 return s
             }
             var spec = base
@@ -39,7 +41,8 @@ package enum ServeConfig {
             }
             spec.name = name
             // `--flash memory` on the command line holds for every key without its own; an image is per key.
-            spec.flash = try text("flash") ?? (base.flash == "memory" ? "memory" : KeyFiles.defaultImagePath(name: name))
+            spec.flash =
+                try text("flash") ?? (base.flash == "memory" ? "memory" : KeyFiles.defaultImagePath(name: name))
             spec.control = try text("control") ?? KeyFiles.defaultControlPath(name: name)
             spec.serial = try text("serial") ?? (base.serial.map { "\($0)-\(i + 1)" })
             spec.trace = try text("trace")
@@ -51,7 +54,9 @@ package enum ServeConfig {
                 spec.presence = presence
             }
             if let uv = try text("uv") {
-                guard uv == "none" || uv == "fingerprint" else { throw KeySetupError("\(at): \"uv\" is none or fingerprint") }
+                guard uv == "none" || uv == "fingerprint" else {
+                    throw KeySetupError("\(at): \"uv\" is none or fingerprint")
+                }
                 spec.uv = uv
             }
             if let value = fields["port"] {

@@ -59,10 +59,11 @@ public final class DesktopNotifier {
 
     /// Shows a notification for request `serial`.
     func show(serial: Int, summary: String, body: String) {
-        let arguments = (stdbuf.map { [$0, "-oL"] } ?? []) + [
-            notifySend, "--app-name=fidosim", "--urgency=critical", "--icon=security-high", "--print-id", "--wait",
-            "--action=touch=Touch", "--action=deny=Deny", "--", summary, body,
-        ]
+        let arguments =
+            (stdbuf.map { [$0, "-oL"] } ?? []) + [
+                notifySend, "--app-name=fidosim", "--urgency=critical", "--icon=security-high", "--print-id", "--wait",
+                "--action=touch=Touch", "--action=deny=Deny", "--", summary, body,
+            ]
         guard let (pid, fd) = Self.spawn(arguments, captureOutput: true) else { return }
         shown.append(Shown(serial: serial, pid: pid, fd: fd))
     }

@@ -1,7 +1,8 @@
+import CTAPCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CTAPCore
 
 /// The person who answers touch requests in prompt mode: at the terminal (`y`/Enter touches, `n` refuses) and, in a
 /// graphical session, on a desktop notification with Touch and Deny. With several keys the answer goes to the key
@@ -49,8 +50,10 @@ final class Prompter {
                 printLine(prompt.terminalQuestion(key: names[slot]))
                 notifier?.show(
                     serial: entry.serial,
-                    summary: "Security key \(names[slot]): \(prompt.gesture == .fingerprint ? "fingerprint" : "touch") requested",
-                    body: prompt.personText)
+                    summary:
+                        "Security key \(names[slot]): \(prompt.gesture == .fingerprint ? "fingerprint" : "touch") requested",
+                    body: prompt.personText
+                )
             }
             key.asks.removeAll()
         }

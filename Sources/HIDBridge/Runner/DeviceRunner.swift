@@ -1,13 +1,14 @@
+import CTAPCore
+import ControlProtocol
+import Logging
+import Synchronization
+
 #if canImport(Glibc)
 import CTAPCBOR
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CTAPCore
-import ControlProtocol
-import Logging
-import Synchronization
 
 /// Set by SIGINT/SIGTERM; the run loop stops when it sees it.
 let stopRequested = Atomic<Bool>(false)
@@ -35,7 +36,12 @@ public final class DeviceRunner {
     }
 
     /// One key.
-    public convenience init(key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil) {
+    public convenience init(
+        key: VirtualKey,
+        transport: any ReportTransport,
+        logger: Logger,
+        control: ControlServer? = nil
+    ) {
         self.init(slots: [KeySlot(key: key, transport: transport, logger: logger, control: control)], logger: logger)
     }
 
@@ -112,7 +118,10 @@ public final class KeySlot {
     var unpluggedUntil: Duration?
 
     public init(
-        key: VirtualKey, transport: any ReportTransport, logger: Logger, control: ControlServer? = nil,
+        key: VirtualKey,
+        transport: any ReportTransport,
+        logger: Logger,
+        control: ControlServer? = nil,
         name: String = "default"
     ) {
         self.key = key
@@ -268,7 +277,8 @@ public final class KeySlot {
         var reports: [[UInt8]] = []
         defer { if !reports.isEmpty { transport.send(batch: reports) } }
         for output in outputs {
-            if case .report = output {} else if !reports.isEmpty {
+            if case .report = output {
+            } else if !reports.isEmpty {
                 transport.send(batch: reports)
                 reports.removeAll()
             }
@@ -287,7 +297,8 @@ public final class KeySlot {
                 if record.status == "userActionTimeout", case .prompt = key.presence {
                     printLine(
                         "fidosim: key \(name): nobody answered within \(key.presenceTimeout.wholeMilliseconds / 1000) s: "
-                            + "\(record.command) timed out (CTAP2_ERR_USER_ACTION_TIMEOUT)")
+                            + "\(record.command) timed out (CTAP2_ERR_USER_ACTION_TIMEOUT)"
+                    )
                 }
                 publish("request") {
                     var fields: [String: JSONValue] = [
@@ -309,7 +320,6 @@ public final class KeySlot {
         }
     }
 }
-
 
 /// Writes a line to standard output at once (no stdio buffering), for status lines scripts wait for.
 public func printLine(_ line: String) {

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CTAPCBOR
 import CTAPCore
 import ControlProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A whole CTAP message the key received or sent, for traces.
 public struct TraceMessage: Equatable, Sendable {
@@ -28,7 +29,9 @@ public struct TraceMessage: Equatable, Sendable {
             head = "CTAP2 response " + (CTAPStatus(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16))
         }
         guard payload.count > 1 else { return "\(head) (\(channelText))" }
-        let body = (try? CBORDecoder.decode(Array(payload.dropFirst())))?.description ?? "undecodable CBOR \(payload.dropFirst().count) bytes"
+        let body =
+            (try? CBORDecoder.decode(Array(payload.dropFirst())))?.description
+            ?? "undecodable CBOR \(payload.dropFirst().count) bytes"
         return "\(head) \(body) (\(channelText))"
     }
 }
@@ -121,7 +124,8 @@ public final class TraceWriter {
                 fields[message.fromHost ? "command" : "status"] = .string(
                     message.fromHost
                         ? CTAPCommand(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16)
-                        : CTAPStatus(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16))
+                        : CTAPStatus(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16)
+                )
             }
             line(fields)
         case .pcapng:
@@ -173,10 +177,12 @@ public final class TraceWriter {
     }
 
     func writeHeader() {
-        let shb = Self.le32(0x1A2B_3C4D) + Self.le16(1) + Self.le16(0) + [UInt8](repeating: 0xFF, count: 8)
+        let shb =
+            Self.le32(0x1A2B_3C4D) + Self.le16(1) + Self.le16(0) + [UInt8](repeating: 0xFF, count: 8)
             + Self.option(4, Array("fidosim".utf8)) + Self.option(0, [])
         write(Self.block(0x0A0D_0D0A, shb))
-        let idb = Self.le16(Self.linkTypeUser0) + Self.le16(0) + Self.le32(64)
+        let idb =
+            Self.le16(Self.linkTypeUser0) + Self.le16(0) + Self.le32(64)
             + Self.option(2, Array("fidosim-ctaphid".utf8))
             + Self.option(3, Array("CTAPHID reports of a fidosim virtual key (64 bytes, no report id)".utf8))
             + Self.option(0, [])
@@ -184,7 +190,8 @@ public final class TraceWriter {
     }
 
     func writePacket(time: UInt64, report: [UInt8], inbound: Bool, comment: String?) {
-        var body = Self.le32(0) + Self.le32(UInt32(time >> 32)) + Self.le32(UInt32(time & 0xFFFF_FFFF))
+        var body =
+            Self.le32(0) + Self.le32(UInt32(time >> 32)) + Self.le32(UInt32(time & 0xFFFF_FFFF))
             + Self.le32(UInt32(report.count)) + Self.le32(UInt32(report.count)) + Self.padded(report)
         if let comment { body += Self.option(1, Array(comment.utf8.prefix(65000))) }
         body += Self.option(2, Self.le32(inbound ? 0x1 : 0x2)) + Self.option(0, [])

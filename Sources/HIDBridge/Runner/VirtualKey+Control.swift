@@ -6,7 +6,10 @@ extension VirtualKey {
     /// Carries out a control command that concerns the key alone (power cycles, subscriptions and the transport
     /// part of `status` belong to the I/O loop). Returns the result, or an error, and the reports the command
     /// caused (a touch answers the pending request).
-    public mutating func execute(_ command: ControlCommand, now: Duration) -> (
+    public mutating func execute(
+        _ command: ControlCommand,
+        now: Duration
+    ) -> (
         result: Result<JSONValue, ControlError>, outputs: [KeyOutput]
     ) {
         do {
@@ -18,7 +21,11 @@ extension VirtualKey {
         }
     }
 
-    mutating func execute(_ command: ControlCommand, now: Duration, outputs: inout [KeyOutput]) throws(ControlError)
+    mutating func execute(
+        _ command: ControlCommand,
+        now: Duration,
+        outputs: inout [KeyOutput]
+    ) throws(ControlError)
         -> JSONValue
     {
         switch command {
@@ -53,12 +60,17 @@ extension VirtualKey {
             let prompt = pendingPrompt
             outputs += touch(now: now)
             guard let prompt else { return ["answered": false] }
-            return ["answered": true, "command": .string(prompt.command), "rpId": prompt.rpId.map(JSONValue.string) ?? .null]
+            return [
+                "answered": true, "command": .string(prompt.command),
+                "rpId": prompt.rpId.map(JSONValue.string) ?? .null,
+            ]
         case .setOption(let changes):
             try ctap { () throws(CTAPError) in
                 try authenticator.setOptions(
-                    resetWindow: changes.resetWindow, alwaysUv: changes.alwaysUv,
-                    fingerprintSensor: changes.fingerprintSensor)
+                    resetWindow: changes.resetWindow,
+                    alwaysUv: changes.alwaysUv,
+                    fingerprintSensor: changes.fingerprintSensor
+                )
             }
             return options
         case .injectFault(let fault):
@@ -86,8 +98,11 @@ extension VirtualKey {
         case .setAttestation(let key, let certificate, let root, let enterprise):
             do {
                 try authenticator.installBatchAttestation(
-                    privateKeyPKCS8: key, certificate: certificate, rootCertificate: root,
-                    enterprise: enterprise.map { ($0.privateKey, $0.certificate) })
+                    privateKeyPKCS8: key,
+                    certificate: certificate,
+                    rootCertificate: root,
+                    enterprise: enterprise.map { ($0.privateKey, $0.certificate) }
+                )
             } catch {
                 throw Self.controlError(error)
             }
@@ -120,8 +135,12 @@ extension VirtualKey {
         var out: [String: JSONValue] = [
             "status": .array(
                 controls.statusFaults.map {
-                    ["command": .string($0.target.rawValue), "status": JSONValue($0.status), "remaining": JSONValue($0.remaining)]
-                }),
+                    [
+                        "command": .string($0.target.rawValue), "status": JSONValue($0.status),
+                        "remaining": JSONValue($0.remaining),
+                    ]
+                }
+            ),
             "dropInbound": JSONValue(controls.dropInbound),
             "dropOutbound": JSONValue(controls.dropOutbound),
             "flashWriteFailures": JSONValue(storageFaults?.pendingFailures ?? 0),
@@ -172,9 +191,16 @@ extension VirtualKey {
     /// Imports a credential given in WebDriver's shape; the error says whether the parameters or the key failed.
     public static func add(_ p: CredentialParameters, to authenticator: inout Authenticator) throws(ControlError) {
         let credential = ManagedCredential(
-            id: p.credentialId, rpId: p.rpId, discoverable: p.isResidentCredential, privateKey: p.privateKey,
-            userHandle: p.userHandle, userName: p.userName, userDisplayName: p.userDisplayName,
-            signCount: p.signCount, largeBlob: p.largeBlob)
+            id: p.credentialId,
+            rpId: p.rpId,
+            discoverable: p.isResidentCredential,
+            privateKey: p.privateKey,
+            userHandle: p.userHandle,
+            userName: p.userName,
+            userDisplayName: p.userDisplayName,
+            signCount: p.signCount,
+            largeBlob: p.largeBlob
+        )
         do {
             try authenticator.importCredential(credential)
         } catch {

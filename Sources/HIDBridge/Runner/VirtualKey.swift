@@ -76,7 +76,8 @@ public struct VirtualKey: Sendable {
     static func describe(response: [UInt8], u2f: Bool) -> String {
         if u2f {
             guard response.count >= 2 else { return "?" }
-            return "SW " + String(UInt16(response[response.count - 2]) << 8 | UInt16(response[response.count - 1]), radix: 16)
+            return "SW "
+                + String(UInt16(response[response.count - 2]) << 8 | UInt16(response[response.count - 1]), radix: 16)
         }
         guard let status = response.first else { return "?" }
         return statusNames[Int(status)]
@@ -191,7 +192,11 @@ public struct VirtualKey: Sendable {
             case .deliver(let channel, let command, let payload):
                 inFlight = (Self.describe(command: command, payload: payload), command == .msg)
                 if traceMessages {
-                    out.append(.traced(TraceMessage(fromHost: true, channel: channel, command: command.rawValue, payload: payload)))
+                    out.append(
+                        .traced(
+                            TraceMessage(fromHost: true, channel: channel, command: command.rawValue, payload: payload)
+                        )
+                    )
                 }
                 if let status = controls.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
                     out += answer(.response(status), channel: channel, now: now, injected: true)
@@ -216,7 +221,10 @@ public struct VirtualKey: Sendable {
     }
 
     mutating func answer(
-        _ outcome: AuthenticatorOutcome, channel: UInt32, now: Duration, injected: Bool = false
+        _ outcome: AuthenticatorOutcome,
+        channel: UInt32,
+        now: Duration,
+        injected: Bool = false
     ) -> [KeyOutput] {
         switch outcome {
         case .response(let bytes):
@@ -226,13 +234,24 @@ public struct VirtualKey: Sendable {
                 out.append(
                     .processed(
                         RequestRecord(
-                            command: request.name, status: Self.describe(response: bytes, u2f: request.u2f),
-                            injected: injected, activity: injected ? nil : authenticator.lastActivity)))
+                            command: request.name,
+                            status: Self.describe(response: bytes, u2f: request.u2f),
+                            injected: injected,
+                            activity: injected ? nil : authenticator.lastActivity
+                        )
+                    )
+                )
                 if traceMessages {
                     out.append(
                         .traced(
                             TraceMessage(
-                                fromHost: false, channel: channel, command: request.u2f ? 0x03 : 0x10, payload: bytes)))
+                                fromHost: false,
+                                channel: channel,
+                                command: request.u2f ? 0x03 : 0x10,
+                                payload: bytes
+                            )
+                        )
+                    )
                 }
                 inFlight = nil
             }

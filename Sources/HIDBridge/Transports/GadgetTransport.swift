@@ -24,12 +24,14 @@ public final class GadgetTransport: ReportTransport {
         guard Self.isDirectory(Self.configfs) else {
             throw TransportError(
                 "\(Self.configfs) is missing: load the gadget framework and mount configfs (modprobe libcomposite; "
-                    + "mount -t configfs none /sys/kernel/config) as root")
+                    + "mount -t configfs none /sys/kernel/config) as root"
+            )
         }
         let controllers = Self.list("/sys/class/udc")
         guard let udc = requested ?? controllers.first else {
             throw TransportError(
-                "no USB device controller in /sys/class/udc: on a PC, modprobe dummy_hcd gives a loopback one")
+                "no USB device controller in /sys/class/udc: on a PC, modprobe dummy_hcd gives a loopback one"
+            )
         }
         guard controllers.contains(udc) else {
             throw TransportError("no USB device controller \(udc) (there are: \(controllers.joined(separator: ", ")))")
@@ -87,9 +89,10 @@ public final class GadgetTransport: ReportTransport {
 
     static func make(gadget: String, info: UHIDDeviceInfo) throws(TransportError) {
         let hex = { (value: UInt32) in "0x" + String(value, radix: 16) }
-        for dir in [gadget, "\(gadget)/strings/0x409", "\(gadget)/configs/c.1", "\(gadget)/configs/c.1/strings/0x409",
-            "\(gadget)/functions/hid.fido"]
-        {
+        for dir in [
+            gadget, "\(gadget)/strings/0x409", "\(gadget)/configs/c.1", "\(gadget)/configs/c.1/strings/0x409",
+            "\(gadget)/functions/hid.fido",
+        ] {
             guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
                 throw TransportError("cannot create \(dir): \(String(cString: strerror(errno))) (as root?)")
             }
@@ -97,16 +100,20 @@ public final class GadgetTransport: ReportTransport {
         let files: [(String, [UInt8])] = [
             ("idVendor", Array(hex(info.vendorID).utf8)), ("idProduct", Array(hex(info.productID).utf8)),
             ("bcdDevice", Array("0x0100".utf8)), ("bcdUSB", Array("0x0200".utf8)),
-            ("strings/0x409/serialnumber", Array(info.serial.utf8)), ("strings/0x409/manufacturer", Array("fidosim".utf8)),
+            ("strings/0x409/serialnumber", Array(info.serial.utf8)),
+            ("strings/0x409/manufacturer", Array("fidosim".utf8)),
             ("strings/0x409/product", Array(info.name.utf8)),
-            ("configs/c.1/strings/0x409/configuration", Array("FIDO".utf8)), ("configs/c.1/MaxPower", Array("100".utf8)),
+            ("configs/c.1/strings/0x409/configuration", Array("FIDO".utf8)),
+            ("configs/c.1/MaxPower", Array("100".utf8)),
             ("functions/hid.fido/protocol", Array("0".utf8)), ("functions/hid.fido/subclass", Array("0".utf8)),
             ("functions/hid.fido/report_length", Array("64".utf8)),
             ("functions/hid.fido/report_desc", UHIDDeviceInfo.reportDescriptor),
         ]
         for (file, value) in files { try writeFile("\(gadget)/\(file)", value) }
         guard symlink("\(gadget)/functions/hid.fido", "\(gadget)/configs/c.1/hid.fido") == 0 || errno == EEXIST else {
-            throw TransportError("cannot add the HID function to the configuration: \(String(cString: strerror(errno)))")
+            throw TransportError(
+                "cannot add the HID function to the configuration: \(String(cString: strerror(errno)))"
+            )
         }
     }
 

@@ -38,7 +38,8 @@ public final class HIDAPITransport: ReportTransport {
         shared = SharedHIDChannel(channel)
         queue = try UHIDEventQueue()
         summary = "hid \(channel.path) (\(backend.rawValue) backend, device \(device))"
-        let shared = self.shared, queue = self.queue
+        let shared = self.shared
+        let queue = self.queue
         DispatchQueue(label: "fidosim.hidapi.reader").async { Self.readForever(shared, queue) }
     }
 

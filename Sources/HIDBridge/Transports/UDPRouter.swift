@@ -140,7 +140,9 @@ public enum UDPSocketOwners {
             let fields = line.split(separator: " ")
             guard fields.count > 7 else { continue }
             let parts = fields[1].split(separator: ":")
-            guard parts.count == 2, UInt16(parts[1], radix: 16) == peer.port, let uid = UInt32(fields[7]) else { continue }
+            guard parts.count == 2, UInt16(parts[1], radix: 16) == peer.port, let uid = UInt32(fields[7]) else {
+                continue
+            }
             let address = parts[0].uppercased()
             if address == String(repeating: "0", count: 32) || address == mapped { uids.append(uid) }
         }

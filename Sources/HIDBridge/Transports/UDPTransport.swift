@@ -1,5 +1,5 @@
-import CTAPCBOR
 import CDatagrams
+import CTAPCBOR
 
 #if canImport(Glibc)
 import Glibc
@@ -105,7 +105,8 @@ public final class UDPTransport: ReportTransport {
     /// The exact datagram that power-cycles the key (solo1's simulation convention).
     public static let powerCycleDatagram: [UInt8] = Hex.bytes(
         "ac1052ca95e569de69e02ebff333485f13f9b2da34c5a8a340526697a9ab2e0b"
-            + "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc")!
+            + "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc"
+    )!
 
     public var summary: String { "udp \(host):\(port)" }
 
@@ -146,7 +147,9 @@ public final class UDPTransport: ReportTransport {
                     continue
                 }
                 let sender = UDPPeer(
-                    address: UInt32(bigEndian: froms[i].sin_addr.s_addr), port: UInt16(bigEndian: froms[i].sin_port))
+                    address: UInt32(bigEndian: froms[i].sin_addr.s_addr),
+                    port: UInt16(bigEndian: froms[i].sin_port)
+                )
                 let now = clock.now - start
                 guard allows(sender, policy: policy, now: now, notes: &events) else { continue }
                 if policy.powerCycleDatagram && datagram == Self.powerCycleDatagram {
@@ -180,7 +183,9 @@ public final class UDPTransport: ReportTransport {
             notes.append(
                 .note(
                     "udp: datagrams from \(sender) (\(who)) are ignored: only uid \(me)'s programs may use this key "
-                        + "(serve --udp-any-user lets every local user in)"))
+                        + "(serve --udp-any-user lets every local user in)"
+                )
+            )
         }
         return allowed
     }

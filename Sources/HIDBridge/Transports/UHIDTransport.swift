@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CUHID
 import Dispatch
 import HIDAPIDevice
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// How the virtual key presents itself on the USB bus.
 public struct UHIDDeviceInfo: Sendable, Equatable {
@@ -25,8 +26,11 @@ public struct UHIDDeviceInfo: Sendable, Equatable {
     public static let defaultProductID: UInt32 = 0xF1D0
 
     public init(
-        name: String = "fidosim virtual FIDO2 key", vendorID: UInt32 = UHIDDeviceInfo.defaultVendorID,
-        productID: UInt32 = UHIDDeviceInfo.defaultProductID, version: UInt32 = 0x0100, country: UInt32 = 0,
+        name: String = "fidosim virtual FIDO2 key",
+        vendorID: UInt32 = UHIDDeviceInfo.defaultVendorID,
+        productID: UInt32 = UHIDDeviceInfo.defaultProductID,
+        version: UInt32 = 0x0100,
+        country: UInt32 = 0,
         serial: String
     ) {
         self.name = name
@@ -227,12 +231,14 @@ public final class UHIDTransport: ReportTransport {
         case ENOENT, ENODEV, ENXIO:
             return TransportError(
                 "\(path) does not exist: load the uhid kernel module (sudo modprobe uhid; to load it at boot, "
-                    + "echo uhid | sudo tee /etc/modules-load.d/uhid.conf), or use --transport udp")
+                    + "echo uhid | sudo tee /etc/modules-load.d/uhid.conf), or use --transport udp"
+            )
         case EACCES, EPERM:
             return TransportError(
                 "permission denied on \(path): install the udev rules (sudo make install-udev), add yourself to "
                     + "the fidosim group (sudo usermod -aG fidosim $USER) and log in again, or run as root; "
-                    + "or use --transport udp")
+                    + "or use --transport udp"
+            )
         default:
             return TransportError("cannot open \(path): \(String(cString: strerror(code)))")
         }
@@ -308,4 +314,3 @@ public final class UHIDTransport: ReportTransport {
         try create()
     }
 }
-
