@@ -18,12 +18,13 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
-.PHONY: help deps build release run test unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
+.PHONY: help deps build release run test format-lint format unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
 	@echo "make test       install what is missing, build, run fuzz smoke tests, the Swift tests, the python-fido2"
 	@echo "                interop suite and (when its tools can be installed) the VM end-to-end run; E2E=skip skips it"
+	@echo "make format-lint  swift format lint --strict (the house style, .swift-format); make format rewrites the tree"
 	@echo "make unit-test  swift test only"
 	@echo "make interop    the python-fido2 interop suite against the built binary"
 	@echo "make device-suite  python-fido2's own device tests (tests/device of its source distribution) against"
@@ -84,6 +85,14 @@ fuzz-smoke: deps
 run: build
 	$(BIN) serve $(SERVE_ARGS)
 
+# The house style (.swift-format, the toolchain's swift-format): a line over 120 columns or a rule broken fails.
+FORMATTED := Sources Tests Package.swift tools/fuzz
+format-lint: deps
+	$(SWIFT) format lint --strict --recursive $(FORMATTED)
+
+format: deps
+	$(SWIFT) format format --in-place --recursive $(FORMATTED)
+
 unit-test: deps
 	$(SWIFT) test
 
@@ -95,7 +104,7 @@ device-suite: build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) PYTHON=$(PYTHON) bash tools/device-suite/run.sh
 
 # make test ends with the VM end-to-end run when its tools can be installed (E2E=skip leaves it out).
-test: fuzz-smoke unit-test interop device-suite e2e-auto
+test: format-lint fuzz-smoke unit-test interop device-suite e2e-auto
 
 # The end-to-end run in a VM: Debian's kernel (with uhid) under virtme-ng, real clients against /dev/hidraw.
 E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* busybox-static:/bin/busybox \
