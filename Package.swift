@@ -169,7 +169,7 @@ let package = Package(
         .testTarget(
             name: "HIDBridgeTests",
             dependencies: [
-                "HIDBridge", "CTAPHID", "CTAPCore", "ControlProtocol",
+                "HIDBridge", "CTAPHID", "CTAPCore", "CTAPCoreTesting", "ControlProtocol",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

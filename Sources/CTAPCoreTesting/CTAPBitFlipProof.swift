@@ -207,14 +207,18 @@ public enum CTAPBitFlipProof {
     }
 
     static func register(_ key: inout Authenticator, rp: String, user: Int) -> Credential? {
-        let params: CBORValue = [
-            1: .byteString(Array(repeating: 1, count: 32)),
-            2: ["id": .textString(rp)],
-            3: ["id": .byteString([UInt8](repeating: UInt8(user), count: 32)), "name": .textString("user \(user)")],
-            4: [["alg": -7, "type": "public-key"]],
-            7: ["rk": true],
-        ]
-        let response = CTAPPowerCutProof.respond(&key, [0x01] + params.encoded())
+        let params = CTAPRequests.makeCredential(
+            rpId: rp,
+            rpName: nil,
+            user: CTAPRequests.user(
+                id: [UInt8](repeating: UInt8(user), count: 32),
+                name: "user \(user)",
+                displayName: nil
+            ),
+            rk: true,
+            clientDataHash: Array(repeating: 1, count: 32)
+        )
+        let response = CTAPPowerCutProof.respond(&key, CTAPRequests.message(.makeCredential, params))
         guard response.first == 0, let map = try? CBORDecoder.decode(Array(response.dropFirst())),
             let authData = map[2]?.bytesValue, authData.count > 55
         else { return nil }
@@ -235,13 +239,13 @@ public enum CTAPBitFlipProof {
 
     static func assert(_ key: inout Authenticator, _ credential: Credential) -> Assertion {
         let clientDataHash = [UInt8](repeating: 2, count: 32)
-        let params: CBORValue = [
-            1: .textString(credential.rpId),
-            2: .byteString(clientDataHash),
-            3: [["id": .byteString(credential.id), "type": "public-key"]],
-            5: ["up": false],
-        ]
-        let response = CTAPPowerCutProof.respond(&key, [0x02] + params.encoded())
+        let params = CTAPRequests.getAssertion(
+            rpId: credential.rpId,
+            allowList: [credential.id],
+            up: false,
+            clientDataHash: clientDataHash
+        )
+        let response = CTAPPowerCutProof.respond(&key, CTAPRequests.message(.getAssertion, params))
         guard let status = response.first else { return .status(0xFF) }
         guard status == 0, let map = try? CBORDecoder.decode(Array(response.dropFirst())),
             let authData = map[2]?.bytesValue, let signature = map[3]?.bytesValue, authData.count >= 37

@@ -221,14 +221,17 @@ public enum CTAPPowerCutProof {
                 user = id
                 users.append(id)
             }
-            let params: CBORValue = [
-                1: .byteString(Array(repeating: 1, count: 32)),
-                2: ["id": .textString("rp\(g.next() % 5).example.com")],
-                3: ["id": .byteString(user), "name": .textString(String(repeating: "u", count: 64))],
-                4: [["alg": -7, "type": "public-key"]],
-                7: ["rk": true],
-            ]
-            return Request(name: replace ? "replace" : "register", message: [0x01] + params.encoded())
+            let params = CTAPRequests.makeCredential(
+                rpId: "rp\(g.next() % 5).example.com",
+                rpName: nil,
+                user: CTAPRequests.user(id: user, name: String(repeating: "u", count: 64), displayName: nil),
+                rk: true,
+                clientDataHash: Array(repeating: 1, count: 32)
+            )
+            return Request(
+                name: replace ? "replace" : "register",
+                message: CTAPRequests.message(.makeCredential, params)
+            )
         }
         if roll >= 90 {
             // A whole large-blob array in one fragment: a CBOR array of one byte string and its checksum.
@@ -239,12 +242,12 @@ public enum CTAPPowerCutProof {
             let params: CBORValue = [2: .byteString(array), 3: 0, 4: CBORValue(array.count)]
             return Request(name: "largeBlobs", message: [0x0C] + params.encoded())
         }
-        let params: CBORValue = [
-            1: .textString("rp\(g.next() % 5).example.com"),
-            2: .byteString(Array(repeating: 2, count: 32)),
-            5: ["up": false],
-        ]
-        return Request(name: "assert", message: [0x02] + params.encoded())
+        let params = CTAPRequests.getAssertion(
+            rpId: "rp\(g.next() % 5).example.com",
+            up: false,
+            clientDataHash: Array(repeating: 2, count: 32)
+        )
+        return Request(name: "assert", message: CTAPRequests.message(.getAssertion, params))
     }
 
     static func respond(_ key: inout Authenticator, _ request: Request) -> [UInt8] { respond(&key, request.message) }

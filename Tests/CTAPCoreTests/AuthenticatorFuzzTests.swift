@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// Seeded random mutations of valid requests: the authenticator never traps and always answers with a

@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Crypto
 import Testing
 
@@ -123,57 +124,8 @@ struct Harness {
 
 // MARK: - Requests
 
-/// Parameter maps of valid requests, for tests to take apart.
-enum Request {
-    static let rpId = "example.com"
-    static let clientDataHash: [UInt8] = (0..<32).map { UInt8($0) ^ 0xA5 }
-    static let userId: [UInt8] = [0x75, 0x73, 0x65, 0x72, 0x2D, 0x31]
-
-    /// A user entity map.
-    static func user(id: [UInt8] = userId, name: String? = "alice", displayName: String? = "Alice") -> CBORValue {
-        var map: [CBORValue: CBORValue] = ["id": .byteString(id)]
-        if let name { map["name"] = .textString(name) }
-        if let displayName { map["displayName"] = .textString(displayName) }
-        return .map(map)
-    }
-
-    /// A PublicKeyCredentialDescriptor.
-    static func descriptor(_ id: [UInt8], type: String = "public-key") -> CBORValue {
-        ["id": .byteString(id), "type": .textString(type)]
-    }
-
-    /// An authenticatorMakeCredential parameter map.
-    static func makeCredential(
-        rpId: String = rpId,
-        user: CBORValue = user(),
-        rk: Bool? = nil,
-        excludeList: [[UInt8]]? = nil,
-        clientDataHash: [UInt8] = clientDataHash
-    ) -> [CBORValue: CBORValue] {
-        var map: [CBORValue: CBORValue] = [
-            1: .byteString(clientDataHash),
-            2: ["id": .textString(rpId), "name": "Example"],
-            3: user,
-            4: [["alg": -7, "type": "public-key"]],
-        ]
-        if let excludeList { map[5] = .array(excludeList.map { descriptor($0) }) }
-        if let rk { map[7] = ["rk": .boolean(rk)] }
-        return map
-    }
-
-    /// An authenticatorGetAssertion parameter map.
-    static func getAssertion(
-        rpId: String = rpId,
-        allowList: [[UInt8]]? = nil,
-        up: Bool? = nil,
-        clientDataHash: [UInt8] = clientDataHash
-    ) -> [CBORValue: CBORValue] {
-        var map: [CBORValue: CBORValue] = [1: .textString(rpId), 2: .byteString(clientDataHash)]
-        if let allowList { map[3] = .array(allowList.map { descriptor($0) }) }
-        if let up { map[5] = ["up": .boolean(up)] }
-        return map
-    }
-}
+/// Parameter maps of valid requests, for tests to take apart (CTAPCoreTesting's builders).
+typealias Request = CTAPRequests
 
 extension Dictionary where Key == CBORValue, Value == CBORValue {
     /// A copy with `key` set to `value`, or removed when `value` is nil.

@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// The simulated fingerprint sensor: authenticatorBioEnrollment, built-in UV in clientPIN, makeCredential and

@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// authenticatorClientPIN (0x06): setPIN, changePIN, tokens, retries and blocking (CTAP 2.1 §6.5.5).

@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// authenticatorConfig (0x0D, CTAP 2.1 §6.11): toggleAlwaysUv, setMinPINLength, and their effects.

@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// Discoverable credentials: what is stored, replacement of a user, and a full key store.

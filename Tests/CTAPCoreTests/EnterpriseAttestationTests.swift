@@ -1,6 +1,7 @@
 import Attestation
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Crypto
 import Testing
 

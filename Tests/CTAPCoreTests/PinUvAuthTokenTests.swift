@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// pinUvAuthParam in makeCredential and getAssertion, and the token's state (CTAP 2.1 §6.1.2, §6.2.2, §6.5.2).

@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// The user's answers to a presence request, cancel and abort.

@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// The behaviours a profile sets (ProfileBehaviour): CTAP 2.0's rules on a FIDO_2_0 profile, the FIDO_2_1_PRE token

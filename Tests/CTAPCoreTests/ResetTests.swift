@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// authenticatorReset (0x07).

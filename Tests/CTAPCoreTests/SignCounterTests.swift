@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import Testing
 
 /// The global signature counter across CTAP2, U2F and power cycles.

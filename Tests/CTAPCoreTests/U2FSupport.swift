@@ -1,4 +1,5 @@
 import CTAPCore
+import CTAPCoreTesting
 import Crypto
 import Testing
 

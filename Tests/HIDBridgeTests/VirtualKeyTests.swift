@@ -1,5 +1,6 @@
 import CTAPCBOR
 import CTAPCore
+import CTAPCoreTesting
 import CTAPHID
 import Testing
 
@@ -94,14 +95,7 @@ func messages(_ outputs: [KeyOutput]) -> [Message] {
 }
 
 func makeCredentialRequest(rk: Bool = false) -> [UInt8] {
-    let params: CBORValue = [
-        1: .byteString(Array(repeating: 0xAB, count: 32)),
-        2: ["id": "example.com"],
-        3: ["id": .byteString([1, 2, 3]), "name": "alice"],
-        4: [["alg": -7, "type": "public-key"]],
-        7: ["rk": .boolean(rk)],
-    ]
-    return [0x01] + params.encoded()
+    CTAPRequests.message(.makeCredential, CTAPRequests.makeCredential(rk: rk))
 }
 
 let cbor: UInt8 = 0x10
