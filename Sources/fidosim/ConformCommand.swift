@@ -98,31 +98,6 @@ struct ConformCommand: ParsableCommand {
         if control != nil && name != nil { throw ValidationError("give --control or --name, not both") }
     }
 
-    func opener(_ address: DeviceAddress, backend: HIDBackend) -> () throws -> CTAPHIDClient {
-        // After a replug the kernel may give the key another hidraw node: it is found again by its serial number.
-        let serial = HIDSerialMemo()
-        return {
-            switch address {
-            case .udp(let host, let port):
-                return CTAPHIDClient(channel: try UDPReportChannel(host: host, port: port))
-            case .hidPath, .hidAuto, .hidID:
-                let devices = try HIDAPIReportChannel.devices(backend: backend, fidoOnly: false)
-                guard let path = address.hidDevicePath(among: devices, knownSerial: serial.value) else {
-                    if let known = serial.value {
-                        throw ClientError.transport("\(address): the key with serial number \(known) is not connected")
-                    }
-                    throw ClientError.transport(
-                        "\(address): no such HID device (fidosim conform --list-devices shows them)"
-                    )
-                }
-                if serial.value == nil, let info = devices.first(where: { $0.path == path }), !info.serial.isEmpty {
-                    serial.value = info.serial
-                }
-                return CTAPHIDClient(channel: try HIDAPIReportChannel(path: path, backend: backend))
-            }
-        }
-    }
-
     func run() throws {
         if list {
             let checks = ConformanceSuite.all.filter { (try? groups())??.contains($0.group) ?? true }
@@ -149,7 +124,7 @@ struct ConformCommand: ParsableCommand {
             return
         }
         let address = try DeviceAddress(parsing: device ?? "")
-        let open = opener(address, backend: HIDBackend(rawValue: hidBackend)!)
+        let open = CTAPHIDClient.opener(address, backend: HIDBackend(rawValue: hidBackend)!)
         let deviceOperator: any DeviceOperator
         do {
             deviceOperator = try chooseOperator(address: address, open: open)
@@ -172,20 +147,7 @@ struct ConformCommand: ParsableCommand {
             deviceOperator: deviceOperator,
             open: open
         ) { result in
-            let mark =
-                switch result.status {
-                case .passed: "pass"
-                case .failed: "FAIL"
-                case .skipped: "skip"
-                }
-            var line = "\(mark)  \(result.id)  (\(result.section))"
-            if let message = result.message { line += ": \(message)" }
-            if let expected = result.expected {
-                line += " [expected \(expected)" + (result.actual.map { ", got \($0)" } ?? "") + "]"
-            } else if let actual = result.actual {
-                line += " [got \(actual)]"
-            }
-            print(line)
+            print(result.line)
             fflush(nil)
         }
         let report: ConformanceReport
@@ -302,35 +264,4 @@ extension String {
     var trimmingSpaces: String {
         String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
     }
-}
-
-/// A real key: a person touches it and replugs it when the terminal asks.
-final class TerminalOperator: DeviceOperator {
-    var isAutomatic: Bool { false }
-
-    func touchNeeded(_ what: String) throws {
-        printError(">>> touch the key (\(what))")
-    }
-
-    func refuseNextTouch() throws {
-        throw CheckSkip("refusing a touch needs a fidosim control socket")
-    }
-
-    func holdTouch() throws {
-        printError(">>> do NOT touch the key for the next few seconds")
-    }
-
-    func restore() throws {}
-
-    func powerCycle() throws {
-        printError(">>> unplug the key, plug it back in, then press Enter")
-        guard readLine() != nil else {
-            throw CheckFailure("no one answered the replug request (standard input closed)")
-        }
-    }
-}
-
-/// The serial number of the HID key first opened.
-final class HIDSerialMemo {
-    var value: String?
 }

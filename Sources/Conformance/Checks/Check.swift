@@ -119,6 +119,24 @@ public struct CheckResult: Sendable {
     public var expected: String?
     public var actual: String?
     public var milliseconds: Double
+
+    /// The result as `fidosim conform` prints it: the verdict, the check and its section, then why.
+    public var line: String {
+        let mark =
+            switch status {
+            case .passed: "pass"
+            case .failed: "FAIL"
+            case .skipped: "skip"
+            }
+        var line = "\(mark)  \(id)  (\(section))"
+        if let message { line += ": \(message)" }
+        if let expected {
+            line += " [expected \(expected)" + (actual.map { ", got \($0)" } ?? "") + "]"
+        } else if let actual {
+            line += " [got \(actual)]"
+        }
+        return line
+    }
 }
 
 /// Why a run stops before its checks: a wrong PIN, too few PIN retries left. Nothing else was sent to the key.

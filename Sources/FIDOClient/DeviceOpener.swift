@@ -1,0 +1,34 @@
+import HIDAPIDevice
+
+extension CTAPHIDClient {
+    /// Opens the key at `address` each time it is called, with a new client. After a replug the kernel may give the
+    /// key another hidraw node: from the second time on it is found by the serial number it had the first time.
+    public static func opener(_ address: DeviceAddress, backend: HIDBackend) -> () throws -> CTAPHIDClient {
+        let serial = HIDSerialMemo()
+        return {
+            switch address {
+            case .udp(let host, let port):
+                return CTAPHIDClient(channel: try UDPReportChannel(host: host, port: port))
+            case .hidPath, .hidAuto, .hidID:
+                let devices = try HIDAPIReportChannel.devices(backend: backend, fidoOnly: false)
+                guard let path = address.hidDevicePath(among: devices, knownSerial: serial.value) else {
+                    if let known = serial.value {
+                        throw ClientError.transport("\(address): the key with serial number \(known) is not connected")
+                    }
+                    throw ClientError.transport(
+                        "\(address): no such HID device (fidosim conform --list-devices shows them)"
+                    )
+                }
+                if serial.value == nil, let info = devices.first(where: { $0.path == path }), !info.serial.isEmpty {
+                    serial.value = info.serial
+                }
+                return CTAPHIDClient(channel: try HIDAPIReportChannel(path: path, backend: backend))
+            }
+        }
+    }
+}
+
+/// The serial number of the HID key first opened.
+final class HIDSerialMemo {
+    var value: String?
+}
