@@ -220,25 +220,19 @@ struct SocketKeyAccess: KeyAccess {
     }
 }
 
-final class ImageKeyAccess: KeyAccess {
-    var key: VirtualKey
+/// A key that is not running, through its flash image.
+struct ImageKeyAccess: KeyAccess {
+    let image: ImageKey
 
     init(path: String) throws {
-        var entropy = EntropySource.system
-        let persistent = try PersistentKey.open(flash: path, geometry: nil, entropy: &entropy)
-        let authenticator = try Authenticator(storage: persistent.storage, entropy: entropy, now: .zero)
-        key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 1), authenticator: authenticator, presence: .prompt)
+        image = try ImageKey(path: path)
     }
 
     func request(_ command: String, _ params: JSONValue) throws -> JSONValue {
-        let line = JSONValue.object(["id": 1, "command": .string(command), "params": params]).encoded
-        switch ControlRequest.parse(Array(line.utf8)) {
-        case .failure(let failure): throw KeyAccessError(description: failure.error.description)
-        case .success(let request):
-            switch key.execute(request.command, now: .zero).result {
-            case .success(let result): return result
-            case .failure(let error): throw KeyAccessError(description: error.description)
-            }
+        do {
+            return try image.request(command, params)
+        } catch {
+            throw KeyAccessError(description: error.description)
         }
     }
 }
