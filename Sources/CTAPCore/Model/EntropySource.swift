@@ -1,3 +1,5 @@
+import FlashStore
+
 /// Random bytes for the authenticator, injected so that tests are deterministic.
 ///
 /// The bridge passes `SystemRandomNumberGenerator`; tests pass a seeded generator.
@@ -29,17 +31,12 @@ public struct EntropySource: Sendable {
     public mutating func next() -> UInt64 { generator.next() }
 }
 
-/// A small deterministic generator (SplitMix64) for tests and reproducible runs; not for production keys.
+/// A small deterministic generator for tests and reproducible runs: FlashStore's SplitMix64 under the name the
+/// authenticator's users know. Not for production keys.
 public struct SeededGenerator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    var splitMix: SplitMix64
 
-    public init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { splitMix = SplitMix64(seed: seed) }
 
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    public mutating func next() -> UInt64 { splitMix.next() }
 }
