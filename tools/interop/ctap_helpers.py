@@ -1,4 +1,5 @@
-"""Small helpers the interop test files share: hashes, request pieces and error expectations."""
+"""What the interop test files share: constants, hashes, request pieces, error expectations, PIN tokens, and the
+python-fido2 client and relying-party server every WebAuthn-level test uses."""
 
 from __future__ import annotations
 
@@ -7,8 +8,37 @@ import os
 import threading
 
 import pytest
+from fido2.attestation import AttestationType, PackedAttestation
+from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
 from fido2.ctap import CtapError
 from fido2.ctap1 import ApduError
+from fido2.ctap2 import Ctap2
+from fido2.ctap2.credman import CredentialManagement
+from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
+from fido2.server import Fido2Server
+from fido2.webauthn import (
+    AttestationConveyancePreference,
+    PublicKeyCredentialParameters,
+    PublicKeyCredentialRpEntity,
+    PublicKeyCredentialType,
+    PublicKeyCredentialUserEntity,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+ERR = CtapError.ERR
+PERM = ClientPin.PERMISSION
+RP_ID = "example.com"
+RP = {"id": RP_ID, "name": "Example"}
+ORIGIN = "https://example.com"
+PIN = "12345678"
+UV = UserVerificationRequirement.REQUIRED
+CM = CredentialManagement
+OTHER_RP = {"id": "other.example", "name": "Other"}
+ES256_PARAMS = [{"type": "public-key", "alg": -7}]
+EDDSA_PARAMS = [{"type": "public-key", "alg": -8}]
+PROTOCOLS = [PinProtocolV1, PinProtocolV2]
+PROTOCOL_IDS = ["pinUvAuthProtocol1", "pinUvAuthProtocol2"]
 
 
 def sha256(data: bytes) -> bytes:
@@ -24,9 +54,9 @@ def descriptor(cred_id: bytes) -> dict:
     return {"type": "public-key", "id": cred_id}
 
 
-def user(name: str) -> dict:
-    """A user entity with a random 16-byte id."""
-    return {"id": os.urandom(16), "name": name, "displayName": name.title()}
+def user(name: str, user_id: bytes | None = None) -> dict:
+    """A user entity, with a random 16-byte id unless `user_id` is given."""
+    return {"id": user_id or os.urandom(16), "name": name, "displayName": name.title()}
 
 
 def expect_ctap_error(code, fn, *args, **kwargs) -> CtapError:
@@ -45,24 +75,89 @@ def expect_apdu_error(sw: int, fn, *args, **kwargs) -> ApduError:
     return info.value
 
 
-def self_attested_server(rp_id: str = "example.com"):
-    """A Fido2Server for `rp_id` that requires packed self attestation and verifies it with python-fido2."""
-    from fido2.attestation import AttestationType, PackedAttestation
-    from fido2.server import Fido2Server
-    from fido2.webauthn import AttestationConveyancePreference, PublicKeyCredentialRpEntity
-
-    def verify_packed(attestation_object, client_data_hash):
-        assert attestation_object.fmt == "packed"
-        result = PackedAttestation().verify(
-            attestation_object.att_stmt, attestation_object.auth_data, client_data_hash
+def make_server(algs=None, *, attestation: str = "self", rp_id: str = RP_ID) -> Fido2Server:
+    """A Fido2Server for `rp_id`. attestation "self": packed self attestation is required and verified with
+    python-fido2; "none": no attestation is asked for. `algs` limits the COSE algorithms it offers."""
+    if attestation == "none":
+        server = Fido2Server(
+            PublicKeyCredentialRpEntity(id=rp_id, name="Example"), attestation=AttestationConveyancePreference.NONE
         )
-        assert result.attestation_type == AttestationType.SELF
+    else:
+        def verify_packed(attestation_object, client_data_hash):
+            assert attestation_object.fmt == "packed"
+            result = PackedAttestation().verify(
+                attestation_object.att_stmt, attestation_object.auth_data, client_data_hash
+            )
+            assert result.attestation_type == AttestationType.SELF
 
-    return Fido2Server(
-        PublicKeyCredentialRpEntity(id=rp_id, name="Example"),
-        attestation=AttestationConveyancePreference.DIRECT,
-        verify_attestation=verify_packed,
+        server = Fido2Server(
+            PublicKeyCredentialRpEntity(id=rp_id, name="Example"),
+            attestation=AttestationConveyancePreference.DIRECT,
+            verify_attestation=verify_packed,
+        )
+    if algs is not None:
+        server.allowed_algorithms = [
+            PublicKeyCredentialParameters(type=PublicKeyCredentialType.PUBLIC_KEY, alg=a) for a in algs
+        ]
+    return server
+
+
+def token(ctap2, perms, rp_id: str | None = RP_ID, protocol=None, pin: str = PIN):
+    """(protocol, pinUvAuthToken) via getPinUvAuthTokenUsingPinWithPermissions (python-fido2's ClientPin)."""
+    cp = ClientPin(ctap2, protocol or PinProtocolV2())
+    return cp.protocol, cp.get_pin_token(pin, perms, rp_id)
+
+
+def retries(ctap2, protocol=None) -> int:
+    """PIN retries left (getPINRetries)."""
+    return ClientPin(ctap2, protocol or PinProtocolV2()).get_pin_retries()[0]
+
+
+class PinInteraction(UserInteraction):
+    """Answers every PIN request with `pin` and records what was asked for."""
+
+    def __init__(self, pin: str | None = PIN):
+        self.pin = pin
+        self.requests: list[tuple[int, str | None]] = []
+
+    def request_pin(self, permissions, rp_id):
+        self.requests.append((permissions, rp_id))
+        return self.pin
+
+
+def make_client(dev, pin: str | None = PIN, extensions=None) -> tuple[Fido2Client, PinInteraction]:
+    """A Fido2Client for ORIGIN whose user answers PIN requests with `pin`."""
+    ui = PinInteraction(pin)
+    kwargs = {"extensions": extensions} if extensions is not None else {}
+    return Fido2Client(dev, DefaultClientDataCollector(ORIGIN), user_interaction=ui, **kwargs), ui
+
+
+def web_user(name: str) -> PublicKeyCredentialUserEntity:
+    return PublicKeyCredentialUserEntity(id=os.urandom(32), name=name, display_name=name.title())
+
+
+def register(server, client, usr, *, rk=ResidentKeyRequirement.REQUIRED, uv=UV, extensions=None, attachment=None):
+    """Fido2Client.make_credential; the server checks the attestation. Returns (result, auth_data)."""
+    options, state = server.register_begin(
+        usr, resident_key_requirement=rk, user_verification=uv, extensions=extensions,
+        authenticator_attachment=attachment,
     )
+    result = client.make_credential(options.public_key)
+    auth_data = server.register_complete(state, result)
+    assert result.raw_id == auth_data.credential_data.credential_id
+    return result, auth_data
+
+
+def authenticate(server, client, creds, *, allow=True, uv=UV, extensions=None, index=0):
+    """Fido2Client.get_assertion (with an allow list unless `allow` is false); the server verifies the signature.
+    Returns (selection, the response at `index`)."""
+    options, state = server.authenticate_begin(
+        creds if allow else None, user_verification=uv, extensions=extensions
+    )
+    selection = client.get_assertion(options.public_key)
+    response = selection.get_response(index)
+    server.authenticate_complete(state, creds, response)
+    return selection, response
 
 
 def in_background(fn, *args, **kwargs):
@@ -93,3 +188,28 @@ def make_credential(ctap, rp_id: str = "example.com", name: str = "bob"):
     """An ES256 makeCredential for `rp_id` and a new user `name`."""
     es256 = [{"type": "public-key", "alg": -7}]
     return ctap.make_credential(new_cdh(), {"id": rp_id, "name": "Example"}, user(name), es256)
+
+
+def make_cred_uv(ctap2: Ctap2, usr: dict, *, rp=RP, rk=True, extensions=None,
+                 params=ES256_PARAMS, protocol=None, pin: str = PIN):
+    """makeCredential with a fresh mc token (a token is spent by the touch, CTAP 2.1 §6.1.2)."""
+    proto, tok = token(ctap2, PERM.MAKE_CREDENTIAL, rp["id"], protocol, pin)
+    cdh = new_cdh()
+    att = ctap2.make_credential(
+        cdh, rp, usr, params, extensions=extensions, options={"rk": rk},
+        pin_uv_param=proto.authenticate(tok, cdh), pin_uv_protocol=proto.VERSION,
+    )
+    assert att.auth_data.is_user_present()
+    assert att.auth_data.is_user_verified()
+    assert att.auth_data.rp_id_hash == sha256(rp["id"].encode())
+    return att
+
+
+def get_assertion_uv(ctap2: Ctap2, rp_id=RP_ID, allow=None, extensions=None, protocol=None,
+                     cdh=None):
+    proto, tok = token(ctap2, PERM.GET_ASSERTION, rp_id, protocol)
+    cdh = cdh or new_cdh()
+    return ctap2.get_assertion(
+        rp_id, cdh, allow, extensions=extensions,
+        pin_uv_param=proto.authenticate(tok, cdh), pin_uv_protocol=proto.VERSION,
+    )

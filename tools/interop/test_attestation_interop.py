@@ -23,9 +23,8 @@ from fido2.mds3 import MdsAttestationVerifier, MetadataBlobPayload, MetadataStat
 from fido2.server import Fido2Server
 from fido2.webauthn import AttestationConveyancePreference, PublicKeyCredentialRpEntity
 
-from ctap_helpers import new_cdh, sha256, user
+from ctap_helpers import RP, new_cdh, sha256, user
 
-RP = {"id": "example.com", "name": "Example"}
 ES256 = [{"type": "public-key", "alg": -7}]
 AAGUID = bytes.fromhex("f1d0f1d051574e008a6e000000000001")
 AAGUID_OID = x509.ObjectIdentifier("1.3.6.1.4.1.45724.1.1.4")

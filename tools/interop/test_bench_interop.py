@@ -11,8 +11,8 @@ import pytest
 from fido2.ctap2 import Ctap2
 from fido2.webauthn import ResidentKeyRequirement
 
-from ctap_helpers import new_cdh
-from test_udp_interop import RP_ID, make_client, make_server, new_user, web_authenticate, web_register
+from ctap_helpers import RP_ID, make_client, make_server, new_cdh
+from test_udp_interop import new_user, web_authenticate, web_register
 
 BIN = os.environ.get("FIDOSIM_BIN", ".build/debug/fidosim")
 
@@ -115,7 +115,7 @@ def cpu_while_pinging(sim, seconds: float = 1.0, gap: float = 0.005) -> tuple[fl
 @pytest.mark.sim_args("--busy-poll", "10000")
 def test_busy_poll_answers_stays_awake_between_requests_and_sleeps_when_idle(sim):
     dev = sim.device()
-    server, client = make_server(), make_client(dev)
+    server, client = make_server(), make_client(dev)[0]
     result, auth_data = web_register(server, client, new_user(), ResidentKeyRequirement.DISCOURAGED)
     cred = auth_data.credential_data
     for _ in range(20):

@@ -12,44 +12,47 @@ Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q 
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import pytest
 from fido2.attestation import AttestationType, PackedAttestation
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
-from fido2.ctap import STATUS, CtapError
+from fido2.ctap import STATUS
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.bio import BioEnrollment, CaptureError, FPBioEnrollment
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.server import Fido2Server
 from fido2.webauthn import (
-    AttestationConveyancePreference,
     AuthenticatorData,
-    PublicKeyCredentialRpEntity,
     PublicKeyCredentialUserEntity,
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
 
 from conftest import Simulator
-from ctap_helpers import self_attested_server as make_server, descriptor, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
+from ctap_helpers import (
+    ERR,
+    ORIGIN,
+    PERM,
+    PIN,
+    RP,
+    RP_ID,
+    descriptor,
+    expect_ctap_error,
+    make_server,
+    new_cdh,
+    user,
+)  # noqa: E402
 
 # The sensor on, no 200 ms wait for each simulated touch or finger. Tests with their own sim_args repeat it.
 FP = ("--presence-delay", "0", "--uv", "fingerprint")
 pytestmark = pytest.mark.sim_args(*FP)
 
-ERR = CtapError.ERR
-PERM = ClientPin.PERMISSION
 FEEDBACK = FPBioEnrollment.FEEDBACK
 RESULT = BioEnrollment.RESULT
 FLAG = AuthenticatorData.FLAG
-RP_ID = "example.com"
-RP = {"id": RP_ID, "name": "Example"}
 OTHER_RP = {"id": "other.example", "name": "Other"}
-ORIGIN = "https://example.com"
 ES256_PARAMS = [{"type": "public-key", "alg": -7}]
-PIN = "12345678"
 MAX_UV_RETRIES = 5
 
 

@@ -10,61 +10,56 @@ Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q 
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import pytest
 from fido2 import cbor
-from fido2.attestation import AttestationType, PackedAttestation
-from fido2.client import ClientError, DefaultClientDataCollector, Fido2Client, UserInteraction
+from fido2.client import ClientError, Fido2Client
 from fido2.ctap import CtapError
-from fido2.ctap1 import ApduError, Ctap1
+from fido2.ctap1 import Ctap1
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.blob import LargeBlobs
 from fido2.ctap2.config import Config
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.server import Fido2Server
-from fido2.webauthn import (
-    AttestationConveyancePreference,
-    PublicKeyCredentialRpEntity,
-    PublicKeyCredentialUserEntity,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
+from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 
 from conftest import Simulator
-from ctap_helpers import self_attested_server as make_server, descriptor, expect_apdu_error, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
+from ctap_helpers import (
+    ERR,
+    PERM,
+    PIN,
+    RP,
+    RP_ID,
+    UV,
+    authenticate,
+    descriptor,
+    expect_apdu_error,
+    expect_ctap_error,
+    make_client,
+    make_server,
+    new_cdh,
+    register,
+    retries,
+    sha256,
+    token,
+    user,
+    web_user,
+)  # noqa: E402
 
 # No 200 ms wait for each simulated touch: keeps the file fast. Tests with their own sim_args repeat it.
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
 
-ERR = CtapError.ERR
-PERM = ClientPin.PERMISSION
-RP_ID = "example.com"
-RP = {"id": RP_ID, "name": "Example"}
 OTHER_RP = {"id": "other.example", "name": "Other"}
-ORIGIN = "https://example.com"
 ES256_PARAMS = [{"type": "public-key", "alg": -7}]
-PIN = "12345678"
 NEW_PIN = "87654321"
 SW_COMMAND_NOT_ALLOWED = 0x6986  # ISO 7816 "command not allowed": U2F while alwaysUv is on
-UV = UserVerificationRequirement.REQUIRED
 NO_UV = UserVerificationRequirement.DISCOURAGED
 
 
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-
-
-def token(ctap2: Ctap2, perms, rp_id: str | None = None, pin: str = PIN, protocol=None):
-    """(protocol, pinUvAuthToken) via getPinUvAuthTokenUsingPinWithPermissions."""
-    cp = ClientPin(ctap2, protocol or PinProtocolV2())
-    return cp.protocol, cp.get_pin_token(pin, perms, rp_id)
-
-
-def retries(ctap2: Ctap2) -> int:
-    return ClientPin(ctap2).get_pin_retries()[0]
 
 
 # The serialized large-blob array of a fresh key: the empty CBOR array 0x80 and left(SHA-256(0x80), 16).
@@ -102,45 +97,6 @@ def min_pin_length_output(ctap2: Ctap2, rp=RP, auth=None):
         kwargs = {"pin_uv_param": proto.authenticate(tok, cdh), "pin_uv_protocol": proto.VERSION}
     att = ctap2.make_credential(cdh, rp, user("mpl"), ES256_PARAMS, extensions={"minPinLength": True}, **kwargs)
     return (att.auth_data.extensions or {}).get("minPinLength")
-
-
-class PinInteraction(UserInteraction):
-    """Answers every PIN request with `pin` and records what was asked for."""
-
-    def __init__(self, pin: str | None = PIN):
-        self.pin = pin
-        self.requests: list[tuple[int, str | None]] = []
-
-    def request_pin(self, permissions, rp_id):
-        self.requests.append((permissions, rp_id))
-        return self.pin
-
-
-def make_client(dev, pin: str | None = PIN) -> tuple[Fido2Client, PinInteraction]:
-    ui = PinInteraction(pin)
-    return Fido2Client(dev, DefaultClientDataCollector(ORIGIN), user_interaction=ui), ui
-
-
-def web_user(name: str) -> PublicKeyCredentialUserEntity:
-    return PublicKeyCredentialUserEntity(id=os.urandom(32), name=name, display_name=name.title())
-
-
-def register(server, client, usr, *, rk=ResidentKeyRequirement.REQUIRED, uv=UV, extensions=None):
-    options, state = server.register_begin(
-        usr, resident_key_requirement=rk, user_verification=uv, extensions=extensions
-    )
-    result = client.make_credential(options.public_key)
-    auth_data = server.register_complete(state, result)  # checks the attestation signature
-    assert result.raw_id == auth_data.credential_data.credential_id
-    return result, auth_data
-
-
-def authenticate(server, client, creds, *, uv=UV, extensions=None):
-    """Fido2Client.get_assertion with an allow list; Fido2Server verifies the signature."""
-    options, state = server.authenticate_begin(creds, user_verification=uv, extensions=extensions)
-    response = client.get_assertion(options.public_key).get_response(0)
-    server.authenticate_complete(state, creds, response)  # raises if the signature does not verify
-    return response
 
 
 # --------------------------------------------------------------------------
@@ -281,13 +237,13 @@ def test_large_blobs_with_pin_need_an_lbw_token(sim):
     legacy_cp = ClientPin(ctap2, PinProtocolV2())
     legacy = legacy_cp.get_pin_token(PIN)
     expect_ctap_error(ERR.PIN_AUTH_INVALID, LargeBlobs(ctap2, legacy_cp.protocol, legacy).put_blob, key, b"x")
-    proto, lbw = token(ctap2, PERM.LARGE_BLOB_WRITE)
+    proto, lbw = token(ctap2, PERM.LARGE_BLOB_WRITE, rp_id=None)
     expect_ctap_error(ERR.PIN_AUTH_INVALID, LargeBlobs(ctap2, proto, os.urandom(32)).put_blob, key, b"x")
     assert raw_array(ctap2) == EMPTY_ARRAY
 
     # With an lbw token (either PIN protocol) it works, and the token stays usable for further writes.
     for protocol in (PinProtocolV2(), PinProtocolV1()):
-        proto, lbw = token(ctap2, PERM.LARGE_BLOB_WRITE, protocol=protocol)
+        proto, lbw = token(ctap2, PERM.LARGE_BLOB_WRITE, protocol=protocol, rp_id=None)
         writer = LargeBlobs(ctap2, proto, lbw)
         big = os.urandom(3000)
         writer.put_blob(key, big)
@@ -307,7 +263,7 @@ def test_large_blobs_with_pin_need_an_lbw_token(sim):
 def test_reset_empties_the_large_blob_array(sim):
     ctap2 = Ctap2(sim.device())
     ClientPin(ctap2).set_pin(PIN)
-    lb = LargeBlobs(ctap2, *token(ctap2, PERM.LARGE_BLOB_WRITE))
+    lb = LargeBlobs(ctap2, *token(ctap2, PERM.LARGE_BLOB_WRITE, rp_id=None))
     lb.put_blob(os.urandom(32), os.urandom(500))
     assert len(lb.read_blob_array()) == 1
 
@@ -341,7 +297,7 @@ def test_large_blobs_and_config_survive_a_restart_from_a_flash_image(tmp_path):
         Config(ctap2).set_min_pin_length(min_pin_length=6, rp_ids=[RP_ID])
         Config(ctap2).toggle_always_uv()
         ClientPin(ctap2).set_pin(PIN)
-        LargeBlobs(ctap2, *token(ctap2, PERM.LARGE_BLOB_WRITE)).put_blob(key, data)
+        LargeBlobs(ctap2, *token(ctap2, PERM.LARGE_BLOB_WRITE, rp_id=None)).put_blob(key, data)
         before = raw_array(ctap2)
     finally:
         assert stop(s) == 0
@@ -382,18 +338,18 @@ def test_large_blob_extension_with_fido2_client(sim):
 
     data, data2 = os.urandom(1200), b"the second credential's blob"
     ui.requests.clear()
-    response = authenticate(server, client, [cred], extensions={"largeBlob": {"write": data}})
+    _, response = authenticate(server, client, [cred], extensions={"largeBlob": {"write": data}})
     assert response.client_extension_results.large_blob.written is True
     assert response.raw_id == cred.credential_id
     assert response.response.authenticator_data.is_user_verified()
     # The client asked for a token with ga and lbw (the write happens after the getAssertion's touch).
     assert any(p & PERM.LARGE_BLOB_WRITE and p & PERM.GET_ASSERTION for p, _ in ui.requests), ui.requests
-    response = authenticate(server, client, [cred2], extensions={"largeBlob": {"write": data2}})
+    _, response = authenticate(server, client, [cred2], extensions={"largeBlob": {"write": data2}})
     assert response.client_extension_results.large_blob.written is True
 
-    response = authenticate(server, client, [cred], extensions={"largeBlob": {"read": True}})
+    _, response = authenticate(server, client, [cred], extensions={"largeBlob": {"read": True}})
     assert response.client_extension_results.large_blob.blob == data
-    response = authenticate(server, client, [cred2], extensions={"largeBlob": {"read": True}})
+    _, response = authenticate(server, client, [cred2], extensions={"largeBlob": {"read": True}})
     assert response.client_extension_results.large_blob.blob == data2
 
     # Cross-check at the CTAP level: the raw largeBlobKey of the credential decrypts the same blob.
@@ -408,15 +364,15 @@ def test_large_blob_extension_with_fido2_client(sim):
     assert lb.get_blob(a.large_blob_key) == data
 
     # Overwriting replaces the credential's entry (still two entries).
-    response = authenticate(server, client, [cred], extensions={"largeBlob": {"write": b"v2"}})
+    _, response = authenticate(server, client, [cred], extensions={"largeBlob": {"write": b"v2"}})
     assert response.client_extension_results.large_blob.written is True
-    response = authenticate(server, client, [cred], extensions={"largeBlob": {"read": True}})
+    _, response = authenticate(server, client, [cred], extensions={"largeBlob": {"read": True}})
     assert response.client_extension_results.large_blob.blob == b"v2"
     assert len(lb.read_blob_array()) == 2
 
     # A credential made without largeBlob has no largeBlobKey: the read gives nothing.
     _, auth_data3 = register(server, client, web_user("plain"))
-    response = authenticate(server, client, [auth_data3.credential_data],
+    _, response = authenticate(server, client, [auth_data3.credential_data],
                             extensions={"largeBlob": {"read": True}})
     assert response.client_extension_results.large_blob is None
 
@@ -454,7 +410,7 @@ def test_set_min_pin_length_without_and_with_pin(sim):
     assert ctap2.get_info().min_pin_length == 6
 
     for protocol in (PinProtocolV1(), PinProtocolV2()):
-        proto, acfg = token(ctap2, PERM.AUTHENTICATOR_CFG, pin="123456", protocol=protocol)
+        proto, acfg = token(ctap2, PERM.AUTHENTICATOR_CFG, pin="123456", protocol=protocol, rp_id=None)
         cfg = Config(ctap2, proto, acfg)
         expect_ctap_error(ERR.PIN_POLICY_VIOLATION, cfg.set_min_pin_length, min_pin_length=4)
         cfg.set_min_pin_length(min_pin_length=6)  # the same value, PIN still long enough
@@ -470,7 +426,7 @@ def test_set_min_pin_length_without_and_with_pin(sim):
     sim.provision_attestation()
     expect_ctap_error(ERR.PUAT_REQUIRED, Config(ctap2).enable_enterprise_attestation)
     assert ctap2.get_info().options.get("ep") is False
-    proto, acfg = token(ctap2, PERM.AUTHENTICATOR_CFG, pin="987654")
+    proto, acfg = token(ctap2, PERM.AUTHENTICATOR_CFG, pin="987654", rp_id=None)
     Config(ctap2, proto, acfg).enable_enterprise_attestation()
     assert ctap2.get_info().options.get("ep") is True
 
@@ -491,7 +447,7 @@ def test_force_change_pin(sim):
     ctap2 = Ctap2(sim.device())
     cp = ClientPin(ctap2)
     cp.set_pin(PIN)
-    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG)).set_min_pin_length(force_change_pin=True)
+    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG, rp_id=None)).set_min_pin_length(force_change_pin=True)
     info = ctap2.get_info()
     assert info.force_pin_change is True
     assert info.min_pin_length == 4  # unchanged
@@ -528,7 +484,7 @@ def test_force_change_pin(sim):
     assert auth_data.is_user_verified()
 
     # Raising the minimum above the current PIN's length forces a change as well.
-    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG, pin=NEW_PIN)).set_min_pin_length(min_pin_length=10)
+    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG, pin=NEW_PIN, rp_id=None)).set_min_pin_length(min_pin_length=10)
     info = ctap2.get_info()
     assert info.min_pin_length == 10 and info.force_pin_change is True
     expect_ctap_error(ERR.PIN_POLICY_VIOLATION, cp.get_pin_token, NEW_PIN, PERM.GET_ASSERTION, RP_ID)
@@ -577,7 +533,7 @@ def test_min_pin_length_rp_ids_and_extension(sim):
     # With a PIN: the same output, and setting the list needs an acfg token.
     ClientPin(ctap2).set_pin(PIN)
     expect_ctap_error(ERR.PUAT_REQUIRED, Config(ctap2).set_min_pin_length, rp_ids=[RP_ID])
-    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG)).set_min_pin_length(rp_ids=[RP_ID])
+    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG, rp_id=None)).set_min_pin_length(rp_ids=[RP_ID])
     assert min_pin_length_output(ctap2, auth=token(ctap2, PERM.MAKE_CREDENTIAL, RP_ID)) == 6
     assert min_pin_length_output(ctap2, OTHER_RP, auth=token(ctap2, PERM.MAKE_CREDENTIAL, OTHER_RP["id"])) is None
 
@@ -613,7 +569,7 @@ def test_toggle_always_uv(sim):
     assert ui.requests, "alwaysUv: Fido2Client should have asked for the PIN"
     assert auth_data.is_user_verified() and auth_data.is_user_present()
     cred = auth_data.credential_data
-    response = authenticate(server, client, [cred], uv=NO_UV)
+    _, response = authenticate(server, client, [cred], uv=NO_UV)
     assert response.response.authenticator_data.is_user_verified()
     # The older credential, too, with a token.
     proto, tok = token(ctap2, PERM.GET_ASSERTION, RP_ID)
@@ -628,7 +584,7 @@ def test_toggle_always_uv(sim):
     proto, ga = token(ctap2, PERM.GET_ASSERTION, RP_ID)
     expect_ctap_error(ERR.PIN_AUTH_INVALID, Config(ctap2, proto, ga).toggle_always_uv)
     assert ctap2.get_info().options["alwaysUv"] is True
-    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG)).toggle_always_uv()
+    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG, rp_id=None)).toggle_always_uv()
     info = ctap2.get_info()
     assert info.options["alwaysUv"] is False
     assert info.options["makeCredUvNotRqd"] is True
@@ -649,7 +605,7 @@ def test_toggle_always_uv(sim):
     # Other config subcommands still need the acfg token.
     sim.provision_attestation()
     expect_ctap_error(ERR.PUAT_REQUIRED, Config(ctap2).enable_enterprise_attestation)
-    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG)).enable_enterprise_attestation()
+    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG, rp_id=None)).enable_enterprise_attestation()
 
 
 def test_reset_restores_config_defaults(sim):
@@ -657,7 +613,7 @@ def test_reset_restores_config_defaults(sim):
     Config(ctap2).set_min_pin_length(min_pin_length=8, rp_ids=[RP_ID])
     Config(ctap2).toggle_always_uv()
     ClientPin(ctap2).set_pin(PIN)
-    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG)).set_min_pin_length(force_change_pin=True)
+    Config(ctap2, *token(ctap2, PERM.AUTHENTICATOR_CFG, rp_id=None)).set_min_pin_length(force_change_pin=True)
     info = ctap2.get_info()
     assert (info.min_pin_length, info.options["alwaysUv"], info.force_pin_change) == (8, True, True)
 

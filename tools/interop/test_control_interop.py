@@ -24,11 +24,9 @@ from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData
 
-from ctap_helpers import descriptor, expect_ctap_error, new_cdh, self_attested_server, user
-from fidosim_control import ControlError, FidosimControl, b64url
+from ctap_helpers import ORIGIN, RP, descriptor, expect_ctap_error, make_server, new_cdh, user
+from fidosim_control import ControlError, b64url
 
-RP = {"id": "example.com", "name": "Example"}
-ORIGIN = "https://example.com"
 ES256 = [{"type": "public-key", "alg": -7}]
 
 
@@ -80,7 +78,7 @@ def test_an_added_resident_ed25519_credential_is_discovered(sim):
 
 def test_registered_credentials_export_their_private_keys(sim):
     """python-fido2 registers through Fido2Client; the exported PKCS#8 key belongs to the registered public key."""
-    server = self_attested_server()
+    server = make_server()
     client = Fido2Client(sim.device(), DefaultClientDataCollector(ORIGIN), user_interaction=UserInteraction())
     made = {}
     for rk in ("discouraged", "required"):

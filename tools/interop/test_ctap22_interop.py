@@ -10,58 +10,40 @@ Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q 
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import pytest
-from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
-from fido2.ctap import CtapError
+from fido2.client import DefaultClientDataCollector, Fido2Client
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.credman import CredentialManagement
 from fido2.ctap2.extensions import HmacSecretExtension, ThirdPartyPaymentExtension, _prf_salt
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.payment import PaymentClientDataCollector
-from fido2.server import Fido2Server
 from fido2.webauthn import (
-    AttestationConveyancePreference,
     AuthenticatorAttachment,
     PublicKeyCredentialDescriptor,
     PublicKeyCredentialRequestOptions,
-    PublicKeyCredentialRpEntity,
     PublicKeyCredentialType,
-    PublicKeyCredentialUserEntity,
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
 
 from conftest import Simulator
-from ctap_helpers import descriptor, expect_ctap_error, new_cdh, sha256, user  # noqa: E402
+from ctap_helpers import ERR, ORIGIN, PERM, PIN, PinInteraction, RP, RP_ID, descriptor, expect_ctap_error, make_server, new_cdh, register, sha256, token, user, web_user  # noqa: E402
 
 # No 200 ms wait for each simulated touch.
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
 
-ERR = CtapError.ERR
-PERM = ClientPin.PERMISSION
 PCMR = PERM.PERSISTENT_CREDENTIAL_MGMT
 CM = CredentialManagement
-RP_ID = "example.com"
-RP = {"id": RP_ID, "name": "Example"}
 OTHER_RP = {"id": "other.example", "name": "Other"}
-ORIGIN = "https://example.com"
 ES256_PARAMS = [{"type": "public-key", "alg": -7}]
-PIN = "12345678"
 NEW_PIN = "87654321"
 
 
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-
-
-def token(ctap2: Ctap2, perms, rp_id: str | None = RP_ID, protocol=None, pin: str = PIN):
-    """(protocol, token) via getPinUvAuthTokenUsingPinWithPermissions (python-fido2's ClientPin)."""
-    cp = ClientPin(ctap2, protocol or PinProtocolV2())
-    return cp.protocol, cp.get_pin_token(pin, perms, rp_id)
 
 
 def persistent(ctap2: Ctap2, protocol=None, pin: str = PIN):
@@ -103,36 +85,6 @@ def hmac_secret_input(ctap2: Ctap2, protocol, salts: list[bytes]):
     key_agreement, shared = ClientPin(ctap2, protocol)._get_shared_secret()
     salt_enc = protocol.encrypt(shared, b"".join(salts))
     return {1: key_agreement, 2: salt_enc, 3: protocol.authenticate(shared, salt_enc), 4: protocol.VERSION}, shared
-
-
-class PinInteraction(UserInteraction):
-    def __init__(self, pin: str | None = PIN):
-        self.pin = pin
-        self.requests: list[tuple[int, str | None]] = []
-
-    def request_pin(self, permissions, rp_id):
-        self.requests.append((permissions, rp_id))
-        return self.pin
-
-
-def make_server() -> Fido2Server:
-    return Fido2Server(PublicKeyCredentialRpEntity(id=RP_ID, name="Example"),
-                       attestation=AttestationConveyancePreference.NONE)
-
-
-def web_user(name: str) -> PublicKeyCredentialUserEntity:
-    return PublicKeyCredentialUserEntity(id=os.urandom(32), name=name, display_name=name.title())
-
-
-def register(server, client, usr, *, rk=ResidentKeyRequirement.REQUIRED,
-             uv=UserVerificationRequirement.REQUIRED, extensions=None, attachment=None):
-    options, state = server.register_begin(
-        usr, resident_key_requirement=rk, user_verification=uv, extensions=extensions,
-        authenticator_attachment=attachment,
-    )
-    result = client.make_credential(options.public_key)
-    auth_data = server.register_complete(state, result)
-    return result, auth_data
 
 
 def prf_assert(server, client, cred, uv, values):
@@ -326,7 +278,7 @@ def test_change_pin_and_reset_replace_persistent_token(sim):
 
 def test_prf_at_registration_without_pin(sim):
     dev = sim.device()
-    server = make_server()
+    server = make_server(attestation="none")
     ui = PinInteraction(None)
     client = Fido2Client(dev, DefaultClientDataCollector(ORIGIN), user_interaction=ui)
     first, second = b"first PRF input", b"second PRF input"
@@ -355,7 +307,7 @@ def test_prf_at_registration_with_pin_and_raw_protocol_1(sim):
     dev = sim.device()
     ctap2 = Ctap2(dev)
     ClientPin(ctap2).set_pin(PIN)
-    server = make_server()
+    server = make_server(attestation="none")
     client = Fido2Client(dev, DefaultClientDataCollector(ORIGIN), user_interaction=PinInteraction())
     uv, no_uv = UserVerificationRequirement.REQUIRED, UserVerificationRequirement.DISCOURAGED
     first = b"PRF input with UV"
@@ -435,7 +387,7 @@ def test_third_party_payment_raw_and_credential_management(sim):
 def test_payment_extension_with_fido2_client(sim):
     dev = sim.device()
     ClientPin(Ctap2(dev)).set_pin(PIN)
-    server = make_server()
+    server = make_server(attestation="none")
     client = Fido2Client(dev, PaymentClientDataCollector(ORIGIN), user_interaction=PinInteraction(),
                          extensions=[ThirdPartyPaymentExtension(), HmacSecretExtension()])
 

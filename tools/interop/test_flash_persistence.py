@@ -10,11 +10,11 @@ import threading
 import time
 
 import pytest
-from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
 from conftest import Simulator, fidosim_binary
-from test_udp_interop import RP_ID, assert_by_id, make_cred, new_cdh
+from ctap_helpers import RP_ID, new_cdh
+from test_udp_interop import assert_by_id, make_cred
 
 
 def start(image, *extra) -> Simulator:

@@ -16,9 +16,8 @@ from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.hid import CAPABILITY, CTAPHID
 
 from conftest import fidosim_binary
-from ctap_helpers import descriptor, expect_ctap_error, new_cdh, self_attested_server, sha256, user
+from ctap_helpers import RP, descriptor, expect_ctap_error, make_server, new_cdh, sha256, user
 
-RP = {"id": "example.com", "name": "Example"}
 ES256 = [{"type": "public-key", "alg": -7}]
 EDDSA = [{"type": "public-key", "alg": -8}]
 
@@ -52,7 +51,7 @@ def test_ctap20_profile(sim):
         def request_pin(self, permissions, rp_id):
             return "12345678"
 
-    server = self_attested_server()
+    server = make_server()
     client = Fido2Client(sim.device(), DefaultClientDataCollector("https://example.com"), user_interaction=Pin())
     options, state = server.register_begin(user("bob"), resident_key_requirement="required")
     server.register_complete(state, client.make_credential(options.public_key))
@@ -244,7 +243,7 @@ def test_legacy_quirks_profile(sim):
                       [descriptor(c.credential_id) for c in made])
     expect_ctap_error(CtapError.ERR.UNSUPPORTED_ALGORITHM, ctap2.make_credential, new_cdh(), RP, user("e"), EDDSA)
     # Fido2Client sends one credential at a time, as a platform must for this key.
-    server = self_attested_server()
+    server = make_server()
     client = Fido2Client(sim.device(), DefaultClientDataCollector("https://example.com"),
                          user_interaction=UserInteraction())
     request, state = server.authenticate_begin(made, user_verification="discouraged")

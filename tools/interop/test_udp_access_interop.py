@@ -17,12 +17,11 @@ import pytest
 from fido2.ctap2 import Ctap2
 
 from conftest import HOST, fidosim_binary, free_udp_port
-from ctap_helpers import new_cdh, user
+from ctap_helpers import RP, new_cdh, user
 from udp_device import POWER_CYCLE, open_udp_device
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]
-RP = {"id": "example.com", "name": "Example"}
 NOBODY = 65534
 
 

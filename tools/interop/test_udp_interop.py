@@ -6,32 +6,36 @@ Binary: $FIDOSIM_BIN or <repo>/.build/debug/fidosim.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import pytest
 from fido2.attestation import AttestationType, PackedAttestation
-from fido2.client import ClientError, DefaultClientDataCollector, Fido2Client
+from fido2.client import ClientError, Fido2Client
 from fido2.cose import ES256
 from fido2.ctap import CtapError
-from fido2.ctap1 import APDU, ApduError, Ctap1
+from fido2.ctap1 import APDU, Ctap1
 from fido2.ctap2 import Ctap2
 from fido2.hid import CAPABILITY
 from fido2.server import Fido2Server
 from fido2.webauthn import (
-    AttestationConveyancePreference,
     AuthenticatorData,
-    PublicKeyCredentialRpEntity,
     PublicKeyCredentialUserEntity,
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
-from ctap_helpers import descriptor, expect_apdu_error, expect_ctap_error, new_cdh, sha256  # noqa: E402
+from ctap_helpers import (
+    ERR,
+    RP,
+    RP_ID,
+    descriptor,
+    expect_apdu_error,
+    expect_ctap_error,
+    make_client,
+    make_server,
+    new_cdh,
+    sha256,
+)  # noqa: E402
 
-ERR = CtapError.ERR
-RP_ID = "example.com"
-RP = {"id": RP_ID, "name": "Example"}
-ORIGIN = "https://example.com"
 ES256_PARAMS = [{"type": "public-key", "alg": -7}]
 APP_ID = "https://example.com/appid.json"
 
@@ -78,24 +82,6 @@ def assert_by_id(ctap2: Ctap2, cred, rp_id=RP_ID):
         assert a.credential["id"] == cred.credential_id
     assert_signed(a, cdh, cred)
     return a
-
-
-def make_server() -> Fido2Server:
-    def verify_packed(attestation_object, client_data_hash):
-        assert attestation_object.fmt == "packed"
-        PackedAttestation().verify(
-            attestation_object.att_stmt, attestation_object.auth_data, client_data_hash
-        )
-
-    return Fido2Server(
-        PublicKeyCredentialRpEntity(id=RP_ID, name="Example"),
-        attestation=AttestationConveyancePreference.DIRECT,
-        verify_attestation=verify_packed,
-    )
-
-
-def make_client(dev) -> Fido2Client:
-    return Fido2Client(dev, DefaultClientDataCollector(ORIGIN))
 
 
 def new_user(name="alice") -> PublicKeyCredentialUserEntity:
@@ -168,7 +154,7 @@ def test_get_info(sim):
 
 def test_register_and_authenticate_non_discoverable(sim):
     dev = sim.device()
-    server, client = make_server(), make_client(dev)
+    server, client = make_server(), make_client(dev)[0]
     result, auth_data = web_register(
         server, client, new_user(), ResidentKeyRequirement.DISCOURAGED
     )
@@ -205,7 +191,7 @@ def test_register_and_authenticate_non_discoverable(sim):
 
 def test_discoverable_order_and_get_next(sim):
     dev = sim.device()
-    server, client = make_server(), make_client(dev)
+    server, client = make_server(), make_client(dev)[0]
     user_a, user_b = new_user("alice"), new_user("bob")
     _, ad_a = web_register(server, client, user_a, ResidentKeyRequirement.REQUIRED)
     _, ad_b = web_register(server, client, user_b, ResidentKeyRequirement.REQUIRED)
@@ -270,7 +256,7 @@ def test_discoverable_same_user_replaces(sim):
 
 def test_discoverable_client_flow_empty_allow_list(sim):
     dev = sim.device()
-    server, client = make_server(), make_client(dev)
+    server, client = make_server(), make_client(dev)[0]
     user = new_user("carol")
     _, auth_data = web_register(server, client, user, ResidentKeyRequirement.REQUIRED)
     cred = auth_data.credential_data
@@ -299,7 +285,7 @@ def test_exclude_list(sim):
 
 def test_exclude_list_via_client(sim):
     dev = sim.device()
-    server, client = make_server(), make_client(dev)
+    server, client = make_server(), make_client(dev)[0]
     user = new_user()
     _, auth_data = web_register(server, client, user, ResidentKeyRequirement.DISCOURAGED)
     with pytest.raises(ClientError) as info:
