@@ -51,12 +51,7 @@ import urllib.request
 from websockets.sync.client import connect
 
 import rp_server
-
-T0 = time.monotonic()
-
-
-def note(text: str) -> None:
-    print(f"[{time.monotonic() - T0:6.1f}s] {text}", flush=True)
+from ceremony import FLOWS, CeremonyFailed, note, run_flows
 
 
 def chromium_binary() -> str:
@@ -231,13 +226,6 @@ def evaluate(call, expression: str, timeout: float) -> dict:
     }, timeout)
 
 
-FLOWS = {
-    # name: whether the credential is discoverable (a passkey: resident key, sign-in with an empty allow list)
-    "passkey": True,
-    "second-factor": False,
-}
-
-
 def load_page(call, url: str, navigate: bool = True) -> None:
     if navigate:
         # Marks the old document, so that the wait below cannot mistake it for the new one.
@@ -256,26 +244,16 @@ def load_page(call, url: str, navigate: bool = True) -> None:
     call("Emulation.setFocusEmulationEnabled", {"enabled": True}, 30)
 
 
-def run_flow(call, flow: str, timeout_s: float) -> bool:
-    """Registers a credential and signs in with it; True if the server verified both."""
-    discoverable = "true" if FLOWS[flow] else "false"
-    for name, verdict in (("register", "registered"), ("authenticate", "authenticated")):
-        what = "create" if name == "register" else "get"
-        note(f"{flow} {name}: calling navigator.credentials.{what}()")
-        try:
-            reply = evaluate(call, f"withDeadline({name}({discoverable}), {int(timeout_s * 1000)})", timeout_s + 30)
-        except CeremonyStopped as e:
-            note(f"{flow} {name}: FAILED: {e}")
-            return False
-        if "exceptionDetails" in reply:
-            details = reply["exceptionDetails"]
-            note(f"{flow} {name}: FAILED: {details.get('exception', {}).get('description') or details}")
-            return False
-        value = reply["result"].get("value")
-        note(f"{flow} {name}: server says {json.dumps(value)}")
-        if not (isinstance(value, dict) and value.get(verdict)):
-            return False
-    return True
+def ask_page(call, expression: str, timeout: float):
+    """Runs a ceremony's expression with Runtime.evaluate; the server's verdict, or CeremonyFailed."""
+    try:
+        reply = evaluate(call, expression, timeout)
+    except CeremonyStopped as e:
+        raise CeremonyFailed(str(e)) from e
+    if "exceptionDetails" in reply:
+        details = reply["exceptionDetails"]
+        raise CeremonyFailed(details.get("exception", {}).get("description") or details)
+    return reply["result"].get("value")
 
 
 def ceremonies(call, url: str, flows: list[str], timeout_s: float, navigate: bool = True) -> int:
@@ -283,13 +261,8 @@ def ceremonies(call, url: str, flows: list[str], timeout_s: float, navigate: boo
 
     navigate=False: Chromium was started with the page, which only needs to finish loading."""
     load_page(call, url, navigate)
-    results: dict[str, bool] = {}
-    for flow in flows:
-        if results and not all(results.values()):
-            load_page(call, url)  # a fresh page: the failed ceremony is still pending in the old one
-        results[flow] = run_flow(call, flow, timeout_s)
-    note("results: " + ", ".join(f"{flow} {'PASS' if ok else 'FAIL'}" for flow, ok in results.items()))
-    return 0 if all(results.values()) else 1
+    return run_flows(flows, timeout_s, lambda _name, expression, timeout: ask_page(call, expression, timeout),
+                     lambda: load_page(call, url))
 
 
 def run_cdp(url: str, flows: list[str], timeout_s: float, startup_s: float, log_file: str) -> int:

@@ -43,6 +43,7 @@ import time
 from websockets.sync.client import connect
 
 import rp_server
+from ceremony import FLOWS, CeremonyFailed, note, run_flows
 
 PREFS = {
     # WebAuthn over USB HID (authenticator-rs), no software token.
@@ -61,19 +62,6 @@ PREFS = {
     "messaging-system.rsexperimentloader.enabled": False,
     "app.normandy.enabled": False,
 }
-
-FLOWS = {
-    # name: whether the credential is discoverable (a passkey: resident key, sign-in with an empty allow list)
-    "passkey": True,
-    "second-factor": False,
-}
-
-T0 = time.monotonic()
-
-
-def note(text: str) -> None:
-    print(f"[{time.monotonic() - T0:6.1f}s] {text}", flush=True)
-
 
 class BiDi:
     """A minimal WebDriver BiDi client: one command at a time, events are skipped."""
@@ -143,26 +131,16 @@ def wait_for_page(bidi: BiDi, context: str, url: str) -> None:
     note(f"page loaded: {url} (document.hasFocus() = {str(focus).lower()})")
 
 
-def run_flow(bidi: BiDi, context: str, flow: str, timeout_s: float) -> bool:
-    """Registers a credential and signs in with it; True if the server verified both."""
-    discoverable = "true" if FLOWS[flow] else "false"
-    for name, verdict in (("register", "registered"), ("authenticate", "authenticated")):
-        what = "create" if name == "register" else "get"
-        note(f"{flow} {name}: calling navigator.credentials.{what}()")
-        expression = (f"withDeadline({name}({discoverable}), {int(timeout_s * 1000)})"
-                      ".then(r => JSON.stringify(r), e => JSON.stringify({error: String(e)}))")
-        result = evaluate(bidi, context, expression, timeout_s + 30)
-        if result.get("type") != "success":
-            note(f"{flow} {name}: FAILED: {json.dumps(result)}")
-            return False
-        value = json.loads(result["result"]["value"])
-        if "error" in value:
-            note(f"{flow} {name}: FAILED: {value['error']}")
-            return False
-        note(f"{flow} {name}: server says {json.dumps(value)}")
-        if not value.get(verdict):
-            return False
-    return True
+def ask_page(bidi: BiDi, context: str, expression: str, timeout: float):
+    """Runs a ceremony's expression with script.evaluate; the server's verdict, or CeremonyFailed."""
+    expression += ".then(r => JSON.stringify(r), e => JSON.stringify({error: String(e)}))"
+    result = evaluate(bidi, context, expression, timeout)
+    if result.get("type") != "success":
+        raise CeremonyFailed(json.dumps(result))
+    value = json.loads(result["result"]["value"])
+    if "error" in value:
+        raise CeremonyFailed(value["error"])
+    return value
 
 
 def ceremonies(bidi: BiDi, url: str, flows: list[str], timeout_s: float) -> int:
@@ -172,16 +150,14 @@ def ceremonies(bidi: BiDi, url: str, flows: list[str], timeout_s: float) -> int:
     contexts = bidi.call("browsingContext.getTree", {}, 60)["contexts"]
     context = next((c["context"] for c in contexts if c["url"].startswith(url)), contexts[0]["context"])
     wait_for_page(bidi, context, url)
-    results: dict[str, bool] = {}
-    for flow in flows:
-        if results and not all(results.values()):
-            # A fresh page: the failed ceremony may still be pending in the old one.
-            evaluate(bidi, context, "window.fidosimOldPage = true")
-            bidi.call("browsingContext.reload", {"context": context}, 60)
-            wait_for_page(bidi, context, url)
-        results[flow] = run_flow(bidi, context, flow, timeout_s)
-    note("results: " + ", ".join(f"{flow} {'PASS' if ok else 'FAIL'}" for flow, ok in results.items()))
-    return 0 if all(results.values()) else 1
+
+    def fresh_page():
+        evaluate(bidi, context, "window.fidosimOldPage = true")
+        bidi.call("browsingContext.reload", {"context": context}, 60)
+        wait_for_page(bidi, context, url)
+
+    return run_flows(flows, timeout_s, lambda _name, expression, timeout: ask_page(bidi, context, expression, timeout),
+                     fresh_page)
 
 
 def run(url: str, flows: list[str], timeout_s: float, startup_s: float, log_file: str | None) -> int:
