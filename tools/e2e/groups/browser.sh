@@ -1,0 +1,38 @@
+# The VM run's browser group: Chromium and Firefox. Sourced by inside-vm.sh; e2e_browser runs it in the
+# current round.
+
+# --- browsers ----------------------------------------------------------------------------------
+# The key must exist before a browser starts (Chromium enumerates hidraw devices at start-up). Each browser
+# gets a fresh key in memory (no PIN: a headless browser cannot show its PIN dialog) and runs its flows in one
+# start; its log (Chromium's with its FIDO device log) lands in $out/<browser>.log.
+# Chromium raises userVerification to "required" for a discoverable credential on a security key: its key has
+# the simulated fingerprint sensor with one finger enrolled, so Chromium verifies the user with the finger
+# (getPinUvAuthTokenUsingUvWithPermissions) and runs the passkey flow too. Firefox takes "preferred" at its
+# word and runs both flows on a key without built-in UV.
+flows_for() {
+    case $1 in
+        chromium) echo "${CHROMIUM_FLOWS:-passkey,second-factor}" ;;
+        *) echo "${BROWSER_FLOWS:-passkey,second-factor}" ;;
+    esac
+}
+key_args_for() {
+    case $1 in
+        chromium) echo "--uv fingerprint --enrolled-fingers 1" ;;
+        *) echo "" ;;
+    esac
+}
+
+e2e_browser() {
+if want browser; then
+    [ -n "$copy_pid" ] && wait "$copy_pid" && cat "$results/in-memory.log"
+    copy_pid=
+    for browser in ${E2E_BROWSERS:-chromium firefox}; do
+        group
+        # shellcheck disable=SC2046 # the key arguments are words
+        gate "start-key-$browser" start_key "e2e-$browser" --flash memory $(key_args_for "$browser")
+        step_retry "browser-$browser" env PYTHON="$python" BROWSER_FLOWS="$(flows_for "$browser")" \
+            BROWSER_LOG_DIR="$out" "$repo/tools/browser/run-browsers.sh" "$browser"
+        cleanup "stop-key-$browser" stop_key
+    done
+fi
+}
