@@ -372,7 +372,7 @@ struct Serve: ParsableCommand {
             )
         }
         DeviceRunner.installSignalHandlers()
-        var slots: [KeySlot] = []
+        var slots: [SlotIO] = []
         let factory = keyFactory()
         for spec in specs {
             do {
@@ -385,7 +385,7 @@ struct Serve: ParsableCommand {
                 throw ExitCode(1)
             }
         }
-        let prompting = slots.contains { if case .prompt = $0.key.presence { true } else { false } }
+        let prompting = slots.contains { $0.slot.prompts }
         var notifications = false
         if notify == .on || (notify == .auto && prompting) {
             notifications = DesktopNotifier.isAvailable()

@@ -113,7 +113,7 @@ package struct KeyFactory {
         several: Bool,
         logger: Logger
     ) throws
-        -> KeySlot
+        -> SlotIO
     {
         let presenceArgument = spec.presence ?? (chosen == .udp ? "approve" : "prompt")
         guard let mode = PresenceMode(argument: presenceArgument, approveDelay: presenceDelay) else {
@@ -247,7 +247,7 @@ package struct KeyFactory {
             )
         }
         // With several keys, the terminal's answer goes to the key that asked.
-        let slot = KeySlot(key: key, transport: device, logger: logger, control: server, name: spec.name)
+        let slot = SlotIO(key: key, transport: device, logger: logger, control: server, name: spec.name)
         if let trace = spec.trace {
             do {
                 slot.tracer = try TraceWriter(path: trace)

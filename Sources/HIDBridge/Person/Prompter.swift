@@ -30,89 +30,94 @@ final class Prompter {
     /// Milliseconds until a U2F request's entry may go stale.
     func timeout(cap: Int32) -> Int32 { queue.first == nil ? cap : min(cap, 1000) }
 
-    /// Asks about new requests, reads answers, and forgets requests answered some other way.
-    func service(_ fds: ArraySlice<pollfd>, slots: [KeySlot]) {
+    /// An answer of the person, for the loop to give to a key.
+    struct Answer: Equatable {
+        var slot: Int
+        /// `.touch` or `.refuse`.
+        var answer: TerminalAnswer
+        /// The line that tells the person the answer went through.
+        var line: String
+    }
+
+    /// A key asks the person for a touch; a request already asked about is not asked again.
+    func ask(slot: Int, prompt: PresencePrompt, now: Duration) {
+        guard let entry = queue.ask(slot: slot, prompt: prompt, now: now) else { return }
+        printLine(prompt.terminalQuestion(key: names[slot]))
+        notifier?.show(
+            serial: entry.serial,
+            summary:
+                "Security key \(names[slot]): \(prompt.gesture == .fingerprint ? "fingerprint" : "touch") requested",
+            body: prompt.personText
+        )
+    }
+
+    /// Reads answers and forgets requests answered some other way (`waits` says whether a key's CTAP2 request still
+    /// waits). `prompting` are the keys in prompt mode: with one, a touch while nothing waits counts for its next U2F
+    /// request. Returns the answers for the loop to give.
+    func service(_ fds: ArraySlice<pollfd>, now: Duration, waits: (Int) -> Bool, prompting: [Int]) -> [Answer] {
+        var answers: [Answer] = []
         var index = fds.startIndex
         if index < fds.endIndex && fds[index].fd == STDIN_FILENO {
-            if fds[index].revents != 0 { readTerminal(slots: slots) }
+            if fds[index].revents != 0 { answers += readTerminal(prompting: prompting) }
             index += 1
         }
         if let notifier {
             for (serial, answer) in notifier.service(fds[index...]) {
                 guard let entry = queue.remove(serial: serial) else { continue }
-                apply(answer, to: entry, slots: slots, from: "desktop")
+                answers += self.answer(answer, to: entry.slot, from: "desktop")
             }
         }
-        for (slot, key) in slots.enumerated() {
-            let now = key.now
-            for prompt in key.asks {
-                guard let entry = queue.ask(slot: slot, prompt: prompt, now: now) else { continue }
-                printLine(prompt.terminalQuestion(key: names[slot]))
-                notifier?.show(
-                    serial: entry.serial,
-                    summary:
-                        "Security key \(names[slot]): \(prompt.gesture == .fingerprint ? "fingerprint" : "touch") requested",
-                    body: prompt.personText
-                )
-            }
-            key.asks.removeAll()
-        }
-        let now = slots.first?.now ?? .zero
-        for gone in queue.sweep(now: now, waits: { slots[$0].waitsForPerson }) {
+        for gone in queue.sweep(now: now, waits: waits) {
             notifier?.close(serial: gone.serial)
         }
+        return answers
     }
 
-    func readTerminal(slots: [KeySlot]) {
+    func readTerminal(prompting: [Int]) -> [Answer] {
         var buffer = [UInt8](repeating: 0, count: 512)
         let n = read(STDIN_FILENO, &buffer, buffer.count)
         if n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN) {
             terminalOpen = false
-            return
+            return []
         }
-        guard n > 0 else { return }
+        guard n > 0 else { return [] }
         pendingLine += buffer[0..<n]
+        var answers: [Answer] = []
         while let end = pendingLine.firstIndex(of: UInt8(ascii: "\n")) {
             let line = pendingLine[..<end]
             pendingLine.removeSubrange(...end)
-            answerFromTerminal(TerminalAnswer(line: line), slots: slots)
+            answers += answerFromTerminal(TerminalAnswer(line: line), prompting: prompting)
         }
         if pendingLine.count > 4096 { pendingLine.removeAll() }
+        return answers
     }
 
-    func answerFromTerminal(_ answer: TerminalAnswer, slots: [KeySlot]) {
+    func answerFromTerminal(_ answer: TerminalAnswer, prompting: [Int]) -> [Answer] {
         guard answer != .unclear else {
             printLine("fidosim: answer y (or Enter) to touch the key, n to refuse")
-            return
+            return []
         }
         if let entry = queue.first {
             queue.remove(serial: entry.serial)
             notifier?.close(serial: entry.serial)
-            apply(answer, to: entry, slots: slots, from: "terminal")
-            return
+            return self.answer(answer, to: entry.slot, from: "terminal")
         }
         // Nothing waits: with one key, a touch now counts for its next U2F request (as a finger already on a key).
-        let prompting = slots.indices.filter { if case .prompt = slots[$0].key.presence { true } else { false } }
         if answer == .touch && prompting.count == 1 {
-            let slot = slots[prompting[0]]
-            slot.emit(slot.key.touch(now: slot.now))
-            printLine("fidosim: key \(names[prompting[0]]): touched")
-        } else {
-            printLine("fidosim: no key is waiting for a touch")
+            return [Answer(slot: prompting[0], answer: .touch, line: "fidosim: key \(names[prompting[0]]): touched")]
         }
+        printLine("fidosim: no key is waiting for a touch")
+        return []
     }
 
-    func apply(_ answer: TerminalAnswer, to entry: PromptQueue.Entry, slots: [KeySlot], from: String) {
-        let slot = slots[entry.slot]
+    func answer(_ answer: TerminalAnswer, to slot: Int, from: String) -> [Answer] {
         switch answer {
         case .touch:
-            slot.emit(slot.key.touch(now: slot.now))
-            printLine("fidosim: key \(names[entry.slot]): touched (\(from))")
+            [Answer(slot: slot, answer: .touch, line: "fidosim: key \(names[slot]): touched (\(from))")]
         case .refuse:
-            slot.emit(slot.key.refuse(now: slot.now))
-            printLine("fidosim: key \(names[entry.slot]): refused (\(from))")
+            [Answer(slot: slot, answer: .refuse, line: "fidosim: key \(names[slot]): refused (\(from))")]
         case .unclear:
-            break
+            []
         }
     }
 

@@ -1,0 +1,135 @@
+import CTAPCore
+import ControlProtocol
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A ``KeySlot`` with the I/O it owns: its transport, its control socket, its trace and its clock. It carries out
+/// what the slot decides.
+///
+/// Only the loop that owns it touches it.
+public final class SlotIO {
+    public internal(set) var slot: KeySlot
+    let transport: any ReportTransport
+    /// The control plane's socket, if the key has one.
+    let control: ControlServer?
+    let logger: Logger
+    let clock = ContinuousClock()
+    let start: ContinuousClock.Instant
+    /// The trace being written, if any (`--trace`, or the control command `trace`).
+    public var tracer: TraceWriter? {
+        didSet { slot.tracing = tracer != nil }
+    }
+
+    public init(
+        key: VirtualKey,
+        transport: any ReportTransport,
+        logger: Logger,
+        control: ControlServer? = nil,
+        name: String = "default"
+    ) {
+        slot = KeySlot(key: key, name: name, transportSummary: transport.summary, logger: logger)
+        self.transport = transport
+        self.control = control
+        self.logger = logger
+        start = clock.now
+    }
+
+    /// The time since the key started.
+    var now: Duration { clock.now - start }
+
+    /// Milliseconds until this key has work to do, at most `cap`.
+    func timeout(cap: Int32) -> Int32 {
+        let cap = control?.timeout(cap: cap) ?? cap
+        guard let deadline = slot.nextDeadline else { return cap }
+        let wait = deadline - now
+        let ms = wait <= .zero ? 0 : Int(wait.wholeMilliseconds) + 1
+        return Int32(min(ms, Int(cap)))
+    }
+
+    /// The descriptors this key polls: its transport, its control socket.
+    func pollDescriptors() -> [pollfd] {
+        var fds = [pollfd(fd: transport.descriptor, events: Int16(POLLIN), revents: 0)]
+        if let control { fds += control.pollDescriptors() }
+        return fds
+    }
+
+    /// Handles what `poll` reported on this key's descriptors, then lets time pass; returns the touch requests for
+    /// the person.
+    func service(_ fds: ArraySlice<pollfd>, powerCycles: Int) -> [PresencePrompt] {
+        var asks: [PresencePrompt] = []
+        var index = fds.startIndex
+        if fds[index].revents & Int16(POLLIN) != 0 {
+            // Drain first, then handle: a slow handler must not make the kernel drop queued reports.
+            for event in transport.receiveAll() {
+                asks += update { slot, now in slot.receive(event, now: now) }
+            }
+        }
+        index += 1
+        if let control, fds[index...].contains(where: { $0.revents != 0 }) {
+            control.service(fds[index...]) { command, subscribed in
+                let reply: KeySlot.ControlReply
+                if case .trace(let path, let format) = command {
+                    reply = KeySlot.ControlReply(result: trace(path: path, format: format))
+                } else {
+                    slot.listening = control.hasSubscribers
+                    reply = slot.control(command, subscribed: &subscribed, now: now)
+                }
+                asks += perform(reply.effects)
+                return reply.result
+            }
+        }
+        asks += update { slot, now in slot.tick(now: now, powerCycles: powerCycles) }
+        tracer?.flush()
+        return asks
+    }
+
+    /// Runs `change` on the slot at the current time and carries out its effects; returns the touch requests.
+    @discardableResult
+    func update(_ change: (inout KeySlot, Duration) -> [SlotEffect]) -> [PresencePrompt] {
+        slot.listening = control?.hasSubscribers ?? false
+        return perform(change(&slot, now))
+    }
+
+    /// Starts or stops a trace (the control command `trace`).
+    func trace(path: String?, format: String?) -> Result<JSONValue, ControlError> {
+        tracer = nil
+        guard let path else { return .success(["tracing": nil]) }
+        do {
+            tracer = try TraceWriter(path: path, format: format.flatMap(TraceWriter.Format.init(rawValue:)))
+        } catch {
+            return .failure(ControlError(.failed, error.description))
+        }
+        return .success(["tracing": .string(path), "format": .string(tracer?.format.rawValue ?? "")])
+    }
+
+    /// Carries out the slot's effects in order; returns its touch requests, which the loop's prompter asks.
+    func perform(_ effects: [SlotEffect]) -> [PresencePrompt] {
+        var asks: [PresencePrompt] = []
+        for effect in effects {
+            switch effect {
+            case .send(let reports):
+                transport.send(batch: reports)
+            case .unplug:
+                do { try transport.unplug() } catch { logger.error("unplug: \(error)") }
+            case .plug:
+                do { try transport.plug() } catch { logger.error("power cycle: \(error)") }
+            case .replug:
+                do { try transport.replug() } catch { logger.error("power cycle: \(error)") }
+            case .event(let name, let fields):
+                control?.broadcast(ControlMessage.event(name, fields))
+            case .say(let line):
+                printLine(line)
+            case .ask(let prompt):
+                asks.append(prompt)
+            case .traceReport(let report, let fromHost):
+                tracer?.report(report, fromHost: fromHost)
+            case .traceMessage(let message):
+                tracer?.message(message)
+            }
+        }
+        return asks
+    }
+}
