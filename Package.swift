@@ -27,12 +27,23 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         .target(name: "CTAPCBOR", swiftSettings: swiftSettings),
+        .target(
+            name: "Console",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: swiftSettings
+        ),
         .target(name: "ControlProtocol", swiftSettings: swiftSettings),
         .target(name: "FlashStore", swiftSettings: swiftSettings),
-        .target(name: "FlashImage", dependencies: ["FlashStore"], swiftSettings: swiftSettings),
+        .target(
+            name: "FlashImage",
+            dependencies: ["FlashStore", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: swiftSettings
+        ),
         .target(name: "FlashStoreTesting", dependencies: ["FlashStore"], swiftSettings: swiftSettings),
         .target(name: "CTAPHID", swiftSettings: swiftSettings),
         .target(
@@ -47,6 +58,7 @@ let package = Package(
         .target(
             name: "Attestation",
             dependencies: [
+                "CTAPCBOR", "ControlProtocol",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -78,10 +90,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .target(name: "ControlClient", dependencies: ["ControlProtocol"], swiftSettings: swiftSettings),
+        .target(
+            name: "ControlClient",
+            dependencies: ["ControlProtocol", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "Conformance",
-            dependencies: ["FIDOClient", "CTAPCBOR", "ControlProtocol", "ControlClient"],
+            dependencies: ["FIDOClient", "CTAPCBOR", "Console", "ControlProtocol", "ControlClient"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -94,17 +110,21 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl", "ControlProtocol",
+                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl", "Console",
+                "ControlProtocol",
                 "FlashImage",
                 "HIDAPIDevice",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "Benchmark",
             dependencies: [
-                "CTAPCBOR", "CTAPCore", "CTAPHID", "CProcessControl", "FlashImage", "FlashStore", "FIDOClient",
+                "CTAPCBOR", "CTAPCore", "CTAPHID", "CProcessControl", "Console", "FlashImage", "FlashStore",
+                "FIDOClient",
                 "HIDAPIDevice",
                 "HIDBridge",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -114,7 +134,8 @@ let package = Package(
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "FlashImage", "FlashStore", "ControlProtocol",
+                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "Console", "FlashImage", "FlashStore",
+                "ControlProtocol",
                 "Attestation",
                 "FIDOClient", "Conformance", "CProcessControl", "ControlClient", "HIDAPIDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

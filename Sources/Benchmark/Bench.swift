@@ -1,4 +1,5 @@
 import CTAPCore
+import Console
 import Crypto
 import FlashStore
 import HIDBridge

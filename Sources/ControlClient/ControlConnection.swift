@@ -1,4 +1,5 @@
 import ControlProtocol
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -91,8 +92,13 @@ package final class ControlConnection {
             if ready < 0 && errno == EINTR { continue }
             if ready == 0 { continue }
             var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
+            // swift-system's read retries after a signal.
+            let n: Int
+            do {
+                n = try chunk.withUnsafeMutableBytes { try FileDescriptor(rawValue: fd).read(into: $0) }
+            } catch {
+                throw .closed
+            }
             guard n > 0 else { throw .closed }
             for item in buffer.append(chunk[0..<n]) {
                 guard case .line(let line) = item else { throw .invalid("a line over 1 MiB") }

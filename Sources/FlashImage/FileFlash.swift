@@ -1,5 +1,6 @@
 // A flash image kept in a file: the FlashImage target, the I/O beside the pure FlashStore.
 import FlashStore
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -409,32 +410,33 @@ public struct FileFlash: FlashDevice {
     ) throws(FlashError) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: count)
         var done = 0
-        while done < count {
-            let n = buffer.withUnsafeMutableBytes { raw in
-                pread(file.fd, raw.baseAddress! + done, count - done, off_t(offset + done))
+        do {
+            while done < count {
+                let n = try buffer.withUnsafeMutableBytes { raw in
+                    try file.descriptor.read(
+                        fromAbsoluteOffset: Int64(offset + done),
+                        into: UnsafeMutableRawBufferPointer(rebasing: raw[done...])
+                    )
+                }
+                if n == 0 { break }
+                done += n
             }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ioError("pread \(path)", errno)
-            }
-            if n == 0 { break }
-            done += n
+        } catch {
+            throw ioError("pread \(path)", error)
         }
         return Array(buffer[0..<done])
     }
 
     private static func writeAll(_ file: ImageFile, _ bytes: [UInt8], at offset: Int, path: String) throws(FlashError) {
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { raw in
-                pwrite(file.fd, raw.baseAddress! + done, bytes.count - done, off_t(offset + done))
-            }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ioError("pwrite \(path)", errno)
-            }
-            done += n
+        do {
+            _ = try file.descriptor.writeAll(toAbsoluteOffset: Int64(offset), bytes)
+        } catch {
+            throw ioError("pwrite \(path)", error)
         }
+    }
+
+    private static func ioError(_ what: String, _ error: any Error) -> FlashError {
+        ioError(what, (error as? Errno)?.rawValue ?? EIO)
     }
 
     private static func ioError(_ what: String, _ code: Int32) -> FlashError {
@@ -447,6 +449,8 @@ private final class ImageFile: Sendable {
     let fd: Int32
 
     init(fd: Int32) { self.fd = fd }
+
+    var descriptor: FileDescriptor { FileDescriptor(rawValue: fd) }
 
     deinit { close(fd) }
 }

@@ -399,3 +399,12 @@ enum ReportDescriptor {
         return nil
     }
 }
+
+extension HIDDeviceInfo {
+    /// One line of a device list: path, VID:PID, FIDO or the usage page, names and serial, separated by tabs.
+    public var listingLine: String {
+        let id = DeviceAddress.formatVIDPID(vendorID, productID)
+        let fido = usagePage == Self.fidoUsagePage ? "FIDO" : "page 0x" + String(usagePage, radix: 16)
+        return "\(path)\t\(id)\t\(fido)\t\(manufacturer) \(product)\tserial \(serial)"
+    }
+}

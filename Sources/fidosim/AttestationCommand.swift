@@ -1,8 +1,9 @@
 import ArgumentParser
 import Attestation
 import CTAPCBOR
+import Console
+import ControlClient
 import ControlProtocol
-import FIDOClient
 import HIDBridge
 
 #if canImport(FoundationEssentials)
@@ -82,7 +83,16 @@ struct AttestationCommand: ParsableCommand {
             let batch: BatchAttestation
             var shared = ""
             if let path = self.batch, Glibc.access(path, F_OK) == 0 {
-                batch = try Self.anotherKey(ofBatch: path, aaguid: aaguid, notBefore: notBefore)
+                do {
+                    batch = try BatchFile.anotherKey(
+                        ofBatch: try KeyFiles.read(path),
+                        path: path,
+                        aaguid: aaguid,
+                        notBefore: notBefore
+                    )
+                } catch {
+                    throw ValidationError("\(error)")
+                }
                 shared = " from the batch \(path) (its attestation certificate is shared with the batch's other keys)"
             } else {
                 batch = try BatchAttestation.provision(
@@ -92,13 +102,13 @@ struct AttestationCommand: ParsableCommand {
                     notBefore: notBefore
                 )
                 if let path = self.batch {
-                    try Self.writeBatch(
+                    let file = BatchFile.encode(
                         batch,
                         aaguid: aaguid,
                         organization: organization,
-                        country: country.uppercased(),
-                        to: path
+                        country: country.uppercased()
                     )
+                    try usage { () throws(KeySetupError) in try KeyFiles.writePrivate(path, file, replace: false) }
                     shared = "; the new batch is in \(path) (0600: it holds the root's key) for the batch's other keys"
                 }
             }
@@ -114,81 +124,14 @@ struct AttestationCommand: ParsableCommand {
                 ]
             )
             let path = rootOut ?? KeyFiles.dataDirectory + "/" + key.name + "-attestation-root.pem"
-            try CredentialsCommand.Export.writePrivateFile(
-                path,
-                BatchAttestation.pem(certificate: batch.rootCertificate),
-                replace: true
-            )
+            try usage { () throws(KeySetupError) in
+                try KeyFiles.writePrivate(
+                    path,
+                    BatchAttestation.pem(certificate: batch.rootCertificate),
+                    replace: true
+                )
+            }
             printLine("fidosim: batch attestation provisioned\(shared); root certificate in \(path)")
-        }
-
-        /// Members of a batch file, a JSON object whose binary members are base64url.
-        static let batchFormat = "fidosim-batch-1"
-
-        static func writeBatch(
-            _ batch: BatchAttestation,
-            aaguid: [UInt8],
-            organization: String,
-            country: String,
-            to path: String
-        ) throws {
-            let document: JSONValue = [
-                "format": .string(batchFormat),
-                "aaguid": .string(Hex.string(aaguid)),
-                "organization": .string(organization), "country": .string(country),
-                "rootPrivateKey": .string(Base64URL.encode(batch.rootPrivateKey)),
-                "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
-                "privateKey": .string(Base64URL.encode(batch.privateKey)),
-                "certificate": .string(Base64URL.encode(batch.certificate)),
-            ]
-            try CredentialsCommand.Export.writePrivateFile(path, document.prettyEncoded, replace: false)
-        }
-
-        static func anotherKey(ofBatch path: String, aaguid: [UInt8], notBefore: Date) throws -> BatchAttestation {
-            let document: JSONValue
-            do {
-                document = try JSONParser.parse(try CredentialsCommand.Import.read(path))
-            } catch let error as ValidationError {
-                throw error
-            } catch {
-                throw ValidationError("\(path) is not a batch file: \(error)")
-            }
-            func member(_ name: String) throws -> String {
-                guard let value = document[name]?.stringValue else {
-                    throw ValidationError("\(path) is not a \(batchFormat) batch file: no \"\(name)\"")
-                }
-                return value
-            }
-            func bytes(_ name: String) throws -> [UInt8] {
-                guard let value = Base64URL.decode(try member(name)) else {
-                    throw ValidationError("\(path): \"\(name)\" is not base64url")
-                }
-                return value
-            }
-            guard try member("format") == batchFormat else {
-                throw ValidationError("\(path) is not a \(batchFormat) batch file")
-            }
-            let batchAAGUID = try member("aaguid")
-            guard Hex.bytes(batchAAGUID) == aaguid else {
-                throw ValidationError(
-                    "the batch \(path) is for AAGUID \(batchAAGUID), this key's is "
-                        + "\(Hex.string(aaguid)): a batch is one model of key"
-                )
-            }
-            do {
-                return try BatchAttestation.anotherKey(
-                    ofBatchWithRootPrivateKey: try bytes("rootPrivateKey"),
-                    rootCertificate: try bytes("rootCertificate"),
-                    privateKey: try bytes("privateKey"),
-                    certificate: try bytes("certificate"),
-                    aaguid: aaguid,
-                    organization: try member("organization"),
-                    country: try member("country"),
-                    notBefore: notBefore
-                )
-            } catch let error as BatchAttestation.Failure {
-                throw ValidationError("\(path): \(error)")
-            }
         }
     }
 }
@@ -212,48 +155,8 @@ struct MetadataCommand: ParsableCommand {
     func run() throws {
         let access = try key.open(creating: false)
         let status = try access.request("status", [:])
-        var info = status["info"]?.objectValue ?? [:]
-        // What changes with the key's state is not a property of the model.
-        for dynamic in ["encIdentifier", "remainingDiscoverableCredentials", "uvCountSinceLastPinEntry"] {
-            info[dynamic] = nil
-        }
+        let statement = MetadataStatement.make(status: status, description: description)
         let batch = status["attestation"]?["type"] == "batch"
-        var roots: [JSONValue] = []
-        if batch, let root = status["attestation"]?["rootCertificate"]?.stringValue.flatMap(Base64URL.decode) {
-            roots = [.string(Data(root).base64EncodedString())]
-        }
-        let options = info["options"]?.objectValue ?? [:]
-        var uv: [JSONValue] = [[["userVerificationMethod": "presence_internal"]]]
-        if options["clientPin"] != nil { uv.append([["userVerificationMethod": "passcode_external"]]) }
-        if options["uv"] != nil { uv.append([["userVerificationMethod": "fingerprint_internal"]]) }
-        let algorithms = (info["algorithms"]?.arrayValue ?? []).compactMap { $0["alg"]?.integerValue }
-        let statement: JSONValue = [
-            "legalHeader": "Generated by fidosim for testing; not a certified authenticator.",
-            "aaguid": status["aaguid"] ?? .null,
-            "description": .string(description),
-            "authenticatorVersion": info["firmwareVersion"] ?? 1,
-            "protocolFamily": "fido2",
-            "schema": 3,
-            "upv": [["major": 1, "minor": 0], ["major": 1, "minor": 1]],
-            "authenticationAlgorithms": .array(
-                algorithms.compactMap {
-                    switch $0 {
-                    case -7: "secp256r1_ecdsa_sha256_raw"
-                    case -8: "ed25519_eddsa_sha512_raw"
-                    default: nil
-                    }
-                }
-            ),
-            "publicKeyAlgAndEncodings": ["cose"],
-            "attestationTypes": batch ? ["basic_full"] : ["basic_surrogate"],
-            "userVerificationDetails": .array(uv),
-            "keyProtection": ["software"],
-            "matcherProtection": ["software"],
-            "attachmentHint": ["external", "wired"],
-            "tcDisplay": [],
-            "attestationRootCertificates": .array(roots),
-            "authenticatorGetInfo": .object(info),
-        ]
         if !batch {
             printError(
                 "fidosim: this key uses self attestation; `fidosim attestation provision` gives it a batch certificate"

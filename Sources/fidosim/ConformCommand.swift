@@ -1,9 +1,7 @@
 import ArgumentParser
-import CTAPCBOR
 import CTAPCore
 import Conformance
-import ControlClient
-import ControlProtocol
+import Console
 import FIDOClient
 import HIDAPIDevice
 import HIDBridge
@@ -114,12 +112,7 @@ struct ConformCommand: ParsableCommand {
                 printError("fidosim conform: \(error)")
                 throw ExitCode(2)
             }
-            for d in devices {
-                let id = DeviceAddress.formatVIDPID(d.vendorID, d.productID)
-                let fido =
-                    d.usagePage == HIDDeviceInfo.fidoUsagePage ? "FIDO" : "page 0x" + String(d.usagePage, radix: 16)
-                print("\(d.path)\t\(id)\t\(fido)\t\(d.manufacturer) \(d.product)\tserial \(d.serial)")
-            }
+            for device in devices { print(device.listingLine) }
             if devices.isEmpty { print("hidapi (\(hidBackend) backend) lists no HID device") }
             return
         }
@@ -127,7 +120,16 @@ struct ConformCommand: ParsableCommand {
         let open = CTAPHIDClient.opener(address, backend: HIDBackend(rawValue: hidBackend)!)
         let deviceOperator: any DeviceOperator
         do {
-            deviceOperator = try chooseOperator(address: address, open: open)
+            deviceOperator = try OperatorChoice.choose(
+                noControl: noControl,
+                socket: control ?? name.map { KeyFiles.defaultControlPath(name: $0) },
+                defaultPath: KeyFiles.defaultControlPath(name: "default"),
+                address: address,
+                fidosimAAGUID: AuthenticatorConfiguration.fidosimAAGUID,
+                open: open
+            )
+        } catch let error as OperatorChoiceError {
+            throw ValidationError(error.description)
         } catch {
             printError("fidosim conform: \(error)")
             throw ExitCode(2)
@@ -167,7 +169,11 @@ struct ConformCommand: ParsableCommand {
         )
         for observation in report.observations { print("observed: \(observation)") }
         if let directory = self.report {
-            try writeReport(report, to: directory)
+            do {
+                try report.write(to: directory)
+            } catch {
+                throw ValidationError(error.description)
+            }
             print("report: \(directory)/report.json, \(directory)/report.md")
         }
         if report.stoppedAnswering {
@@ -181,82 +187,14 @@ struct ConformCommand: ParsableCommand {
     func knownPIN() throws -> String? {
         if let pin { return pin }
         if let pinFile {
-            guard let file = fopen(pinFile, "r") else {
-                throw ValidationError("--pin-file \(pinFile): \(String(cString: strerror(errno)))")
+            do {
+                return try PINFile.firstLine(of: pinFile)
+            } catch {
+                throw ValidationError(error.description)
             }
-            defer { fclose(file) }
-            var buffer = [CChar](repeating: 0, count: 256)
-            guard fgets(&buffer, Int32(buffer.count), file) != nil else {
-                throw ValidationError("--pin-file \(pinFile) is empty")
-            }
-            let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let pin =
-                line.hasSuffix("\r\n")
-                ? String(line.dropLast(2)) : line.hasSuffix("\n") ? String(line.dropLast()) : line
-            guard !pin.isEmpty else { throw ValidationError("--pin-file \(pinFile): the first line is empty") }
-            return pin
         }
         if let value = getenv("FIDOSIM_PIN").map({ String(cString: $0) }), !value.isEmpty { return value }
         return nil
-    }
-
-    func writeReport(_ report: ConformanceReport, to directory: String) throws {
-        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
-            throw ValidationError("--report \(directory): \(String(cString: strerror(errno)))")
-        }
-        for (name, text) in [("report.json", report.json.prettyEncoded + "\n"), ("report.md", report.markdown)] {
-            let path = "\(directory)/\(name)"
-            guard let file = fopen(path, "w") else {
-                throw ValidationError("cannot write \(path): \(String(cString: strerror(errno)))")
-            }
-            fputs(text, file)
-            fclose(file)
-        }
-    }
-
-    func chooseOperator(address: DeviceAddress, open: () throws -> CTAPHIDClient) throws -> any DeviceOperator {
-        if noControl { return TerminalOperator() }
-        if let path = control ?? name.map({ KeyFiles.defaultControlPath(name: $0) }) {
-            return try ControlSocketOperator(path: path)
-        }
-        // The default socket, when the key behind it is this one (same AAGUID and, over UDP, the same port).
-        let path = KeyFiles.defaultControlPath(name: "default")
-        guard let candidate = try? ControlSocketOperator(path: path), let status = candidate.status,
-            let aaguid = status["aaguid"]?.stringValue, let transport = status["transport"]?.stringValue
-        else { return try terminalOperator(address: address, open: open, lookedFor: path) }
-        let hid = try open()
-        try hid.initialize()
-        let info = try CTAP2Client(hid: hid).getInfo()
-        let sameKey = aaguid.filter { $0 != "-" }.lowercased() == Hex.string(info.aaguid)
-        var samePort = true
-        if case .udp(_, let port) = address { samePort = transport.hasSuffix(":\(port)") }
-        guard sameKey && samePort else { return try terminalOperator(address: address, open: open, lookedFor: path) }
-        printError("fidosim conform: using the control socket \(path) for touches and power cycles")
-        return candidate
-    }
-}
-
-extension ConformCommand {
-    /// A person answers touches and replugs. A key that says it is a fidosim key (its AAGUID) has a control socket
-    /// the runner did not find: say which one it looked for, and without a terminal stop instead of reporting
-    /// failures that a person was meant to prevent.
-    func terminalOperator(
-        address: DeviceAddress,
-        open: () throws -> CTAPHIDClient,
-        lookedFor path: String
-    ) throws
-        -> TerminalOperator
-    {
-        guard let hid = try? open(), (try? hid.initialize()) != nil,
-            let info = try? CTAP2Client(hid: hid).getInfo(), info.aaguid == AuthenticatorConfiguration.fidosimAAGUID
-        else { return TerminalOperator() }
-        let hint =
-            "the key at \(address) is a fidosim key (its AAGUID), but its control socket is not \(path): give "
-            + "--name NAME or --control PATH (fidosim serve prints its socket), or --no-control to answer its touches "
-            + "and replugs yourself"
-        guard isatty(STDIN_FILENO) != 0 else { throw ValidationError(hint) }
-        printError("fidosim conform: \(hint)")
-        return TerminalOperator()
     }
 }
 

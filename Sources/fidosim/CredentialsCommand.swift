@@ -1,6 +1,5 @@
 import ArgumentParser
-import CTAPCore
-import CTAPHID
+import Console
 import ControlClient
 import ControlProtocol
 import HIDBridge
@@ -96,33 +95,13 @@ struct CredentialsCommand: ParsableCommand {
                 document = cxf
                 if skipped > 0 { note = " (\(skipped) non-discoverable left out: CXF holds passkeys only)" }
             }
-            try Self.writePrivateFile(output, document.prettyEncoded, replace: force)
+            try usage { () throws(KeySetupError) in
+                try KeyFiles.writePrivate(output, document.prettyEncoded, replace: force)
+            }
             let count = format == .cxf ? credentials.count { $0["isResidentCredential"] == true } : credentials.count
             printLine(
                 "fidosim: exported \(count) credential\(count == 1 ? "" : "s") to \(output) (\(format.rawValue), mode 0600)\(note)"
             )
-        }
-
-        /// Creates `path` with mode 0600 (exclusively, unless `replace`) and writes `text`.
-        static func writePrivateFile(_ path: String, _ text: String, replace: Bool) throws {
-            let flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (replace ? O_TRUNC : O_EXCL)
-            let fd = Glibc.open(path, flags, 0o600)
-            guard fd >= 0 else {
-                throw ValidationError(
-                    errno == EEXIST
-                        ? "\(path) exists; use --force to replace it"
-                        : "cannot create \(path): \(String(cString: strerror(errno)))"
-                )
-            }
-            defer { close(fd) }
-            guard fchmod(fd, 0o600) == 0 else { throw ValidationError("cannot make \(path) private") }
-            let bytes = Array(text.utf8)
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                guard n > 0 else { throw ValidationError("cannot write \(path): \(String(cString: strerror(errno)))") }
-                offset += n
-            }
         }
     }
 
@@ -140,7 +119,7 @@ struct CredentialsCommand: ParsableCommand {
         var file: String
 
         func run() throws {
-            let text = try Self.read(file)
+            let text = try usage { () throws(KeySetupError) in try KeyFiles.read(file) }
             let document: JSONValue
             do {
                 document = try JSONParser.parse(text)
@@ -179,45 +158,12 @@ struct CredentialsCommand: ParsableCommand {
             for failure in failures { printError("fidosim: not imported: \(failure)") }
             if !failures.isEmpty { throw ExitCode(1) }
         }
-
-        static func read(_ path: String) throws -> [UInt8] {
-            do {
-                return try KeyFiles.read(path)
-            } catch {
-                throw ValidationError(error.message)
-            }
-        }
     }
-}
-
-/// A key that commands reach: a running one through its control socket, or one that is not running through its
-/// flash image (the same control commands, carried out in this process).
-protocol KeyAccess {
-    /// Runs a control command; throws with the protocol's error code and message when it fails.
-    func request(_ command: String, _ params: JSONValue) throws -> JSONValue
-}
-
-extension KeyAccess {
-    /// WebDriver credential objects.
-    func list() throws -> [JSONValue] { try request("getCredentials", [:])["credentials"]?.arrayValue ?? [] }
-
-    /// Adds one WebDriver credential object.
-    func add(_ credential: JSONValue) throws { _ = try request("addCredential", credential) }
 }
 
 /// A control-protocol error, for the command line.
 struct KeyAccessError: Error, CustomStringConvertible {
     var description: String
-}
-
-struct SocketKeyAccess: KeyAccess {
-    let connection: ControlConnection
-    /// Seconds to wait for the response.
-    var timeout: Double = 30
-
-    func request(_ command: String, _ params: JSONValue) throws -> JSONValue {
-        try connection.request(command, params, timeout: timeout)
-    }
 }
 
 /// A key that is not running, through its flash image.

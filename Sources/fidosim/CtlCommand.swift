@@ -1,11 +1,8 @@
 import ArgumentParser
+import Console
 import ControlClient
 import ControlProtocol
 import HIDBridge
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 struct Ctl: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -49,20 +46,7 @@ struct Ctl: ParsableCommand {
     @Argument(help: "Parameters: NAME=VALUE, or the command's main value.")
     var arguments: [String] = []
 
-    static let aliases: [String: String] = [
-        "credentials": "getCredentials", "add-credential": "addCredential", "remove-credential": "removeCredential",
-        "remove-all-credentials": "removeAllCredentials", "set-user-verified": "setUserVerified",
-        "automatic-presence": "setAutomaticPresenceSimulation", "power-cycle": "powerCycle",
-        "set-option": "setOption", "fault": "injectFault", "clear-faults": "clearFaults", "events": "subscribe",
-    ]
-
-    /// The parameter a bare value stands for.
-    static let mainParameter: [String: String] = [
-        "presence": "mode", "removeCredential": "credentialId", "setUserVerified": "isUserVerified",
-        "setAutomaticPresenceSimulation": "enabled", "injectFault": "kind",
-    ]
-
-    var commandName: String { Self.aliases[command] ?? command }
+    var commandName: String { ControlArguments.command(command) }
 
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
@@ -71,34 +55,10 @@ struct Ctl: ParsableCommand {
     }
 
     func buildParams() throws -> [String: JSONValue] {
-        var members: [String: JSONValue] = [:]
-        if let params {
-            guard case .object(let object) = try? JSONParser.parse(params) else {
-                throw ValidationError("--params must be a JSON object")
-            }
-            members = object
-        }
-        for argument in arguments {
-            if let eq = argument.firstIndex(of: "=") {
-                members[String(argument[..<eq])] = Self.typedValue(String(argument[argument.index(after: eq)...]))
-            } else if let main = Self.mainParameter[commandName], members[main] == nil {
-                members[main] = Self.typedValue(argument)
-            } else {
-                throw ValidationError("'\(argument)' is not NAME=VALUE")
-            }
-        }
-        return members
-    }
-
-    static func typedValue(_ text: String) -> JSONValue {
-        switch text {
-        case "true": return true
-        case "false": return false
-        case "null": return nil
-        default:
-            if let i = Int64(text) { return .integer(i) }
-            if text.lowercased().hasPrefix("0x"), let i = Int64(text.dropFirst(2), radix: 16) { return .integer(i) }
-            return .string(text)
+        do {
+            return try ControlArguments.parameters(command: commandName, json: params, arguments: arguments)
+        } catch {
+            throw ValidationError(error.message)
         }
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Console
 import HIDBridge
 
 @main
@@ -32,5 +33,14 @@ struct ProfilesCommand: ParsableCommand {
             let file = try ProfileFile.load(name)
             printLine("\(name): \(file.description)")
         }
+    }
+}
+
+/// Runs `body`; a key's file that is not right is a usage error (exit code 64), like the command's own checks.
+func usage<T>(_ body: () throws(KeySetupError) -> T) throws -> T {
+    do {
+        return try body()
+    } catch {
+        throw ValidationError(error.message)
     }
 }

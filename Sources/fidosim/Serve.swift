@@ -1,15 +1,8 @@
 import ArgumentParser
-import CTAPCore
-import CTAPHID
-import FIDOClient
+import Console
 import HIDAPIDevice
 import HIDBridge
 import Logging
-
-#if canImport(Glibc)
-import CProcessControl
-import Glibc
-#endif
 
 extension TransportChoice: ExpressibleByArgument {}
 extension Durability: ExpressibleByArgument {}
@@ -319,29 +312,9 @@ struct Serve: ParsableCommand {
             profile: profile
         )
         if let config {
-            do {
-                return try ServeConfig.load(config, base: base)
-            } catch let error as KeySetupError {
-                throw ValidationError(error.message)
-            }
+            return try usage { () throws(KeySetupError) in try ServeConfig.load(config, base: base) }
         }
-        guard keys > 1 else { return [base] }
-        if let flash, flash != "memory" {
-            throw ValidationError("with --keys, each key has its own image NAME-N.img; name images in a --config file")
-        }
-        return (1...keys).map { i in
-            guard i > 1 else { return base }
-            var spec = base
-            spec.name = "\(name)-\(i)"
-            spec.flash = flash ?? KeyFiles.defaultImagePath(name: spec.name)
-            spec.port = port == 0 ? 0 : port &+ UInt16(i - 1)
-            spec.serial = serial.map { "\($0)-\(i)" }
-            spec.control =
-                control.map { $0 == "off" ? "off" : KeySpec.numbered($0, i) }
-                ?? KeyFiles.defaultControlPath(name: spec.name)
-            spec.trace = trace.map { KeySpec.numbered($0, i) }
-            return spec
-        }
+        return try usage { () throws(KeySetupError) in try base.copies(count: keys, flash: flash, control: control) }
     }
 
     func run() throws {
@@ -352,24 +325,13 @@ struct Serve: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "fidosim")
-        // The process holds the keys' secrets: no core dump of it, and no other process of this user may read its
-        // memory (security.md, "Secrets in memory").
-        // Should the kernel dump it anyway (fs.suid_dumpable = 2), no memory of it: anonymous mappings (the heap,
-        // where every key and the flash image live) and file mappings are left out of any core. First: once the
-        // process is not dumpable, its /proc files belong to root and it may not write this one.
-        Self.excludeMemoryFromCoreDumps()
-        if fidosim_set_undumpable() != 0 {
-            printError("fidosim: warning: cannot mark the process undumpable: \(String(cString: strerror(errno)))")
-        }
+        if let warning = SecretsInMemory.protect() { printError(warning) }
         let specs = try keySpecs()
         var chosen = transport
         if transport == .auto {
-            chosen = UHIDTransport.isUsable(path: uhidPath) ? .uhid : .udp
-            printLine(
-                chosen == .uhid
-                    ? "fidosim: transport auto: \(uhidPath) is writable, using uhid"
-                    : "fidosim: transport auto: \(uhidPath) \(access(uhidPath, F_OK) == 0 ? "is not writable" : "does not exist (modprobe uhid)"), using UDP on \(host):\(port)"
-            )
+            let (automatic, line) = TransportChoice.automatic(uhidPath: uhidPath, udpAddress: "\(host):\(port)")
+            chosen = automatic
+            printLine(line)
         }
         DeviceRunner.installSignalHandlers()
         var slots: [SlotIO] = []
@@ -424,14 +386,6 @@ struct Serve: ParsableCommand {
         factory.minPinLengthRPs = minPinLengthRPs
         factory.enterpriseRPs = enterpriseRPs
         return factory
-    }
-
-    /// Writes 0 to /proc/self/coredump_filter: a core of this process, if one is ever written, holds no mapping.
-    static func excludeMemoryFromCoreDumps() {
-        let fd = open("/proc/self/coredump_filter", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = write(fd, "0x0\n", 4)
-        close(fd)
     }
 
     /// A 16-bit USB id from `0x1209` or `4617`.

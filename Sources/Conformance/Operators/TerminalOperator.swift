@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import Console
 import Glibc
 #endif
 
@@ -9,7 +10,7 @@ public final class TerminalOperator: DeviceOperator {
     public var isAutomatic: Bool { false }
 
     public func touchNeeded(_ what: String) throws {
-        tellPerson(">>> touch the key (\(what))")
+        printError(">>> touch the key (\(what))")
     }
 
     public func refuseNextTouch() throws {
@@ -17,28 +18,15 @@ public final class TerminalOperator: DeviceOperator {
     }
 
     public func holdTouch() throws {
-        tellPerson(">>> do NOT touch the key for the next few seconds")
+        printError(">>> do NOT touch the key for the next few seconds")
     }
 
     public func restore() throws {}
 
     public func powerCycle() throws {
-        tellPerson(">>> unplug the key, plug it back in, then press Enter")
+        printError(">>> unplug the key, plug it back in, then press Enter")
         guard readLine() != nil else {
             throw CheckFailure("no one answered the replug request (standard input closed)")
         }
-    }
-}
-
-/// A line for the person at the terminal, on standard error (standard output carries the results).
-func tellPerson(_ line: String) {
-    var bytes = Array(line.utf8)
-    bytes.append(UInt8(ascii: "\n"))
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes[offset...].withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { return }
-        offset += n
     }
 }

@@ -10,7 +10,7 @@ package enum ServeConfig {
         "name", "flash", "port", "serial", "control", "trace", "presence", "uv", "enrolledFingers", "profile",
     ]
 
-    package static func load(_ path: String, base: KeySpec) throws -> [KeySpec] {
+    package static func load(_ path: String, base: KeySpec) throws(KeySetupError) -> [KeySpec] {
         let bytes = try KeyFiles.read(path)
         let document: JSONValue
         do {
@@ -28,7 +28,7 @@ package enum ServeConfig {
             for key in fields.keys.sorted() where !members.contains(key) {
                 throw KeySetupError("\(at): unknown member \"\(key)\"")
             }
-            func text(_ key: String) throws -> String? {
+            func text(_ key: String) throws(KeySetupError) -> String? {
                 guard let value = fields[key] else { return nil }
                 guard let s = value.stringValue, !s.isEmpty else {
                     throw KeySetupError("\(at): \"\(key)\" must be a string")

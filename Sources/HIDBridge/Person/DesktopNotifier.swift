@@ -1,3 +1,5 @@
+import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -98,12 +100,15 @@ public final class DesktopNotifier {
         for event in fds where event.revents != 0 {
             guard let index = shown.firstIndex(where: { $0.fd == event.fd }) else { continue }
             var buffer = [UInt8](repeating: 0, count: 256)
-            let n = read(event.fd, &buffer, buffer.count)
-            if n > 0 {
+            var closed = false
+            do {
+                let n = try buffer.withUnsafeMutableBytes { try FileDescriptor(rawValue: event.fd).read(into: $0) }
+                closed = n == 0
                 shown[index].output += buffer[0..<n]
                 if shown[index].output.count > 4096 { shown[index].output.removeAll() }
+            } catch {
+                closed = (error as? Errno) != .resourceTemporarilyUnavailable
             }
-            var closed = n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)
             // The first line is the notification's id; the next is the action chosen.
             while let end = shown[index].output.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: shown[index].output[..<end], as: UTF8.self)

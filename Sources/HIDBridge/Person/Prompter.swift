@@ -1,4 +1,6 @@
 import CTAPCore
+import Console
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -75,12 +77,18 @@ final class Prompter {
 
     func readTerminal(prompting: [Int]) -> [Answer] {
         var buffer = [UInt8](repeating: 0, count: 512)
-        let n = read(STDIN_FILENO, &buffer, buffer.count)
-        if n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN) {
+        let n: Int
+        do {
+            n = try buffer.withUnsafeMutableBytes { try FileDescriptor.standardInput.read(into: $0) }
+        } catch Errno.resourceTemporarilyUnavailable {
+            return []
+        } catch {
+            n = 0
+        }
+        if n == 0 {
             terminalOpen = false
             return []
         }
-        guard n > 0 else { return [] }
         pendingLine += buffer[0..<n]
         var answers: [Answer] = []
         while let end = pendingLine.firstIndex(of: UInt8(ascii: "\n")) {

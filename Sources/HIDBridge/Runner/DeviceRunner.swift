@@ -1,4 +1,5 @@
 import CTAPCore
+import Console
 import ControlProtocol
 import Logging
 import Synchronization
@@ -108,23 +109,4 @@ public final class DeviceRunner {
         prompter.closeAll()
         logger.info("stopping")
     }
-}
-
-/// Writes a line to standard output at once (no stdio buffering), for status lines scripts wait for.
-public func printLine(_ line: String) {
-    var bytes = Array(line.utf8)
-    bytes.append(UInt8(ascii: "\n"))
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes[offset...].withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
-        if n <= 0 { return }
-        offset += n
-    }
-}
-
-/// Writes a line to standard error at once.
-public func printError(_ line: String) {
-    var bytes = Array(line.utf8)
-    bytes.append(UInt8(ascii: "\n"))
-    _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
 }

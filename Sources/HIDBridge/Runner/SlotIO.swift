@@ -1,4 +1,5 @@
 import CTAPCore
+import Console
 import ControlProtocol
 import Logging
 

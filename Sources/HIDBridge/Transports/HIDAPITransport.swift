@@ -1,6 +1,7 @@
 import Dispatch
 import HIDAPIDevice
 import Synchronization
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -62,7 +63,7 @@ public final class HIDAPITransport: ReportTransport {
         }
     }
 
-    public var descriptor: Int32 { queue.wakeRead }
+    public var descriptor: Int32 { queue.wakeRead.rawValue }
 
     public func receive() -> TransportEvent? {
         guard let report = queue.next() else { return nil }

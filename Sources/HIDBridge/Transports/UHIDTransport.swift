@@ -1,7 +1,9 @@
 import CUHID
+import DequeModule
 import Dispatch
 import HIDAPIDevice
 import Synchronization
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -151,28 +153,33 @@ enum UHIDEvent {
 /// (up to 129 reports) without waiting: so a dedicated thread reads the device as fast as it can and the run
 /// loop is woken through a pipe.
 final class UHIDEventQueue: Sendable {
-    let events = Mutex<[[UInt8]]>([])
-    let wakeRead: Int32
-    let wakeWrite: Int32
+    let events = Mutex<Deque<[UInt8]>>([])
+    let wakeRead: FileDescriptor
+    let wakeWrite: FileDescriptor
 
     init() throws(TransportError) {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw TransportError("cannot create a pipe: \(String(cString: strerror(errno)))") }
-        for fd in fds {
+        do {
+            (wakeRead, wakeWrite) = try FileDescriptor.pipe()
+        } catch {
+            throw TransportError("cannot create a pipe: \(error)")
+        }
+        for fd in [wakeRead.rawValue, wakeWrite.rawValue] {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         }
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
     }
 
-    /// Reads events from `fd` until it fails; runs on its own thread.
-    func readForever(fd: Int32) {
+    deinit {
+        try? wakeRead.close()
+        try? wakeWrite.close()
+    }
+
+    /// Reads events from `fd` until it fails (the device is closed); runs on its own thread.
+    func readForever(fd: FileDescriptor) {
         var buffer = [UInt8](repeating: 0, count: UHIDEvent.size)
         while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
+            // swift-system's read retries after a signal.
+            guard let n = try? buffer.withUnsafeMutableBytes({ try fd.read(into: $0) }), n > 0 else { return }
             push(Array(buffer.prefix(n)))
         }
     }
@@ -180,15 +187,14 @@ final class UHIDEventQueue: Sendable {
     /// Queues an event and wakes the run loop.
     func push(_ event: [UInt8]) {
         events.withLock { $0.append(event) }
-        var one: UInt8 = 1
-        _ = write(wakeWrite, &one, 1)
+        _ = try? wakeWrite.writeAll([UInt8(1)])
     }
 
     /// The oldest queued event, after clearing the wake-up pipe.
     func next() -> [UInt8]? {
         var sink = [UInt8](repeating: 0, count: 256)
-        while sink.withUnsafeMutableBytes({ read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
-        return events.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        while let n = try? sink.withUnsafeMutableBytes({ try wakeRead.read(into: $0) }), n > 0 {}
+        return events.withLock { $0.popFirst() }
     }
 }
 
@@ -217,7 +223,7 @@ public final class UHIDTransport: ReportTransport {
         }
         try create()
         let queue = self.queue
-        DispatchQueue(label: "fidosim.uhid.reader").async { queue.readForever(fd: fd) }
+        DispatchQueue(label: "fidosim.uhid.reader").async { queue.readForever(fd: FileDescriptor(rawValue: fd)) }
     }
 
     deinit {
@@ -249,7 +255,7 @@ public final class UHIDTransport: ReportTransport {
         access(path, W_OK) == 0
     }
 
-    public var descriptor: Int32 { queue.wakeRead }
+    public var descriptor: Int32 { queue.wakeRead.rawValue }
     public var summary: String { "uhid \(path) (\(info.name), serial \(info.serial))" }
 
     func create() throws(TransportError) {

@@ -1,0 +1,48 @@
+import ControlProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A file of a run that cannot be read or written; the description says which and why.
+public struct ConformanceFileError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+extension ConformanceReport {
+    /// Writes `report.json` and `report.md` into `directory`, creating it if needed.
+    public func write(to directory: String) throws(ConformanceFileError) {
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+            throw ConformanceFileError(description: "--report \(directory): \(String(cString: strerror(errno)))")
+        }
+        for (name, text) in [("report.json", json.prettyEncoded + "\n"), ("report.md", markdown)] {
+            let path = "\(directory)/\(name)"
+            guard let file = fopen(path, "w") else {
+                throw ConformanceFileError(description: "cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+            fputs(text, file)
+            fclose(file)
+        }
+    }
+}
+
+/// The PIN a run is given in a file (`--pin-file`): its first line.
+public enum PINFile {
+    public static func firstLine(of path: String) throws(ConformanceFileError) -> String {
+        guard let file = fopen(path, "r") else {
+            throw ConformanceFileError(description: "--pin-file \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else {
+            throw ConformanceFileError(description: "--pin-file \(path) is empty")
+        }
+        let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let pin =
+            line.hasSuffix("\r\n") ? String(line.dropLast(2)) : line.hasSuffix("\n") ? String(line.dropLast()) : line
+        guard !pin.isEmpty else {
+            throw ConformanceFileError(description: "--pin-file \(path): the first line is empty")
+        }
+        return pin
+    }
+}
