@@ -59,10 +59,20 @@ fuzz_flags=(-sanitize=fuzzer,address -parse-as-library -O -package-name fidosim)
 build_single() { # $1 target, $2 module
     local sources
     mapfile -t sources < <(find Sources/"$2" -name '*.swift' | sort)
-    # The image file (FlashImage) is compiled into the store's module here: one instrumented module.
-    [ "$1" = flashimage ] && sources+=(Sources/FlashImage/*.swift)
+    local extra=()
+    if [ "$1" = flashimage ]; then
+        # The image file (FlashImage) is compiled into the store's module here: one instrumented module. Its file
+        # I/O is swift-system's, linked (not instrumented) from the debug build.
+        sources+=(Sources/FlashImage/*.swift)
+        swift build --product fidosim || return 1
+        local deps=.build/debug
+        extra=(-I "$deps/Modules"
+            -Xcc -fmodule-map-file=.build/checkouts/swift-system/Sources/CSystem/include/module.modulemap
+            $(find "$deps/SystemPackage.build" "$deps/CSystem.build" -name '*.o' | sort))
+    fi
     [ ${#sources[@]} -gt 0 ] || return 1
-    "$swiftc" "${fuzz_flags[@]}" -wmo -module-name "$2" "${sources[@]}" "tools/fuzz/$1.swift" -o "$out/$1"
+    "$swiftc" "${fuzz_flags[@]}" -wmo -module-name "$2" "${sources[@]}" "tools/fuzz/$1.swift" "${extra[@]}" \
+        -o "$out/$1"
 }
 
 # The authenticator: CTAPCBOR, FlashStore and CTAPCore instrumented, each its own module, linked with
