@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from fido2.attestation import AttestationType, PackedAttestation
+from fido2.cose import ES256
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
 from fido2.ctap import CtapError
 from fido2.ctap1 import ApduError
@@ -18,6 +19,7 @@ from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.server import Fido2Server
 from fido2.webauthn import (
     AttestationConveyancePreference,
+    AuthenticatorData,
     PublicKeyCredentialParameters,
     PublicKeyCredentialRpEntity,
     PublicKeyCredentialType,
@@ -213,3 +215,86 @@ def get_assertion_uv(ctap2: Ctap2, rp_id=RP_ID, allow=None, extensions=None, pro
         rp_id, cdh, allow, extensions=extensions,
         pin_uv_param=proto.authenticate(tok, cdh), pin_uv_protocol=proto.VERSION,
     )
+
+
+# The core flows' helpers (test_udp_interop and the flash, bench tests).
+
+
+def make_cred(ctap2: Ctap2, user_id: bytes, *, rk: bool, rp=RP, name="user",
+              display_name="User", exclude=None, cdh=None):
+    """Ctap2 makeCredential (ES256); returns (AttestationResponse, AttestedCredentialData)."""
+    att = ctap2.make_credential(
+        cdh or new_cdh(),
+        rp,
+        {"id": user_id, "name": name, "displayName": display_name},
+        ES256_PARAMS,
+        exclude_list=exclude,
+        options={"rk": True} if rk else None,
+    )
+    auth_data = att.auth_data
+    assert auth_data.flags & AuthenticatorData.FLAG.AT
+    assert auth_data.is_user_present()
+    assert auth_data.rp_id_hash == sha256(rp["id"].encode())
+    cred = auth_data.credential_data
+    assert cred is not None and len(cred.credential_id) > 0
+    assert isinstance(cred.public_key, ES256)
+    return att, cred
+
+
+def assert_signed(assertion, cdh: bytes, cred) -> None:
+    """Signature over authData || clientDataHash verifies with the credential key."""
+    assertion.verify(cdh, cred.public_key)  # raises InvalidSignature on failure
+
+
+def assert_by_id(ctap2: Ctap2, cred, rp_id=RP_ID):
+    """getAssertion with an allow list of one credential; checks the signature."""
+    cdh = new_cdh()
+    a = ctap2.get_assertion(rp_id, cdh, [descriptor(cred.credential_id)])
+    assert a.auth_data.rp_id_hash == sha256(rp_id.encode())
+    assert a.auth_data.is_user_present()
+    # credential may be omitted when the allow list had exactly one entry
+    if a.credential is not None and "id" in a.credential:
+        assert a.credential["id"] == cred.credential_id
+    assert_signed(a, cdh, cred)
+    return a
+
+
+def new_user(name="alice") -> PublicKeyCredentialUserEntity:
+    return PublicKeyCredentialUserEntity(
+        id=os.urandom(32), name=name, display_name=name.title()
+    )
+
+
+def web_register(server, client, user, resident_key, exclude=None):
+    """register_begin -> client.make_credential -> register_complete.
+
+    Returns (RegistrationResponse, AuthenticatorData from register_complete).
+    """
+    options, state = server.register_begin(
+        user,
+        credentials=exclude,
+        resident_key_requirement=resident_key,
+        user_verification=UserVerificationRequirement.DISCOURAGED,
+    )
+    result = client.make_credential(options.public_key)
+    auth_data = server.register_complete(state, result)
+    assert auth_data.credential_data is not None
+    assert result.raw_id == auth_data.credential_data.credential_id
+    return result, auth_data
+
+
+def web_authenticate(server, client, credentials, allow=True):
+    """authenticate_begin -> client.get_assertion -> authenticate_complete.
+
+    Returns the AuthenticationResponse used.
+    """
+    options, state = server.authenticate_begin(
+        credentials if allow else None,
+        user_verification=UserVerificationRequirement.DISCOURAGED,
+    )
+    selection = client.get_assertion(options.public_key)
+    assertions = selection.get_assertions()
+    assert len(assertions) >= 1
+    response = selection.get_response(0)
+    server.authenticate_complete(state, credentials, response)
+    return response

@@ -138,7 +138,7 @@ def test_durability_host_flushes_every_write_before_the_answer(tmp_path, durabil
     from fido2.ctap2 import Ctap2
 
     from conftest import free_udp_port
-    from test_udp_interop import assert_by_id, make_cred
+    from ctap_helpers import assert_by_id, make_cred
     from udp_device import open_udp_device, wait_until_ready
 
     image, trace, port = tmp_path / "key.img", tmp_path / "trace", free_udp_port()
@@ -187,7 +187,7 @@ def test_a_write_the_disk_refuses_fails_the_request_and_loses_nothing(tmp_path):
     from fido2.ctap2 import Ctap2
 
     from conftest import free_udp_port
-    from test_udp_interop import RP_ID, make_cred, new_cdh
+    from ctap_helpers import RP_ID, make_cred, new_cdh
     from udp_device import open_udp_device, wait_until_ready
 
     image = tmp_path / "key.img"

@@ -14,7 +14,7 @@ from fido2.ctap2 import Ctap2
 
 from conftest import Simulator, fidosim_binary
 from ctap_helpers import RP_ID, new_cdh
-from test_udp_interop import assert_by_id, make_cred
+from ctap_helpers import assert_by_id, make_cred
 
 
 def start(image, *extra) -> Simulator:
