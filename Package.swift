@@ -4,22 +4,17 @@ import PackageDescription
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
     .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
 let package = Package(
     name: "fidosim",
     platforms: [.macOS(.v15)],
+    // The modules are one package's parts, seen by each other at `package` access: nothing is public, so the only
+    // products are the two programs.
     products: [
         .executable(name: "fidosim", targets: ["fidosim"]),
-        .library(name: "CTAPCBOR", targets: ["CTAPCBOR"]),
-        .library(name: "ControlProtocol", targets: ["ControlProtocol"]),
-        .library(name: "CTAPHID", targets: ["CTAPHID"]),
-        .library(name: "CTAPCore", targets: ["CTAPCore"]),
-        .library(name: "HIDBridge", targets: ["HIDBridge"]),
-        .library(name: "FlashStore", targets: ["FlashStore"]),
-        .library(name: "FlashStoreTesting", targets: ["FlashStoreTesting"]),
-        .library(name: "FIDOClient", targets: ["FIDOClient"]),
-        .library(name: "Conformance", targets: ["Conformance"]),
+        .executable(name: "fidosim-proof", targets: ["fidosim-proof"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),

@@ -1,11 +1,11 @@
 import Crypto
-import SwiftASN1
+package import SwiftASN1
 import X509
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
+package import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
 #else
-import Foundation
+package import Foundation
 #endif
 
 /// A batch attestation identity: a root CA, and a leaf certificate and key that sign attestation statements.
@@ -13,30 +13,30 @@ import Foundation
 /// The leaf meets WebAuthn §8.2.1 (packed attestation certificate requirements): version 3; subject C, O,
 /// OU "Authenticator Attestation", CN; basic constraints CA false; the AAGUID in the non-critical extension
 /// id-fido-gen-ce-aaguid (1.3.6.1.4.1.45724.1.1.4) as an OCTET STRING.
-public struct BatchAttestation: Sendable {
+package struct BatchAttestation: Sendable {
     /// The leaf's private key: a raw P-256 scalar (32 bytes).
-    public var privateKey: [UInt8]
+    package var privateKey: [UInt8]
     /// The leaf certificate, DER.
-    public var certificate: [UInt8]
+    package var certificate: [UInt8]
     /// The root certificate that signed the leaf, DER: what a relying party trusts.
-    public var rootCertificate: [UInt8]
+    package var rootCertificate: [UInt8]
     /// The root's private key as PKCS#8 DER (kept by whoever provisions more keys of the batch).
-    public var rootPrivateKey: [UInt8]
+    package var rootPrivateKey: [UInt8]
     /// This device's enterprise attestation key (raw P-256 scalar) and its certificate, issued by the same root
     /// with a serial number that identifies the device (CTAP 2.1 §7.1: an enterprise attestation may identify it).
-    public var enterprisePrivateKey: [UInt8]
-    public var enterpriseCertificate: [UInt8]
+    package var enterprisePrivateKey: [UInt8]
+    package var enterpriseCertificate: [UInt8]
 
     /// id-fido-gen-ce-aaguid
-    public static let aaguidExtensionOID: ASN1ObjectIdentifier = [1, 3, 6, 1, 4, 1, 45724, 1, 1, 4]
+    package static let aaguidExtensionOID: ASN1ObjectIdentifier = [1, 3, 6, 1, 4, 1, 45724, 1, 1, 4]
 
     /// Why provisioning failed.
-    public struct Failure: Error, CustomStringConvertible, Sendable {
-        public var description: String
+    package struct Failure: Error, CustomStringConvertible, Sendable {
+        package var description: String
     }
 
     /// Makes a new root CA and a leaf for `aaguid`, valid from `notBefore` for `years` years.
-    public static func provision(
+    package static func provision(
         aaguid: [UInt8],
         organization: String = "fidosim",
         country: String = "US",
@@ -114,7 +114,7 @@ public struct BatchAttestation: Sendable {
     /// Another key of an existing batch: the batch's leaf key and certificate, shared by every key of the batch as
     /// on real keys (at least 100,000 units share one, so the certificate does not single out one user), and a new
     /// enterprise attestation key and certificate for this device, issued by the batch's root.
-    public static func anotherKey(
+    package static func anotherKey(
         ofBatchWithRootPrivateKey rootDER: [UInt8],
         rootCertificate: [UInt8],
         privateKey: [UInt8],
@@ -216,10 +216,10 @@ public struct BatchAttestation: Sendable {
     }
 
     /// The leaf's private key as PKCS#8 DER.
-    public func privateKeyPKCS8() throws(Failure) -> [UInt8] { try Self.pkcs8(privateKey) }
+    package func privateKeyPKCS8() throws(Failure) -> [UInt8] { try Self.pkcs8(privateKey) }
 
     /// The enterprise attestation key as PKCS#8 DER.
-    public func enterprisePrivateKeyPKCS8() throws(Failure) -> [UInt8] { try Self.pkcs8(enterprisePrivateKey) }
+    package func enterprisePrivateKeyPKCS8() throws(Failure) -> [UInt8] { try Self.pkcs8(enterprisePrivateKey) }
 
     static func pkcs8(_ raw: [UInt8]) throws(Failure) -> [UInt8] {
         guard let key = try? P256.Signing.PrivateKey(rawRepresentation: raw) else {
@@ -235,7 +235,7 @@ public struct BatchAttestation: Sendable {
     }
 
     /// PEM text of a DER certificate.
-    public static func pem(certificate der: [UInt8]) -> String {
+    package static func pem(certificate der: [UInt8]) -> String {
         let base64 = Data(der).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
         return "-----BEGIN CERTIFICATE-----\n\(base64)\n-----END CERTIFICATE-----\n"
     }

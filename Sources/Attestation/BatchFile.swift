@@ -2,9 +2,9 @@ import CTAPCBOR
 import ControlProtocol
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
+package import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
 #else
-import Foundation
+package import Foundation
 #endif
 
 /// The file of an attestation batch (`attestation provision --batch`): the root's key and certificate and the

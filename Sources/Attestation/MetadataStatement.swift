@@ -1,4 +1,4 @@
-import ControlProtocol
+package import ControlProtocol
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials

@@ -1,4 +1,4 @@
-import FlashStore
+package import FlashStore
 
 /// Seconds in a duration, as a Double.
 package func seconds(_ d: Duration) -> Double {

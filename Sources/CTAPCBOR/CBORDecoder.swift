@@ -19,7 +19,7 @@
 ///
 /// Text keys are compared with Swift `String` equality, so two keys whose UTF-8 differs but which are
 /// canonically equivalent Unicode count as duplicates.
-public enum CBORDecoder {
+package enum CBORDecoder {
     /// Decodes exactly one item that spans all of `bytes`.
     ///
     /// - Parameters:
@@ -27,7 +27,7 @@ public enum CBORDecoder {
     ///   - maxDepth: The deepest container nesting accepted; a top-level array or map has depth 1, so 0
     ///     accepts only a scalar.
     /// - Throws: ``CBORDecodingError`` with the offset, from the start of `bytes`, where the problem was found.
-    public static func decode(_ bytes: [UInt8], maxDepth: Int = 4) throws(CBORDecodingError) -> CBORValue {
+    package static func decode(_ bytes: [UInt8], maxDepth: Int = 4) throws(CBORDecodingError) -> CBORValue {
         try self.decode(bytes[...], maxDepth: maxDepth)
     }
 
@@ -40,7 +40,7 @@ public enum CBORDecoder {
     ///   - maxDepth: The deepest container nesting accepted; a top-level array or map has depth 1, so 0
     ///     accepts only a scalar.
     /// - Throws: ``CBORDecodingError`` with the offset, from the start of `bytes`, where the problem was found.
-    public static func decode(_ bytes: ArraySlice<UInt8>, maxDepth: Int = 4) throws(CBORDecodingError) -> CBORValue {
+    package static func decode(_ bytes: ArraySlice<UInt8>, maxDepth: Int = 4) throws(CBORDecodingError) -> CBORValue {
         var parser = Parser(bytes: bytes, maxDepth: maxDepth)
         return try parser.parseItem()
     }
@@ -51,7 +51,7 @@ public enum CBORDecoder {
     ///
     /// The checks are those of ``decode(_:maxDepth:)``, duplicate keys included, with the same error codes and
     /// offsets.
-    public static func decodeMapEntries(
+    package static func decodeMapEntries(
         _ bytes: ArraySlice<UInt8>,
         maxDepth: Int = 4
     ) throws(CBORDecodingError) -> [(key: CBORValue, value: CBORValue)]? {
@@ -64,12 +64,12 @@ public enum CBORDecoder {
     }
 
     /// Whether `bytes` decodes and is already in CTAP2 canonical form, including map key order.
-    public static func isCanonical(_ bytes: [UInt8], maxDepth: Int = 4) -> Bool {
+    package static func isCanonical(_ bytes: [UInt8], maxDepth: Int = 4) -> Bool {
         self.isCanonical(bytes[...], maxDepth: maxDepth)
     }
 
     /// Whether `bytes` decodes and is already in CTAP2 canonical form, including map key order.
-    public static func isCanonical(_ bytes: ArraySlice<UInt8>, maxDepth: Int = 4) -> Bool {
+    package static func isCanonical(_ bytes: ArraySlice<UInt8>, maxDepth: Int = 4) -> Bool {
         guard let value = try? self.decode(bytes, maxDepth: maxDepth) else {
             return false
         }

@@ -2,9 +2,9 @@
 ///
 /// Match on ``code`` to handle a kind of error; ``offset`` says where in the input the problem was found.
 /// The mapping to a CTAP status byte lives in the CTAP layer, not here.
-public struct CBORDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct CBORDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The kind of problem the decoder found.
-    public enum Code: Hashable, Sendable, CustomStringConvertible {
+    package enum Code: Hashable, Sendable, CustomStringConvertible {
         /// The input ends before the item, or a string or container, is complete.
         case truncated
         /// Bytes follow the single top-level item.
@@ -30,7 +30,7 @@ public struct CBORDecodingError: Error, Hashable, Sendable, CustomStringConverti
         /// A "break" stop code (0xff) appears outside an indefinite-length item.
         case unexpectedBreak
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .truncated: "truncated"
             case .trailingBytes: "trailingBytes"
@@ -49,22 +49,22 @@ public struct CBORDecodingError: Error, Hashable, Sendable, CustomStringConverti
     }
 
     /// The kind of problem.
-    public var code: Code
+    package var code: Code
 
     /// The byte offset, counted from the start of the input, where the problem was found.
     ///
     /// This is the offset of the initial byte of the offending item: the item whose head, string or element
     /// count runs past the end, the duplicate key, the over-deep container. For ``Code/truncated`` between
     /// items it is the input's length, and for ``Code/trailingBytes`` the first byte after the item.
-    public var offset: Int
+    package var offset: Int
 
     /// Creates an error with a code and the offset where the problem was found.
-    public init(code: Code, offset: Int) {
+    package init(code: Code, offset: Int) {
         self.code = code
         self.offset = offset
     }
 
-    public var description: String {
+    package var description: String {
         "CBORDecodingError.\(self.code) at offset \(self.offset)"
     }
 }

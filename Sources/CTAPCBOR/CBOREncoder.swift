@@ -7,9 +7,9 @@
 /// - `false`, `true`, `null` and `undefined` are 0xf4, 0xf5, 0xf6 and 0xf7.
 ///
 /// Text strings are written as their own UTF-8 bytes, without normalization.
-public enum CBOREncoder {
+package enum CBOREncoder {
     /// Returns the CTAP2 canonical encoding of `value`.
-    public static func encode(_ value: CBORValue) -> [UInt8] {
+    package static func encode(_ value: CBORValue) -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(128)
         self.append(value, to: &output)
@@ -18,14 +18,14 @@ public enum CBOREncoder {
 
     /// Appends the CTAP2 canonical encoding of `value` to `output` (after a status byte, say, without copying the
     /// encoding into a new array).
-    public static func encode(_ value: CBORValue, appendingTo output: inout [UInt8]) {
+    package static func encode(_ value: CBORValue, appendingTo output: inout [UInt8]) {
         self.append(value, to: &output)
     }
 
     /// Whether the encoded key `lhs` sorts before the encoded key `rhs` in CTAP2 canonical order.
     ///
     /// Keys of a lower major type come first, then shorter encodings, then the byte-wise lower encoding.
-    public static func canonicalKeyPrecedes(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+    package static func canonicalKeyPrecedes(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
         let lhsMajor = lhs.first.map { $0 >> 5 } ?? 0
         let rhsMajor = rhs.first.map { $0 >> 5 } ?? 0
         if lhsMajor != rhsMajor {

@@ -2,7 +2,7 @@ extension CBORValue: CustomStringConvertible {
     /// The value in CBOR diagnostic notation (RFC 8949 §8), with map keys in canonical order.
     ///
     /// For example `{1: h'0102', "rk": true, 3: [-7, -8]}` prints as `{1: h'0102', 3: [-7, -8], "rk": true}`.
-    public var description: String {
+    package var description: String {
         var output = ""
         self.writeDiagnostic(to: &output)
         return output

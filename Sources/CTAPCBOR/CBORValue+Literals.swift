@@ -3,7 +3,7 @@ extension CBORValue: ExpressibleByIntegerLiteral {
     ///
     /// The literal type is `StaticBigInt`, so `18446744073709551615` and `-18446744073709551616` can be written
     /// directly. A literal outside CBOR's integer range is a programmer error and stops the program.
-    public init(integerLiteral value: StaticBigInt) {
+    package init(integerLiteral value: StaticBigInt) {
         // bitWidth counts the sign bit: 2^64 - 1 needs 65 bits, and so does -2^64.
         precondition(value.bitWidth <= 65, "integer literal is outside the CBOR range -2^64 ... 2^64 - 1")
         var low: UInt64 = 0
@@ -17,28 +17,28 @@ extension CBORValue: ExpressibleByIntegerLiteral {
 
 extension CBORValue: ExpressibleByStringLiteral {
     /// Creates a text string value from a literal.
-    public init(stringLiteral value: String) {
+    package init(stringLiteral value: String) {
         self = .textString(value)
     }
 }
 
 extension CBORValue: ExpressibleByBooleanLiteral {
     /// Creates a Boolean value from a literal.
-    public init(booleanLiteral value: Bool) {
+    package init(booleanLiteral value: Bool) {
         self = .boolean(value)
     }
 }
 
 extension CBORValue: ExpressibleByArrayLiteral {
     /// Creates an array value from a literal.
-    public init(arrayLiteral elements: CBORValue...) {
+    package init(arrayLiteral elements: CBORValue...) {
         self = .array(elements)
     }
 }
 
 extension CBORValue: ExpressibleByDictionaryLiteral {
     /// Creates a map value from a literal; repeating a key is a programmer error and stops the program.
-    public init(dictionaryLiteral elements: (CBORValue, CBORValue)...) {
+    package init(dictionaryLiteral elements: (CBORValue, CBORValue)...) {
         self = .map(Dictionary(uniqueKeysWithValues: elements))
     }
 }

@@ -7,7 +7,7 @@
 /// Two values are equal when they have the same case and equal payloads. Text strings compare with Swift
 /// `String` semantics (Unicode canonical equivalence), while ``CBOREncoder`` always emits a string's own
 /// UTF-8 bytes, so a value decoded from the wire re-encodes to the same bytes.
-public enum CBORValue: Sendable, Hashable {
+package enum CBORValue: Sendable, Hashable {
     /// An unsigned integer (major type 0).
     case unsigned(UInt64)
     /// A negative integer (major type 1) whose value is `-1 - n`.
@@ -30,7 +30,7 @@ public enum CBORValue: Sendable, Hashable {
 
 extension CBORValue {
     /// Creates an integer value: ``unsigned(_:)`` for zero and above, ``negative(_:)`` below zero.
-    public init(_ value: Int) {
+    package init(_ value: Int) {
         if value >= 0 {
             self = .unsigned(UInt64(value))
         } else {
@@ -40,12 +40,12 @@ extension CBORValue {
     }
 
     /// Creates a byte string value from a sequence of bytes.
-    public init(bytes: some Sequence<UInt8>) {
+    package init(bytes: some Sequence<UInt8>) {
         self = .byteString(Array(bytes))
     }
 
     /// The integer this value holds, or `nil` if it is not an integer or does not fit in `Int`.
-    public var intValue: Int? {
+    package var intValue: Int? {
         switch self {
         case .unsigned(let n):
             return n <= UInt64(Int.max) ? Int(n) : nil
@@ -57,47 +57,47 @@ extension CBORValue {
     }
 
     /// The bytes of a byte string, or `nil` for any other kind of value.
-    public var bytesValue: [UInt8]? {
+    package var bytesValue: [UInt8]? {
         if case .byteString(let bytes) = self { bytes } else { nil }
     }
 
     /// The string of a text string, or `nil` for any other kind of value.
-    public var textValue: String? {
+    package var textValue: String? {
         if case .textString(let text) = self { text } else { nil }
     }
 
     /// The elements of an array, or `nil` for any other kind of value.
-    public var arrayValue: [CBORValue]? {
+    package var arrayValue: [CBORValue]? {
         if case .array(let elements) = self { elements } else { nil }
     }
 
     /// The entries of a map, or `nil` for any other kind of value.
-    public var mapValue: [CBORValue: CBORValue]? {
+    package var mapValue: [CBORValue: CBORValue]? {
         if case .map(let entries) = self { entries } else { nil }
     }
 
     /// The Boolean of `true` or `false`, or `nil` for any other kind of value.
-    public var boolValue: Bool? {
+    package var boolValue: Bool? {
         if case .boolean(let flag) = self { flag } else { nil }
     }
 
     /// Whether this value is `null`.
-    public var isNull: Bool {
+    package var isNull: Bool {
         if case .null = self { true } else { false }
     }
 
     /// Looks up an integer key in a map; `nil` if this is not a map or the key is absent.
-    public subscript(key: Int) -> CBORValue? {
+    package subscript(key: Int) -> CBORValue? {
         self.mapValue?[CBORValue(key)]
     }
 
     /// Looks up a text key in a map; `nil` if this is not a map or the key is absent.
-    public subscript(key: String) -> CBORValue? {
+    package subscript(key: String) -> CBORValue? {
         self.mapValue?[.textString(key)]
     }
 
     /// The CBOR major type (0...7) that this value encodes with.
-    public var majorType: UInt8 {
+    package var majorType: UInt8 {
         switch self {
         case .unsigned: 0
         case .negative: 1
@@ -110,7 +110,7 @@ extension CBORValue {
     }
 
     /// The CTAP2 canonical encoding of this value; the same as `CBOREncoder.encode(self)`.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         CBOREncoder.encode(self)
     }
 }

@@ -1,7 +1,7 @@
 import CTAPCBOR
-import CTAPCore
+package import CTAPCore
 import Crypto
-import FlashStore
+package import FlashStore
 
 /// Damage proof at the CTAP level (storage.md, "Damage"): a key with discoverable credentials, replaced ones, a
 /// signature counter and a large-blob array is written to flash; then, trial by trial, one random bit (or one random
@@ -12,32 +12,32 @@ import FlashStore
 /// lost although the damage is outside its record, a credential lost without the damage being reported, a
 /// large-blob array that is neither the stored one nor (with damage reported) the initial one, and, for one flipped
 /// bit, any loss at all or a key that does not start.
-public enum CTAPBitFlipProof {
-    public typealias Storage = FlashStorage<SimulatedFlash>
+package enum CTAPBitFlipProof {
+    package typealias Storage = FlashStorage<SimulatedFlash>
 
-    public enum Damage: String, Sendable {
+    package enum Damage: String, Sendable {
         /// One random bit of the pages that hold the log flipped.
         case bit
         /// One random byte that is not erased replaced by another value.
         case byte
     }
 
-    public struct Report: Sendable, CustomStringConvertible {
-        public var damage = Damage.bit
-        public var trials = 0
-        public var credentials = 0
+    package struct Report: Sendable, CustomStringConvertible {
+        package var damage = Damage.bit
+        package var trials = 0
+        package var credentials = 0
         /// Trials whose mount reported something (a corrected bit or damage).
-        public var reported = 0
+        package var reported = 0
         /// Trials where every finding was a corrected bit.
-        public var corrected = 0
-        public var assertions = 0
+        package var corrected = 0
+        package var assertions = 0
         /// Credentials answered as absent because the damage hit their own record (reported).
-        public var lostToTheirDamage = 0
+        package var lostToTheirDamage = 0
         /// Keys that refused to start because a record of their own state was damaged (reported).
-        public var refusedStarts = 0
-        public var violations: [String] = []
+        package var refusedStarts = 0
+        package var violations: [String] = []
 
-        public var description: String {
+        package var description: String {
             "\(trials) trials of one flipped \(damage.rawValue) on a key with \(credentials) discoverable credentials: "
                 + "\(assertions) assertions verified, \(reported) trials reported damage (\(corrected) all corrected), "
                 + "\(lostToTheirDamage) credentials lost to damage in their own record, \(refusedStarts) starts "
@@ -53,7 +53,7 @@ public enum CTAPBitFlipProof {
         var storeKey: UInt16 = 0
     }
 
-    public static func run(
+    package static func run(
         geometry: FlashGeometry = .nrf52840,
         credentials count: Int = 20,
         trials: Int,

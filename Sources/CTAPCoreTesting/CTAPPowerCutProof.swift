@@ -1,6 +1,6 @@
 import CTAPCBOR
 import CTAPCore
-import FlashStore
+package import FlashStore
 
 /// Power cuts at every flash write of a CTAP workload, checked at the level a relying party sees.
 ///
@@ -16,26 +16,26 @@ import FlashStore
 ///   signature carries a larger one: a counter value is never repeated and never goes down);
 /// - the flash rules were never broken (a breach traps);
 /// - periodically, no private key of a credential that is not stored is left anywhere in the raw image.
-public enum CTAPPowerCutProof {
-    public struct Report: Sendable, CustomStringConvertible {
-        public var operations = 0
-        public var cutPoints = 0
-        public var scenarios = 0
-        public var nestedScenarios = 0
-        public var imageScans = 0
+package enum CTAPPowerCutProof {
+    package struct Report: Sendable, CustomStringConvertible {
+        package var operations = 0
+        package var cutPoints = 0
+        package var scenarios = 0
+        package var nestedScenarios = 0
+        package var imageScans = 0
         /// Registrations refused with CTAP2_ERR_KEY_STORE_FULL (the store was full).
-        public var storeFullRefusals = 0
+        package var storeFullRefusals = 0
         /// Assertions signed.
-        public var assertions = 0
+        package var assertions = 0
         /// Large-blob arrays written.
-        public var largeBlobWrites = 0
+        package var largeBlobWrites = 0
         /// Resets done.
-        public var resets = 0
+        package var resets = 0
         /// Discoverable credentials replaced (the same RP and user registered again).
-        public var replacements = 0
-        public var violations: [String] = []
+        package var replacements = 0
+        package var violations: [String] = []
 
-        public var description: String {
+        package var description: String {
             "\(operations) CTAP operations (\(assertions) assertions, \(largeBlobWrites) large-blob arrays, "
                 + "\(replacements) replacements, \(resets) resets, \(storeFullRefusals) refused as store full), "
                 + "\(cutPoints) cut points, \(scenarios) scenarios "
@@ -68,7 +68,7 @@ public enum CTAPPowerCutProof {
     /// `cutFrom` run without cuts (to replay one operation of a long workload: its state is the same), and of the
     /// others every `cutEvery`-th is cut (a bounded run that still reaches a full store and resets). The key is
     /// reset every `resetEvery` operations.
-    public static func run(
+    package static func run(
         geometry: FlashGeometry,
         operations: Int,
         seed: UInt64,

@@ -1,5 +1,5 @@
-import CTAPCBOR
-import CTAPCore
+package import CTAPCBOR
+package import CTAPCore
 
 /// Requests to an authenticator as a client sends them, for the tests and the proofs: parameter maps of valid
 /// requests (to take apart), and whole CTAP2 messages.

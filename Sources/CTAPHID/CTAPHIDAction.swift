@@ -1,7 +1,7 @@
 /// Something the bridge or the authenticator must do as the result of an event given to ``CTAPHIDMachine``.
 ///
 /// Actions are returned in the order they must be performed.
-public enum CTAPHIDAction: Equatable, Sendable {
+package enum CTAPHIDAction: Equatable, Sendable {
     /// Send one 64-byte report to the host.
     case send([UInt8])
     /// Hand a whole `MSG` or `CBOR` request to the authenticator.

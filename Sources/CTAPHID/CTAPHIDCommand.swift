@@ -10,7 +10,7 @@
 ///   ``CTAPHIDAction/deliver(channel:command:payload:)``.
 /// - `cancel` (0x11, 0x91): never answered; ``CTAPHIDAction/cancel(channel:)`` for the authenticator.
 /// - `keepalive` (0x3B, 0xBB) and `error` (0x3F, 0xBF): device to host only; from the host they are `INVALID_CMD`.
-public enum CTAPHIDCommand: UInt8, Sendable {
+package enum CTAPHIDCommand: UInt8, Sendable {
     /// Echo the payload back (`CTAPHID_PING`).
     case ping = 0x01
     /// A U2F (CTAP1) request or response APDU (`CTAPHID_MSG`).
@@ -31,5 +31,5 @@ public enum CTAPHIDCommand: UInt8, Sendable {
     case error = 0x3F
 
     /// The command byte as sent in an initialization packet, with bit 7 set.
-    public var wireValue: UInt8 { self.rawValue | 0x80 }
+    package var wireValue: UInt8 { self.rawValue | 0x80 }
 }

@@ -1,35 +1,35 @@
 /// The parameters of a ``CTAPHIDMachine``: timings, size limit and what `INIT` reports about the device.
-public struct CTAPHIDConfiguration: Sendable, Equatable {
+package struct CTAPHIDConfiguration: Sendable, Equatable {
     /// `CAPABILITY_WINK` (0x01): the device implements `WINK`.
-    public static let capabilityWink: UInt8 = 0x01
+    package static let capabilityWink: UInt8 = 0x01
     /// `CAPABILITY_CBOR` (0x04): the device implements `CBOR`.
-    public static let capabilityCBOR: UInt8 = 0x04
+    package static let capabilityCBOR: UInt8 = 0x04
     /// `CAPABILITY_NMSG` (0x08): the device does not implement `MSG`.
-    public static let capabilityNMSG: UInt8 = 0x08
+    package static let capabilityNMSG: UInt8 = 0x08
 
     /// How long an unfinished message may go without a packet before `ERR_MSG_TIMEOUT`; 750 ms by default.
     ///
     /// The deadline is measured from the last packet of the message (init or continuation).
-    public var messageTimeout: Duration
+    package var messageTimeout: Duration
     /// The time between two `KEEPALIVE` reports while a request is in flight; 75 ms by default.
     ///
     /// The first is due one interval after the request is delivered. Zero or a negative value disables keepalives.
-    public var keepaliveInterval: Duration
+    package var keepaliveInterval: Duration
     /// The largest message accepted from the host, in bytes; 7609 by default (57 + 128 × 59, what framing allows).
     ///
     /// Values above 7609 act as 7609, since no longer message can be framed.
-    public var maxMessageSize: Int
+    package var maxMessageSize: Int
     /// The major device version number reported by `INIT`.
-    public var deviceVersionMajor: UInt8
+    package var deviceVersionMajor: UInt8
     /// The minor device version number reported by `INIT`.
-    public var deviceVersionMinor: UInt8
+    package var deviceVersionMinor: UInt8
     /// The build device version number reported by `INIT`.
-    public var deviceVersionBuild: UInt8
+    package var deviceVersionBuild: UInt8
     /// The capability flags reported by `INIT`; 0x05 (`WINK | CBOR`, `MSG` supported) by default.
-    public var capabilities: UInt8
+    package var capabilities: UInt8
 
     /// Creates a configuration; every parameter has the default of the CTAPHID specification or of fidosim.
-    public init(
+    package init(
         messageTimeout: Duration = .milliseconds(750),
         keepaliveInterval: Duration = .milliseconds(75),
         maxMessageSize: Int = 7609,

@@ -21,7 +21,7 @@
 /// - `invalidChannel` (0x0B): any packet on CID 0; any packet on the broadcast CID 0xFFFFFFFF other than an `INIT`
 ///   init packet (continuation packets included).
 /// - `other` (0x7F): a response from the authenticator too long to frame (more than 7609 bytes).
-public enum CTAPHIDError: UInt8, Sendable {
+package enum CTAPHIDError: UInt8, Sendable {
     /// `ERR_INVALID_CMD`: the command is unknown or not accepted from the host.
     case invalidCommand = 0x01
     /// `ERR_INVALID_PAR`: a parameter of the command is out of range.

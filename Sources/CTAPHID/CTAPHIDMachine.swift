@@ -47,20 +47,20 @@
 /// A deadline is reached when `now >= deadline`; ``nextDeadline`` is the earliest one. A late tick sends one
 /// `KEEPALIVE`, never a burst for missed ones; the next is due one interval after the deadline it served, or one
 /// interval after the tick if that time has passed too.
-public struct CTAPHIDMachine: Sendable, Equatable {
+package struct CTAPHIDMachine: Sendable, Equatable {
     /// The broadcast channel id, 0xFFFFFFFF, which only accepts `INIT`.
-    public static let broadcastChannel: UInt32 = 0xFFFF_FFFF
+    package static let broadcastChannel: UInt32 = 0xFFFF_FFFF
     /// The size of every report, 64 bytes.
-    public static let reportSize = CTAPHIDPacket.reportSize
+    package static let reportSize = CTAPHIDPacket.reportSize
     /// The longest payload framing can carry, 57 + 128 × 59 = 7609 bytes.
-    public static let maximumPayloadSize = CTAPHIDPacket.maximumPayloadSize
+    package static let maximumPayloadSize = CTAPHIDPacket.maximumPayloadSize
     /// The CTAPHID protocol version reported by `INIT`, 2.
-    public static let protocolVersion: UInt8 = 2
+    package static let protocolVersion: UInt8 = 2
     /// The longest `LOCK` accepted, in seconds.
-    public static let maximumLockSeconds: UInt8 = 10
+    package static let maximumLockSeconds: UInt8 = 10
 
     /// The timings, size limit and device description in use.
-    public let configuration: CTAPHIDConfiguration
+    package let configuration: CTAPHIDConfiguration
 
     var allocator: ChannelAllocator
     var reassembly: Reassembly?
@@ -68,7 +68,7 @@ public struct CTAPHIDMachine: Sendable, Equatable {
     var lock: ChannelLock?
 
     /// Creates an idle machine; `channelSeed` makes the channel ids it hands out (inject randomness here).
-    public init(configuration: CTAPHIDConfiguration = .init(), channelSeed: UInt32) {
+    package init(configuration: CTAPHIDConfiguration = .init(), channelSeed: UInt32) {
         self.configuration = configuration
         self.allocator = ChannelAllocator(seed: channelSeed)
     }
@@ -80,17 +80,17 @@ public struct CTAPHIDMachine: Sendable, Equatable {
     }
 
     /// The channel whose request is in flight, if any.
-    public var busyChannel: UInt32? {
+    package var busyChannel: UInt32? {
         self.transaction?.channel
     }
 
     /// The channel that holds the lock, if any (an expired lock counts until the next event).
-    public var lockedChannel: UInt32? {
+    package var lockedChannel: UInt32? {
         self.lock?.channel
     }
 
     /// The channel whose message is being reassembled, if any.
-    public var assemblingChannel: UInt32? {
+    package var assemblingChannel: UInt32? {
         self.reassembly?.channel
     }
 
@@ -98,7 +98,7 @@ public struct CTAPHIDMachine: Sendable, Equatable {
     ///
     /// This is the minimum of the message timeout of a partial message, the next keepalive of a request in flight
     /// and the expiry of the lock.
-    public var nextDeadline: Duration? {
+    package var nextDeadline: Duration? {
         let deadlines = [
             self.reassembly.map { $0.lastPacketAt + self.configuration.messageTimeout },
             self.transaction?.nextKeepaliveAt,
@@ -108,7 +108,7 @@ public struct CTAPHIDMachine: Sendable, Equatable {
     }
 
     /// Handles one report from the host after processing due timers.
-    public mutating func receive(report: [UInt8], now: Duration) -> [CTAPHIDAction] {
+    package mutating func receive(report: [UInt8], now: Duration) -> [CTAPHIDAction] {
         var actions = self.tick(now: now)
         guard let packet = CTAPHIDPacket(report: report) else {
             return actions
@@ -123,7 +123,7 @@ public struct CTAPHIDMachine: Sendable, Equatable {
     }
 
     /// Processes timers due at `now`: message timeout, lock expiry and keepalive, in that order.
-    public mutating func tick(now: Duration) -> [CTAPHIDAction] {
+    package mutating func tick(now: Duration) -> [CTAPHIDAction] {
         var actions: [CTAPHIDAction] = []
         if let reassembly = self.reassembly, now >= reassembly.lastPacketAt + self.configuration.messageTimeout {
             self.reassembly = nil
@@ -149,7 +149,7 @@ public struct CTAPHIDMachine: Sendable, Equatable {
     /// The response goes out with the request's command (`MSG` or `CBOR`) and ends the busy state. It is ignored when
     /// `channel` has no request in flight (after an abort or a power cycle). A payload longer than 7609 bytes cannot
     /// be framed and is answered with `ERR_OTHER` instead.
-    public mutating func complete(channel: UInt32, payload: [UInt8], now: Duration) -> [CTAPHIDAction] {
+    package mutating func complete(channel: UInt32, payload: [UInt8], now: Duration) -> [CTAPHIDAction] {
         var actions: [CTAPHIDAction] = []
         if let transaction = self.transaction, transaction.channel == channel {
             self.transaction = nil
@@ -167,7 +167,7 @@ public struct CTAPHIDMachine: Sendable, Equatable {
     /// When the status changes to ``KeepaliveStatus/upNeeded`` one `KEEPALIVE` goes out at once and the next one is
     /// due an interval later. Ignored while no request is in flight; each request starts as
     /// ``KeepaliveStatus/processing``.
-    public mutating func setKeepaliveStatus(_ status: KeepaliveStatus, now: Duration) -> [CTAPHIDAction] {
+    package mutating func setKeepaliveStatus(_ status: KeepaliveStatus, now: Duration) -> [CTAPHIDAction] {
         var actions: [CTAPHIDAction] = []
         if var transaction = self.transaction {
             let changedToUpNeeded = status == .upNeeded && transaction.status != .upNeeded
@@ -186,7 +186,7 @@ public struct CTAPHIDMachine: Sendable, Equatable {
     /// Forgets the lock, any partial message and the request in flight, as a power cut does.
     ///
     /// Channel ids handed out before are still never handed out again.
-    public mutating func powerCycle() {
+    package mutating func powerCycle() {
         self.reassembly = nil
         self.transaction = nil
         self.lock = nil

@@ -1,4 +1,4 @@
-import ControlProtocol
+package import ControlProtocol
 import SystemPackage
 
 #if canImport(Glibc)

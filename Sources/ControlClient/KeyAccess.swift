@@ -1,4 +1,4 @@
-import ControlProtocol
+package import ControlProtocol
 
 /// A key that commands reach: a running one through its control socket, or one that is not running through its
 /// flash image (the same control commands, carried out in this process).

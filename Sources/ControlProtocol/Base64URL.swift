@@ -1,8 +1,8 @@
 /// base64url (RFC 4648 §5), as WebDriver and WebAuthn use it: written without padding; read with or without.
-public enum Base64URL {
+package enum Base64URL {
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count * 4 + 2) / 3)
         var i = 0
@@ -26,7 +26,7 @@ public enum Base64URL {
 
     /// The bytes of a base64url text, or nil when it has characters outside the alphabet, a bad length or
     /// non-zero unused bits.
-    public static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         var chars = Array(text.utf8)
         while chars.last == UInt8(ascii: "=") { chars.removeLast() }
         guard chars.count % 4 != 1, text.utf8.count - chars.count <= 2 else { return nil }

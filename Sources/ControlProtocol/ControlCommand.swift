@@ -1,6 +1,6 @@
 /// A structured error of the control protocol: a stable code for programs and a message for people.
-public struct ControlError: Error, Equatable, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable, CaseIterable {
+package struct ControlError: Error, Equatable, Sendable, CustomStringConvertible {
+    package enum Code: String, Sendable, CaseIterable {
         /// The line is not JSON.
         case parseError = "parse-error"
         /// JSON, but not a request object with an id and a command.
@@ -19,33 +19,33 @@ public struct ControlError: Error, Equatable, Sendable, CustomStringConvertible 
         case permissionDenied = "permission-denied"
     }
 
-    public var code: Code
-    public var message: String
+    package var code: Code
+    package var message: String
 
-    public init(_ code: Code, _ message: String) {
+    package init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
+    package var description: String { "\(code.rawValue): \(message)" }
 }
 
 /// A credential as WebDriver's virtual-authenticator extension describes it (the Credential Parameters of
 /// WebAuthn Level 3 §11.1).
-public struct CredentialParameters: Equatable, Sendable {
-    public var credentialId: [UInt8]
-    public var isResidentCredential: Bool
-    public var rpId: String
+package struct CredentialParameters: Equatable, Sendable {
+    package var credentialId: [UInt8]
+    package var isResidentCredential: Bool
+    package var rpId: String
     /// A PKCS#8 DER private key: P-256 (ES256) or Ed25519 (EdDSA).
-    public var privateKey: [UInt8]
-    public var userHandle: [UInt8]?
-    public var signCount: UInt32
-    public var userName: String?
-    public var userDisplayName: String?
+    package var privateKey: [UInt8]
+    package var userHandle: [UInt8]?
+    package var signCount: UInt32
+    package var userName: String?
+    package var userDisplayName: String?
     /// The credential's large blob (WebDriver `largeBlob`), resident credentials only.
-    public var largeBlob: [UInt8]?
+    package var largeBlob: [UInt8]?
 
-    public init(
+    package init(
         credentialId: [UInt8],
         isResidentCredential: Bool,
         rpId: String,
@@ -69,7 +69,7 @@ public struct CredentialParameters: Equatable, Sendable {
 }
 
 /// How the simulated user answers the next requests for user presence.
-public enum PresenceSetting: Equatable, Sendable {
+package enum PresenceSetting: Equatable, Sendable {
     case approve(delayMilliseconds: Int)
     case deny(delayMilliseconds: Int)
     /// Wait for a `touch` command (or Enter on the terminal); time out after 30 s.
@@ -79,12 +79,12 @@ public enum PresenceSetting: Equatable, Sendable {
 }
 
 /// Run options that `setOption` changes.
-public struct OptionChanges: Equatable, Sendable {
-    public var resetWindow: Bool?
-    public var alwaysUv: Bool?
-    public var fingerprintSensor: Bool?
+package struct OptionChanges: Equatable, Sendable {
+    package var resetWindow: Bool?
+    package var alwaysUv: Bool?
+    package var fingerprintSensor: Bool?
 
-    public init(resetWindow: Bool? = nil, alwaysUv: Bool? = nil, fingerprintSensor: Bool? = nil) {
+    package init(resetWindow: Bool? = nil, alwaysUv: Bool? = nil, fingerprintSensor: Bool? = nil) {
         self.resetWindow = resetWindow
         self.alwaysUv = alwaysUv
         self.fingerprintSensor = fingerprintSensor
@@ -92,12 +92,12 @@ public struct OptionChanges: Equatable, Sendable {
 }
 
 /// The requests a fault may target.
-public enum FaultTarget: String, Equatable, Sendable, CaseIterable {
+package enum FaultTarget: String, Equatable, Sendable, CaseIterable {
     case any, u2f, makeCredential, getAssertion, getInfo, clientPIN, reset, getNextAssertion
     case credentialManagement, selection, bioEnrollment, largeBlobs, config
 
     /// The CTAP2 command byte(s) this target covers; empty for ``any`` and ``u2f``.
-    public var commandBytes: [UInt8] {
+    package var commandBytes: [UInt8] {
         switch self {
         case .any, .u2f: []
         case .makeCredential: [0x01]
@@ -116,7 +116,7 @@ public enum FaultTarget: String, Equatable, Sendable, CaseIterable {
 }
 
 /// A fault to inject into the key.
-public enum Fault: Equatable, Sendable {
+package enum Fault: Equatable, Sendable {
     /// Answer the next `count` requests of `target` with `status` (a CTAP2 status byte; for U2F a status word).
     case status(target: FaultTarget, status: UInt16, count: Int)
     /// Answer KEY_STORE_FULL to a new discoverable credential once `credentials` are stored.
@@ -128,7 +128,7 @@ public enum Fault: Equatable, Sendable {
 }
 
 /// A command of the control protocol.
-public enum ControlCommand: Equatable, Sendable {
+package enum ControlCommand: Equatable, Sendable {
     case addCredential(CredentialParameters)
     case getCredentials
     case removeCredential(id: [UInt8])
@@ -157,13 +157,13 @@ public enum ControlCommand: Equatable, Sendable {
     )
 
     /// An enterprise attestation key (PKCS#8 P-256) and its certificate (DER).
-    public struct EnterpriseAttestation: Sendable, Equatable {
-        public var privateKey: [UInt8]
-        public var certificate: [UInt8]
+    package struct EnterpriseAttestation: Sendable, Equatable {
+        package var privateKey: [UInt8]
+        package var certificate: [UInt8]
     }
 
     /// Every command name, as requests spell them.
-    public static let names = [
+    package static let names = [
         "addCredential", "getCredentials", "removeCredential", "removeAllCredentials", "setUserVerified",
         "setAutomaticPresenceSimulation", "powerCycle", "presence", "touch", "status", "setOption", "injectFault",
         "clearFaults", "subscribe", "unsubscribe", "setAttestation", "trace",
@@ -171,15 +171,15 @@ public enum ControlCommand: Equatable, Sendable {
 }
 
 /// One request: the client's id (a string or an integer, echoed in the response) and the command.
-public struct ControlRequest: Equatable, Sendable {
-    public var id: JSONValue
-    public var command: ControlCommand
+package struct ControlRequest: Equatable, Sendable {
+    package var id: JSONValue
+    package var command: ControlCommand
 
     /// The most a delay of the presence command may be.
-    public static let maxDelayMilliseconds = 600_000
+    package static let maxDelayMilliseconds = 600_000
 
     /// Parses one request line. On failure, the error comes with the request's id when one could be read.
-    public static func parse(_ line: [UInt8]) -> Result<ControlRequest, ControlFailure> {
+    package static func parse(_ line: [UInt8]) -> Result<ControlRequest, ControlFailure> {
         let value: JSONValue
         do {
             value = try JSONParser.parse(line)
@@ -375,11 +375,11 @@ public struct ControlRequest: Equatable, Sendable {
 }
 
 /// A request that could not be carried out, with its id when the request had a readable one.
-public struct ControlFailure: Error, Equatable, Sendable {
-    public var id: JSONValue?
-    public var error: ControlError
+package struct ControlFailure: Error, Equatable, Sendable {
+    package var id: JSONValue?
+    package var error: ControlError
 
-    public init(id: JSONValue?, error: ControlError) {
+    package init(id: JSONValue?, error: ControlError) {
         self.id = id
         self.error = error
     }

@@ -2,11 +2,11 @@
 ///
 /// A longer line is reported once as ``Item/tooLarge`` and its bytes are skipped up to the next newline, so a
 /// client that sent too much can go on with its next request.
-public struct ControlLineBuffer: Sendable {
+package struct ControlLineBuffer: Sendable {
     /// 1 MiB, the newline not counted.
-    public static let maxLineLength = 1 << 20
+    package static let maxLineLength = 1 << 20
 
-    public enum Item: Equatable, Sendable {
+    package enum Item: Equatable, Sendable {
         case line([UInt8])
         case tooLarge
     }
@@ -15,13 +15,13 @@ public struct ControlLineBuffer: Sendable {
     var pending: [UInt8] = []
     var skipping = false
 
-    public init(maxLineLength: Int = ControlLineBuffer.maxLineLength) {
+    package init(maxLineLength: Int = ControlLineBuffer.maxLineLength) {
         self.maxLineLength = maxLineLength
     }
 
     /// Adds received bytes; returns the complete lines (without the newline, a trailing CR dropped) and
     /// over-long ones, in order. Empty lines are ignored.
-    public mutating func append(_ bytes: some Collection<UInt8>) -> [Item] {
+    package mutating func append(_ bytes: some Collection<UInt8>) -> [Item] {
         var items: [Item] = []
         for byte in bytes {
             if byte == 0x0A {
@@ -47,14 +47,14 @@ public struct ControlLineBuffer: Sendable {
 }
 
 /// The JSON lines a server writes.
-public enum ControlMessage {
+package enum ControlMessage {
     /// `{"id":…,"ok":true,"result":…}`
-    public static func success(id: JSONValue, result: JSONValue) -> String {
+    package static func success(id: JSONValue, result: JSONValue) -> String {
         JSONValue.object(["id": id, "ok": true, "result": result]).encoded
     }
 
     /// `{"id":…,"ok":false,"error":{"code":…,"message":…}}`; the id is null when the request had none.
-    public static func failure(id: JSONValue?, error: ControlError) -> String {
+    package static func failure(id: JSONValue?, error: ControlError) -> String {
         JSONValue.object([
             "id": id ?? .null, "ok": false,
             "error": ["code": .string(error.code.rawValue), "message": .string(error.message)],
@@ -62,7 +62,7 @@ public enum ControlMessage {
     }
 
     /// `{"event":name,…}`
-    public static func event(_ name: String, _ fields: [String: JSONValue]) -> String {
+    package static func event(_ name: String, _ fields: [String: JSONValue]) -> String {
         var members = fields
         members["event"] = .string(name)
         return JSONValue.object(members).encoded

@@ -1,16 +1,16 @@
 /// Conversions between the WebDriver credential objects of the control protocol and the FIDO Alliance
 /// Credential Exchange Format (CXF 1.0): a header with accounts, items, and `passkey` credentials.
-public enum CredentialExchange {
+package enum CredentialExchange {
     /// Why a file could not be read as credentials.
-    public struct FormatError: Error, Equatable, CustomStringConvertible, Sendable {
-        public var description: String
-        public init(_ description: String) { self.description = description }
+    package struct FormatError: Error, Equatable, CustomStringConvertible, Sendable {
+        package var description: String
+        package init(_ description: String) { self.description = description }
     }
 
     /// A CXF document with one account whose items are the discoverable credentials among `credentials`
     /// (WebDriver objects as `getCredentials` returns them). Non-discoverable credentials are not passkeys and
     /// are left out; the second value counts them.
-    public static func cxf(
+    package static func cxf(
         from credentials: [JSONValue],
         accountId: [UInt8],
         timestamp: Int64
@@ -56,7 +56,7 @@ public enum CredentialExchange {
     /// The passkeys of a CXF document as WebDriver `addCredential` parameters (resident, signCount 0), and the
     /// number of other credentials (passwords, notes, …) that were not passkeys. Accepts version 1.x and the
     /// draft 0.x documents; unknown members are ignored, as CXF asks.
-    public static func webDriverCredentials(
+    package static func webDriverCredentials(
         fromCXF document: JSONValue
     ) throws(FormatError) -> (
         credentials: [JSONValue], skipped: Int
@@ -105,11 +105,11 @@ public enum CredentialExchange {
     }
 
     /// The credentials of a WebDriver credentials file: `{"credentials": [...]}` or a bare array.
-    public static func webDriverCredentials(fromFile document: JSONValue) throws(FormatError) -> [JSONValue] {
+    package static func webDriverCredentials(fromFile document: JSONValue) throws(FormatError) -> [JSONValue] {
         if let list = document.arrayValue ?? document["credentials"]?.arrayValue { return list }
         throw FormatError("expected {\"credentials\": [...]} or an array of credentials")
     }
 
     /// Whether a document is CXF rather than a WebDriver credentials file.
-    public static func isCXF(_ document: JSONValue) -> Bool { document["accounts"] != nil }
+    package static func isCXF(_ document: JSONValue) -> Bool { document["accounts"] != nil }
 }

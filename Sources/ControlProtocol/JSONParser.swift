@@ -1,22 +1,22 @@
 /// Why a text is not acceptable JSON, with the byte offset where parsing stopped.
-public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var message: String
-    public var offset: Int
+package struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
+    package var message: String
+    package var offset: Int
 
-    public var description: String { "\(message) at byte \(offset)" }
+    package var description: String { "\(message) at byte \(offset)" }
 }
 
 /// A strict RFC 8259 parser: one value, no trailing bytes, valid UTF-8, no duplicate object keys, at most
 /// ``maxDepth`` nested arrays and objects. Never traps on input.
-public struct JSONParser {
-    public static let maxDepth = 64
+package struct JSONParser {
+    package static let maxDepth = 64
 
     let bytes: [UInt8]
     var position = 0
     var depth = 0
 
     /// Parses `bytes` as one JSON text.
-    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         var parser = JSONParser(bytes: bytes)
         parser.skipWhitespace()
         let value = try parser.parseValue()
@@ -25,7 +25,7 @@ public struct JSONParser {
         return value
     }
 
-    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try parse(Array(text.utf8))
     }
 

@@ -2,7 +2,7 @@
 ///
 /// Numbers without a fraction or exponent that fit in 64 bits are ``integer(_:)``; every other number is
 /// ``number(_:)``. Objects keep no order: the encoder writes their keys sorted, so output is deterministic.
-public enum JSONValue: Sendable, Equatable, Hashable {
+package enum JSONValue: Sendable, Equatable, Hashable {
     case null
     case boolean(Bool)
     case integer(Int64)
@@ -11,23 +11,23 @@ public enum JSONValue: Sendable, Equatable, Hashable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         if case .object(let members) = self { return members[key] }
         return nil
     }
 
-    public var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let s) = self { return s }
         return nil
     }
 
-    public var boolValue: Bool? {
+    package var boolValue: Bool? {
         if case .boolean(let b) = self { return b }
         return nil
     }
 
     /// The value as an integer: an ``integer(_:)``, or a ``number(_:)`` with no fractional part.
-    public var integerValue: Int64? {
+    package var integerValue: Int64? {
         switch self {
         case .integer(let i): return i
         case .number(let d) where d.rounded() == d && abs(d) < 9.0e15: return Int64(d)
@@ -35,18 +35,18 @@ public enum JSONValue: Sendable, Equatable, Hashable {
         }
     }
 
-    public var arrayValue: [JSONValue]? {
+    package var arrayValue: [JSONValue]? {
         if case .array(let a) = self { return a }
         return nil
     }
 
-    public var objectValue: [String: JSONValue]? {
+    package var objectValue: [String: JSONValue]? {
         if case .object(let o) = self { return o }
         return nil
     }
 
     /// The JSON type's name, for error messages.
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: "null"
         case .boolean: "boolean"
@@ -61,22 +61,22 @@ public enum JSONValue: Sendable, Equatable, Hashable {
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
 {
-    public init(stringLiteral value: String) { self = .string(value) }
-    public init(integerLiteral value: Int64) { self = .integer(value) }
-    public init(booleanLiteral value: Bool) { self = .boolean(value) }
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    package init(stringLiteral value: String) { self = .string(value) }
+    package init(integerLiteral value: Int64) { self = .integer(value) }
+    package init(booleanLiteral value: Bool) { self = .boolean(value) }
+    package init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    package init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
-    public init(nilLiteral: ()) { self = .null }
+    package init(nilLiteral: ()) { self = .null }
 }
 
 extension JSONValue {
     /// An integer value from any binary integer (saturating at the bounds of Int64).
-    public init(_ value: some BinaryInteger) { self = .integer(Int64(clamping: value)) }
+    package init(_ value: some BinaryInteger) { self = .integer(Int64(clamping: value)) }
 
     /// The compact JSON text of this value (no spaces, object keys sorted, non-ASCII kept as UTF-8).
-    public var encoded: String {
+    package var encoded: String {
         var out: [UInt8] = []
         encode(into: &out)
         return String(decoding: out, as: UTF8.self)
@@ -170,7 +170,7 @@ extension JSONValue {
 
 extension JSONValue {
     /// JSON text indented by two spaces per level (for files people read), object keys sorted.
-    public var prettyEncoded: String {
+    package var prettyEncoded: String {
         var out: [UInt8] = []
         pretty(into: &out, indent: 0)
         out.append(0x0A)

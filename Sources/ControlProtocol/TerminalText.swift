@@ -1,10 +1,10 @@
 /// Text from outside (relying-party ids, user names, display names, file contents) made safe to print on a
 /// terminal: a relying party must not be able to move the cursor, repaint the owner's prompt to show another site,
 /// or set the window title.
-public enum TerminalText {
+package enum TerminalText {
     /// Replaces every control character (C0, DEL, C1) and every bidirectional override or isolate with a visible
     /// escape (`\x1b`, `\u{202e}`), and a backslash with two, so that the printed text is unambiguous.
-    public static func escape(_ text: String) -> String {
+    package static func escape(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: needsEscape) else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count + 8)

@@ -1,8 +1,8 @@
 import COpenSSL
-import CTAPCBOR
+package import CTAPCBOR
 
 /// What a verified attestation statement says about the credential's key.
-public enum AttestationType: String, Sendable {
+package enum AttestationType: String, Sendable {
     /// `none`: no statement.
     case none
     /// Packed without x5c: signed by the credential's own key.
@@ -12,9 +12,9 @@ public enum AttestationType: String, Sendable {
 }
 
 /// Checks an attestation object's statement (WebAuthn §8.2 packed, §8.6 fido-u2f, §8.7 none) with OpenSSL.
-public enum AttestationVerifier {
+package enum AttestationVerifier {
     /// The attestation type when the statement is valid; throws a description of the first rule it breaks.
-    public static func verify(
+    package static func verify(
         format: String,
         authData: ParsedAuthenticatorData,
         statement: [CBORValue: CBORValue],
@@ -73,7 +73,7 @@ public enum AttestationVerifier {
     }
 
     /// The rules of WebAuthn §8.2.1 for a packed attestation certificate.
-    public static func checkPackedCertificate(_ leaf: X509Certificate, aaguid: [UInt8]) throws(ClientError) {
+    package static func checkPackedCertificate(_ leaf: X509Certificate, aaguid: [UInt8]) throws(ClientError) {
         guard leaf.version == 3 else {
             throw .malformed("the attestation certificate is version \(leaf.version), not 3")
         }

@@ -1,22 +1,22 @@
-import CTAPCBOR
+package import CTAPCBOR
 
 /// Authenticator data (WebAuthn §6.1), read field by field from the bytes a key signed.
-public struct ParsedAuthenticatorData: Sendable {
-    public var bytes: [UInt8]
-    public var rpIdHash: [UInt8]
-    public var flags: UInt8
-    public var signCount: UInt32
-    public var aaguid: [UInt8]?
-    public var credentialId: [UInt8]?
-    public var credentialPublicKey: CBORValue?
-    public var extensions: [String: CBORValue]?
+package struct ParsedAuthenticatorData: Sendable {
+    package var bytes: [UInt8]
+    package var rpIdHash: [UInt8]
+    package var flags: UInt8
+    package var signCount: UInt32
+    package var aaguid: [UInt8]?
+    package var credentialId: [UInt8]?
+    package var credentialPublicKey: CBORValue?
+    package var extensions: [String: CBORValue]?
 
-    public var userPresent: Bool { flags & 0x01 != 0 }
-    public var userVerified: Bool { flags & 0x04 != 0 }
-    public var attested: Bool { flags & 0x40 != 0 }
-    public var hasExtensions: Bool { flags & 0x80 != 0 }
+    package var userPresent: Bool { flags & 0x01 != 0 }
+    package var userVerified: Bool { flags & 0x04 != 0 }
+    package var attested: Bool { flags & 0x40 != 0 }
+    package var hasExtensions: Bool { flags & 0x80 != 0 }
 
-    public init(_ bytes: [UInt8]) throws(ClientError) {
+    package init(_ bytes: [UInt8]) throws(ClientError) {
         self.bytes = bytes
         guard bytes.count >= 37 else { throw .malformed("authenticator data of \(bytes.count) bytes (at least 37)") }
         rpIdHash = Array(bytes[0..<32])
@@ -57,8 +57,8 @@ public struct ParsedAuthenticatorData: Sendable {
 
 /// The length of one CBOR data item in a byte string, found without decoding it (authenticator data puts CBOR
 /// items back to back with no length of their own).
-public enum CBORItem {
-    public static func decode(_ bytes: [UInt8]) throws(ClientError) -> CBORValue {
+package enum CBORItem {
+    package static func decode(_ bytes: [UInt8]) throws(ClientError) -> CBORValue {
         do {
             return try CBORDecoder.decode(bytes, maxDepth: 8)
         } catch {
@@ -66,7 +66,7 @@ public enum CBORItem {
         }
     }
 
-    public static func length(_ bytes: [UInt8], at start: Int, depth: Int = 0) throws(ClientError) -> Int {
+    package static func length(_ bytes: [UInt8], at start: Int, depth: Int = 0) throws(ClientError) -> Int {
         guard depth < 16 else { throw .malformed("CBOR nested too deeply") }
         guard start < bytes.count else { throw .malformed("CBOR item cut short") }
         let major = bytes[start] >> 5
@@ -103,17 +103,17 @@ public enum CBORItem {
 }
 
 /// A COSE_Key (RFC 9053) as CTAP carries credential and key-agreement public keys.
-public struct COSEPublicKey: Sendable, Equatable {
-    public var algorithm: Int
+package struct COSEPublicKey: Sendable, Equatable {
+    package var algorithm: Int
     /// The DER SubjectPublicKeyInfo of the key, for OpenSSL.
-    public var spki: [UInt8]
+    package var spki: [UInt8]
     /// P-256: x and y; Ed25519: the 32-byte key in x.
-    public var x: [UInt8]
-    public var y: [UInt8]?
+    package var x: [UInt8]
+    package var y: [UInt8]?
 
-    public static let es256 = -7
-    public static let edDSA = -8
-    public static let ecdhEsHkdf256 = -25
+    package static let es256 = -7
+    package static let edDSA = -8
+    package static let ecdhEsHkdf256 = -25
 
     static let p256Prefix: [UInt8] = [
         0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48,
@@ -122,7 +122,7 @@ public struct COSEPublicKey: Sendable, Equatable {
     ]
     static let ed25519Prefix: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
 
-    public init(_ value: CBORValue) throws(ClientError) {
+    package init(_ value: CBORValue) throws(ClientError) {
         guard let map = value.mapValue else { throw .malformed("a COSE key that is not a map") }
         func field(_ label: Int) -> CBORValue? { map[CBORValue(label)] }
         guard let kty = field(1)?.intValue, let alg = field(3)?.intValue else {
@@ -150,7 +150,7 @@ public struct COSEPublicKey: Sendable, Equatable {
     }
 
     /// The P-256 public key of an uncompressed point (65 bytes starting 0x04), as U2F gives it.
-    public init(uncompressedP256 point: [UInt8]) throws(ClientError) {
+    package init(uncompressedP256 point: [UInt8]) throws(ClientError) {
         guard point.count == 65, point[0] == 0x04 else {
             throw .malformed("a U2F public key that is not 65 bytes from 0x04")
         }
@@ -161,7 +161,7 @@ public struct COSEPublicKey: Sendable, Equatable {
     }
 
     /// This key as a COSE_Key map with the given algorithm (for the platform's key-agreement key).
-    public static func p256(x: [UInt8], y: [UInt8], algorithm: Int) -> CBORValue {
+    package static func p256(x: [UInt8], y: [UInt8], algorithm: Int) -> CBORValue {
         .map([1: 2, 3: CBORValue(algorithm), -1: 1, -2: .byteString(x), -3: .byteString(y)])
     }
 }

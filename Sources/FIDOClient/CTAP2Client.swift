@@ -1,51 +1,51 @@
-import CTAPCBOR
+package import CTAPCBOR
 
 /// CTAP2 command bytes (CTAP 2.1 §6).
-public enum CTAPCommand {
-    public static let makeCredential: UInt8 = 0x01
-    public static let getAssertion: UInt8 = 0x02
-    public static let getInfo: UInt8 = 0x04
-    public static let clientPIN: UInt8 = 0x06
-    public static let reset: UInt8 = 0x07
-    public static let getNextAssertion: UInt8 = 0x08
-    public static let bioEnrollment: UInt8 = 0x09
-    public static let credentialManagement: UInt8 = 0x0A
-    public static let selection: UInt8 = 0x0B
-    public static let largeBlobs: UInt8 = 0x0C
-    public static let config: UInt8 = 0x0D
+package enum CTAPCommand {
+    package static let makeCredential: UInt8 = 0x01
+    package static let getAssertion: UInt8 = 0x02
+    package static let getInfo: UInt8 = 0x04
+    package static let clientPIN: UInt8 = 0x06
+    package static let reset: UInt8 = 0x07
+    package static let getNextAssertion: UInt8 = 0x08
+    package static let bioEnrollment: UInt8 = 0x09
+    package static let credentialManagement: UInt8 = 0x0A
+    package static let selection: UInt8 = 0x0B
+    package static let largeBlobs: UInt8 = 0x0C
+    package static let config: UInt8 = 0x0D
 }
 
 /// CTAP status codes (CTAP 2.1 §8.2), by name.
-public enum CTAPStatusCode {
-    public static let ok: UInt8 = 0x00
-    public static let invalidCommand: UInt8 = 0x01
-    public static let invalidParameter: UInt8 = 0x02
-    public static let invalidLength: UInt8 = 0x03
-    public static let cborUnexpectedType: UInt8 = 0x11
-    public static let invalidCBOR: UInt8 = 0x12
-    public static let missingParameter: UInt8 = 0x14
-    public static let limitExceeded: UInt8 = 0x15
-    public static let credentialExcluded: UInt8 = 0x19
-    public static let unsupportedAlgorithm: UInt8 = 0x26
-    public static let operationDenied: UInt8 = 0x27
-    public static let keyStoreFull: UInt8 = 0x28
-    public static let unsupportedOption: UInt8 = 0x2B
-    public static let invalidOption: UInt8 = 0x2C
-    public static let keepaliveCancel: UInt8 = 0x2D
-    public static let noCredentials: UInt8 = 0x2E
-    public static let userActionTimeout: UInt8 = 0x2F
-    public static let notAllowed: UInt8 = 0x30
-    public static let pinInvalid: UInt8 = 0x31
-    public static let pinBlocked: UInt8 = 0x32
-    public static let pinAuthInvalid: UInt8 = 0x33
-    public static let pinAuthBlocked: UInt8 = 0x34
-    public static let pinNotSet: UInt8 = 0x35
-    public static let puatRequired: UInt8 = 0x36
-    public static let pinPolicyViolation: UInt8 = 0x37
-    public static let requestTooLarge: UInt8 = 0x39
-    public static let integrityFailure: UInt8 = 0x3D
-    public static let invalidSubcommand: UInt8 = 0x3E
-    public static let unauthorizedPermission: UInt8 = 0x40
+package enum CTAPStatusCode {
+    package static let ok: UInt8 = 0x00
+    package static let invalidCommand: UInt8 = 0x01
+    package static let invalidParameter: UInt8 = 0x02
+    package static let invalidLength: UInt8 = 0x03
+    package static let cborUnexpectedType: UInt8 = 0x11
+    package static let invalidCBOR: UInt8 = 0x12
+    package static let missingParameter: UInt8 = 0x14
+    package static let limitExceeded: UInt8 = 0x15
+    package static let credentialExcluded: UInt8 = 0x19
+    package static let unsupportedAlgorithm: UInt8 = 0x26
+    package static let operationDenied: UInt8 = 0x27
+    package static let keyStoreFull: UInt8 = 0x28
+    package static let unsupportedOption: UInt8 = 0x2B
+    package static let invalidOption: UInt8 = 0x2C
+    package static let keepaliveCancel: UInt8 = 0x2D
+    package static let noCredentials: UInt8 = 0x2E
+    package static let userActionTimeout: UInt8 = 0x2F
+    package static let notAllowed: UInt8 = 0x30
+    package static let pinInvalid: UInt8 = 0x31
+    package static let pinBlocked: UInt8 = 0x32
+    package static let pinAuthInvalid: UInt8 = 0x33
+    package static let pinAuthBlocked: UInt8 = 0x34
+    package static let pinNotSet: UInt8 = 0x35
+    package static let puatRequired: UInt8 = 0x36
+    package static let pinPolicyViolation: UInt8 = 0x37
+    package static let requestTooLarge: UInt8 = 0x39
+    package static let integrityFailure: UInt8 = 0x3D
+    package static let invalidSubcommand: UInt8 = 0x3E
+    package static let unauthorizedPermission: UInt8 = 0x40
 
     static let names: [UInt8: String] = [
         0x00: "CTAP2_OK", 0x01: "CTAP1_ERR_INVALID_COMMAND", 0x02: "CTAP1_ERR_INVALID_PARAMETER",
@@ -67,21 +67,21 @@ public enum CTAPStatusCode {
     ]
 
     /// `0x2E CTAP2_ERR_NO_CREDENTIALS`, or the bare byte for a code the spec does not name.
-    public static func describe(_ code: UInt8) -> String {
+    package static func describe(_ code: UInt8) -> String {
         "0x\(Hex.string(code))" + (names[code].map { " \($0)" } ?? "")
     }
 }
 
 /// A CTAP2 answer: its status byte and, on success, its CBOR body.
-public struct CTAPResponse: Sendable {
-    public var status: UInt8
+package struct CTAPResponse: Sendable {
+    package var status: UInt8
     /// The bytes after the status byte.
-    public var body: [UInt8]
+    package var body: [UInt8]
 
-    public var ok: Bool { status == CTAPStatusCode.ok }
+    package var ok: Bool { status == CTAPStatusCode.ok }
 
     /// The decoded body: a map for every CTAP2 command that answers one; `nil` for an empty body.
-    public func decoded() throws(ClientError) -> CBORValue? {
+    package func decoded() throws(ClientError) -> CBORValue? {
         guard !body.isEmpty else { return nil }
         do {
             return try CBORDecoder.decode(body, maxDepth: 8)
@@ -91,7 +91,7 @@ public struct CTAPResponse: Sendable {
     }
 
     /// The decoded body as a map keyed by integers (what every CTAP2 command answers).
-    public func map() throws(ClientError) -> [Int: CBORValue] {
+    package func map() throws(ClientError) -> [Int: CBORValue] {
         guard let value = try decoded() else { return [:] }
         guard let entries = value.mapValue else { throw .malformed("the answer is not a CBOR map") }
         var out: [Int: CBORValue] = [:]
@@ -104,23 +104,23 @@ public struct CTAPResponse: Sendable {
 }
 
 /// CTAP2 and U2F requests over CTAPHID.
-public final class CTAP2Client {
-    public let hid: CTAPHIDClient
+package final class CTAP2Client {
+    package let hid: CTAPHIDClient
     /// Called with each keepalive status while a request waits (UPNEEDED = 2 asks for a touch).
-    public var onKeepalive: ((UInt8) -> Void)?
-    public var timeoutMs = 40000
+    package var onKeepalive: ((UInt8) -> Void)?
+    package var timeoutMs = 40000
 
-    public init(hid: CTAPHIDClient) {
+    package init(hid: CTAPHIDClient) {
         self.hid = hid
     }
 
     /// Sends a CTAP2 command with CBOR parameters (or none).
-    public func send(_ command: UInt8, _ parameters: CBORValue? = nil) throws(ClientError) -> CTAPResponse {
+    package func send(_ command: UInt8, _ parameters: CBORValue? = nil) throws(ClientError) -> CTAPResponse {
         try sendRaw([command] + (parameters.map { CBOREncoder.encode($0) } ?? []))
     }
 
     /// Sends `bytes` as the payload of a CTAPHID_CBOR message.
-    public func sendRaw(_ bytes: [UInt8]) throws(ClientError) -> CTAPResponse {
+    package func sendRaw(_ bytes: [UInt8]) throws(ClientError) -> CTAPResponse {
         let answer = try hid.transact(
             command: HIDCommand.cbor,
             payload: bytes,
@@ -137,14 +137,14 @@ public final class CTAP2Client {
     }
 
     /// authenticatorGetInfo, decoded.
-    public func getInfo() throws(ClientError) -> AuthenticatorInfo {
+    package func getInfo() throws(ClientError) -> AuthenticatorInfo {
         let response = try send(CTAPCommand.getInfo)
         guard response.ok else { throw .malformed("getInfo answered \(CTAPStatusCode.describe(response.status))") }
         return try AuthenticatorInfo(response.map())
     }
 
     /// A U2F APDU through CTAPHID_MSG: the response data and the status word.
-    public func u2f(_ apdu: [UInt8]) throws(ClientError) -> (data: [UInt8], status: UInt16) {
+    package func u2f(_ apdu: [UInt8]) throws(ClientError) -> (data: [UInt8], status: UInt16) {
         let answer = try hid.transact(
             command: HIDCommand.msg,
             payload: apdu,
@@ -163,22 +163,22 @@ public final class CTAP2Client {
 }
 
 /// What authenticatorGetInfo answers (CTAP 2.1 §6.4), with the raw map kept for checks of its own.
-public struct AuthenticatorInfo: Sendable {
-    public var raw: [Int: CBORValue]
-    public var versions: [String]
-    public var extensions: [String]
-    public var aaguid: [UInt8]
-    public var options: [String: Bool]
-    public var maxMsgSize: Int?
-    public var pinUvAuthProtocols: [Int]
-    public var maxCredentialCountInList: Int?
-    public var maxCredentialIdLength: Int?
-    public var algorithms: [Int]?
-    public var maxSerializedLargeBlobArray: Int?
-    public var minPINLength: Int?
-    public var maxCredBlobLength: Int?
+package struct AuthenticatorInfo: Sendable {
+    package var raw: [Int: CBORValue]
+    package var versions: [String]
+    package var extensions: [String]
+    package var aaguid: [UInt8]
+    package var options: [String: Bool]
+    package var maxMsgSize: Int?
+    package var pinUvAuthProtocols: [Int]
+    package var maxCredentialCountInList: Int?
+    package var maxCredentialIdLength: Int?
+    package var algorithms: [Int]?
+    package var maxSerializedLargeBlobArray: Int?
+    package var minPINLength: Int?
+    package var maxCredBlobLength: Int?
 
-    public init(_ map: [Int: CBORValue]) throws(ClientError) {
+    package init(_ map: [Int: CBORValue]) throws(ClientError) {
         raw = map
         guard let versions = map[1]?.arrayValue?.compactMap(\.textValue) else {
             throw .malformed("getInfo has no versions (0x01)")
@@ -203,11 +203,11 @@ public struct AuthenticatorInfo: Sendable {
     }
 
     /// What a key without CTAP2 (no CBOR capability at CTAPHID_INIT) is taken to be: U2F only.
-    public static let u2fOnly = try! AuthenticatorInfo([
+    package static let u2fOnly = try! AuthenticatorInfo([
         1: .array(["U2F_V2"]), 3: .byteString([UInt8](repeating: 0, count: 16)),
     ])
 
-    public var hasPIN: Bool { options["clientPin"] == true }
-    public var supportsPIN: Bool { options["clientPin"] != nil }
-    public var isCTAP21: Bool { versions.contains("FIDO_2_1") || versions.contains("FIDO_2_1_PRE") }
+    package var hasPIN: Bool { options["clientPin"] == true }
+    package var supportsPIN: Bool { options["clientPin"] != nil }
+    package var isCTAP21: Bool { versions.contains("FIDO_2_1") || versions.contains("FIDO_2_1_PRE") }
 }

@@ -4,52 +4,52 @@ import Glibc
 #endif
 
 /// CTAPHID command bytes (CTAP 2.1 §11.2.9), with the initialization-packet bit set.
-public enum HIDCommand {
-    public static let ping: UInt8 = 0x81
-    public static let msg: UInt8 = 0x83
-    public static let lock: UInt8 = 0x84
-    public static let initialize: UInt8 = 0x86
-    public static let wink: UInt8 = 0x88
-    public static let cbor: UInt8 = 0x90
-    public static let cancel: UInt8 = 0x91
-    public static let keepalive: UInt8 = 0xBB
-    public static let error: UInt8 = 0xBF
+package enum HIDCommand {
+    package static let ping: UInt8 = 0x81
+    package static let msg: UInt8 = 0x83
+    package static let lock: UInt8 = 0x84
+    package static let initialize: UInt8 = 0x86
+    package static let wink: UInt8 = 0x88
+    package static let cbor: UInt8 = 0x90
+    package static let cancel: UInt8 = 0x91
+    package static let keepalive: UInt8 = 0xBB
+    package static let error: UInt8 = 0xBF
 }
 
 /// CTAPHID error codes (CTAP 2.1 §11.2.9.1.6).
-public enum HIDErrorCode {
-    public static let invalidCommand: UInt8 = 0x01
-    public static let invalidParameter: UInt8 = 0x02
-    public static let invalidLength: UInt8 = 0x03
-    public static let invalidSequence: UInt8 = 0x04
-    public static let messageTimeout: UInt8 = 0x05
-    public static let channelBusy: UInt8 = 0x06
-    public static let lockRequired: UInt8 = 0x0A
-    public static let invalidChannel: UInt8 = 0x0B
-    public static let other: UInt8 = 0x7F
+package enum HIDErrorCode {
+    package static let invalidCommand: UInt8 = 0x01
+    package static let invalidParameter: UInt8 = 0x02
+    package static let invalidLength: UInt8 = 0x03
+    package static let invalidSequence: UInt8 = 0x04
+    package static let messageTimeout: UInt8 = 0x05
+    package static let channelBusy: UInt8 = 0x06
+    package static let lockRequired: UInt8 = 0x0A
+    package static let invalidChannel: UInt8 = 0x0B
+    package static let other: UInt8 = 0x7F
 }
 
 /// A whole CTAPHID message as the key answered it.
-public struct HIDMessage: Equatable, Sendable {
-    public var channel: UInt32
-    public var command: UInt8
-    public var payload: [UInt8]
+package struct HIDMessage: Equatable, Sendable {
+    package var channel: UInt32
+    package var command: UInt8
+    package var payload: [UInt8]
 }
 
 /// What CTAPHID_INIT answers (CTAP 2.1 §11.2.9.1.3).
-public struct HIDInitResponse: Equatable, Sendable {
-    public var nonce: [UInt8]
-    public var channel: UInt32
-    public var protocolVersion: UInt8
-    public var deviceVersion: (major: UInt8, minor: UInt8, build: UInt8)
-    public var capabilities: UInt8
+package struct HIDInitResponse: Equatable, Sendable {
+    package var nonce: [UInt8]
+    package var channel: UInt32
+    package var protocolVersion: UInt8
+    package var deviceVersion: (major: UInt8, minor: UInt8, build: UInt8)
+    package var capabilities: UInt8
 
-    public var wink: Bool { capabilities & 0x01 != 0 }
-    public var cbor: Bool { capabilities & 0x04 != 0 }
+    package var wink: Bool { capabilities & 0x01 != 0 }
+    package var cbor: Bool { capabilities & 0x04 != 0 }
     /// NMSG: the key does not take CTAPHID_MSG (no U2F).
-    public var noMessage: Bool { capabilities & 0x08 != 0 }
+    package var noMessage: Bool { capabilities & 0x08 != 0 }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool {
+    package static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.nonce == rhs.nonce && lhs.channel == rhs.channel && lhs.protocolVersion == rhs.protocolVersion
             && lhs.deviceVersion == rhs.deviceVersion && lhs.capabilities == rhs.capabilities
     }
@@ -57,25 +57,26 @@ public struct HIDInitResponse: Equatable, Sendable {
 
 /// The host side of CTAPHID: splits messages into reports, reassembles answers on one channel, skips keepalives
 /// (telling the caller), and cancels.
-public final class CTAPHIDClient {
-    public static let broadcast: UInt32 = 0xFFFF_FFFF
+package final class CTAPHIDClient {
+    package static let broadcast: UInt32 = 0xFFFF_FFFF
     /// The largest payload 64-byte reports carry: 57 bytes in the first, 59 in each of 128 continuations.
-    public static let maxPayload = 57 + 128 * 59
+    package static let maxPayload = 57 + 128 * 59
 
-    public let channel: any ReportChannel
+    package let channel: any ReportChannel
     /// The channel INIT allocated (broadcast before INIT).
-    public var cid: UInt32 = CTAPHIDClient.broadcast
-    public private(set) var info: HIDInitResponse?
+    package var cid: UInt32 = CTAPHIDClient.broadcast
+    package private(set) var info: HIDInitResponse?
     /// Keepalive status bytes seen during the last `transact`, with their arrival times in milliseconds.
-    public private(set) var keepalives: [(status: UInt8, atMs: Double)] = []
+    package private(set) var keepalives: [(status: UInt8, atMs: Double)] = []
 
-    public init(channel: any ReportChannel) {
+    package init(channel: any ReportChannel) {
         self.channel = channel
     }
 
     /// The reports of one message: an initialization packet and as many continuation packets as needed,
     /// each zero-padded to 64 bytes. `length` overrides the length field (to send a wrong one).
-    public static func reports(channel cid: UInt32, command: UInt8, payload: [UInt8], length: Int? = nil) -> [[UInt8]] {
+    package static func reports(channel cid: UInt32, command: UInt8, payload: [UInt8], length: Int? = nil) -> [[UInt8]]
+    {
         let declared = length ?? payload.count
         var first = channelBytes(cid) + [command, UInt8((declared >> 8) & 0xFF), UInt8(declared & 0xFF)]
         first += payload.prefix(57)
@@ -91,17 +92,17 @@ public final class CTAPHIDClient {
         return out
     }
 
-    public static func channelBytes(_ cid: UInt32) -> [UInt8] {
+    package static func channelBytes(_ cid: UInt32) -> [UInt8] {
         [UInt8(cid >> 24), UInt8((cid >> 16) & 0xFF), UInt8((cid >> 8) & 0xFF), UInt8(cid & 0xFF)]
     }
 
-    public static func pad(_ report: [UInt8]) -> [UInt8] {
+    package static func pad(_ report: [UInt8]) -> [UInt8] {
         report.count >= 64 ? Array(report.prefix(64)) : report + [UInt8](repeating: 0, count: 64 - report.count)
     }
 
     /// Allocates a channel: CTAPHID_INIT on the broadcast channel with a random nonce.
     @discardableResult
-    public func initialize(timeoutMs: Int = 2000) throws(ClientError) -> HIDInitResponse {
+    package func initialize(timeoutMs: Int = 2000) throws(ClientError) -> HIDInitResponse {
         let nonce = randomBytes(8)
         let answer = try transact(
             command: HIDCommand.initialize,
@@ -115,7 +116,7 @@ public final class CTAPHIDClient {
         return response
     }
 
-    public static func parseInit(_ message: HIDMessage, nonce: [UInt8]) throws(ClientError) -> HIDInitResponse {
+    package static func parseInit(_ message: HIDMessage, nonce: [UInt8]) throws(ClientError) -> HIDInitResponse {
         if message.command == HIDCommand.error { throw .hidError(message.payload.first ?? 0) }
         guard message.command == HIDCommand.initialize, message.payload.count >= 17 else {
             throw .malformed(
@@ -135,7 +136,7 @@ public final class CTAPHIDClient {
     }
 
     /// Sends a whole message.
-    public func send(command: UInt8, payload: [UInt8], on cid: UInt32? = nil) throws(ClientError) {
+    package func send(command: UInt8, payload: [UInt8], on cid: UInt32? = nil) throws(ClientError) {
         guard payload.count <= Self.maxPayload else {
             throw .transport(
                 "a payload of \(payload.count) bytes does not fit in CTAPHID reports (at most \(Self.maxPayload))"
@@ -148,7 +149,7 @@ public final class CTAPHIDClient {
 
     /// Receives the next whole message on `cid`, skipping other channels' reports. Keepalives are recorded in
     /// `keepalives` and reported to `onKeepalive`; they restart no clock: `timeoutMs` bounds the whole wait.
-    public func receive(
+    package func receive(
         on cid: UInt32? = nil,
         timeoutMs: Int = 5000,
         onKeepalive: ((UInt8) -> Void)? = nil
@@ -174,7 +175,7 @@ public final class CTAPHIDClient {
     }
 
     /// Sends a message and returns the answer on the same channel (ERROR answers are returned, not thrown).
-    public func transact(
+    package func transact(
         command: UInt8,
         payload: [UInt8],
         on cid: UInt32? = nil,
@@ -187,16 +188,16 @@ public final class CTAPHIDClient {
     }
 
     /// Sends CTAPHID_CANCEL on this channel (it has no answer of its own).
-    public func cancel() throws(ClientError) {
+    package func cancel() throws(ClientError) {
         try send(command: HIDCommand.cancel, payload: [])
     }
 
     /// Reads and drops every report that arrives within `ms` milliseconds.
-    public func drain(ms: Int = 50) {
+    package func drain(ms: Int = 50) {
         while (try? channel.receive(timeoutMs: ms)) != nil {}
     }
 
-    public static func nowMs() -> Double {
+    package static func nowMs() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) * 1000 + Double(now.tv_nsec) / 1_000_000
@@ -204,15 +205,15 @@ public final class CTAPHIDClient {
 }
 
 /// Bytes from the system's random source.
-public func randomBytes(_ count: Int) -> [UInt8] {
+package func randomBytes(_ count: Int) -> [UInt8] {
     var generator = SystemRandomNumberGenerator()
     return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
 }
 
 /// Reassembles the answer on one channel from the reports a key sends: reports of other channels are passed over,
 /// keepalives are handed back as they come, and the message when its last report is in.
-public struct HIDMessageAssembler: Sendable {
-    public enum Step: Equatable, Sendable {
+package struct HIDMessageAssembler: Sendable {
+    package enum Step: Equatable, Sendable {
         /// Nothing yet: another channel's report, or a part of the message.
         case pending
         /// A KEEPALIVE with its status byte.
@@ -221,23 +222,23 @@ public struct HIDMessageAssembler: Sendable {
         case message(HIDMessage)
     }
 
-    public let channel: UInt32
+    package let channel: UInt32
     var message: HIDMessage?
     var expected = 0
     var nextSequence: UInt8 = 0
 
-    public init(channel: UInt32) {
+    package init(channel: UInt32) {
         self.channel = channel
     }
 
     /// The channel a report is on; nil for one too short to have a command byte.
-    public static func channel(of report: [UInt8]) -> UInt32? {
+    package static func channel(of report: [UInt8]) -> UInt32? {
         report.count >= 5
             ? UInt32(report[0]) << 24 | UInt32(report[1]) << 16 | UInt32(report[2]) << 8 | UInt32(report[3]) : nil
     }
 
     /// Takes one report; throws on one that cannot belong to a well-formed answer on this channel.
-    public mutating func add(_ report: [UInt8]) throws(ClientError) -> Step {
+    package mutating func add(_ report: [UInt8]) throws(ClientError) -> Step {
         guard Self.channel(of: report) == channel else { return .pending }
         if report[4] & 0x80 != 0 {
             guard report.count >= 7 else { throw .malformed("an initialization packet of \(report.count) bytes") }

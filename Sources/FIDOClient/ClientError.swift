@@ -1,7 +1,7 @@
 import CTAPCBOR
 
 /// Why a request to a key failed before the key could answer it.
-public enum ClientError: Error, Equatable, CustomStringConvertible {
+package enum ClientError: Error, Equatable, CustomStringConvertible {
     /// The transport could not be opened or used (the message says which call failed and why).
     case transport(String)
     /// No answer within the time allowed.
@@ -11,7 +11,7 @@ public enum ClientError: Error, Equatable, CustomStringConvertible {
     /// A CTAPHID ERROR message, with its code.
     case hidError(UInt8)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .transport(let reason): "transport: \(reason)"
         case .timeout(let what): "timed out waiting for \(what)"

@@ -1,9 +1,9 @@
-import HIDAPIDevice
+package import HIDAPIDevice
 
 extension CTAPHIDClient {
     /// Opens the key at `address` each time it is called, with a new client. After a replug the kernel may give the
     /// key another hidraw node: from the second time on it is found by the serial number it had the first time.
-    public static func opener(_ address: DeviceAddress, backend: HIDBackend) -> () throws -> CTAPHIDClient {
+    package static func opener(_ address: DeviceAddress, backend: HIDBackend) -> () throws -> CTAPHIDClient {
         let serial = HIDSerialMemo()
         return {
             switch address {

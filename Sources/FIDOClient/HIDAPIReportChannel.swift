@@ -1,19 +1,19 @@
-import HIDAPIDevice
+package import HIDAPIDevice
 
 /// CTAPHID reports through a HID device opened with hidapi (``HIDDevice``), its errors as ``ClientError``.
-public final class HIDAPIReportChannel: ReportChannel {
-    public let device: HIDDevice
-    public var name: String { device.name }
-    public var path: String { device.path }
+package final class HIDAPIReportChannel: ReportChannel {
+    package let device: HIDDevice
+    package var name: String { device.name }
+    package var path: String { device.path }
     /// Reads that returned no bytes (timeouts and zero-length reports).
-    public var zeroLengthReads: Int { device.zeroLengthReads }
+    package var zeroLengthReads: Int { device.zeroLengthReads }
 
-    public init(device: HIDDevice) {
+    package init(device: HIDDevice) {
         self.device = device
     }
 
     /// Every HID device the backend lists; `fidoOnly` keeps those on the FIDO usage page.
-    public static func devices(
+    package static func devices(
         backend: HIDBackend = .hidraw,
         fidoOnly: Bool = true
     ) throws(ClientError)
@@ -26,7 +26,7 @@ public final class HIDAPIReportChannel: ReportChannel {
         }
     }
 
-    public convenience init(path: String, backend: HIDBackend = .hidraw) throws(ClientError) {
+    package convenience init(path: String, backend: HIDBackend = .hidraw) throws(ClientError) {
         do {
             self.init(device: try HIDDevice(path: path, backend: backend))
         } catch {
@@ -35,7 +35,7 @@ public final class HIDAPIReportChannel: ReportChannel {
     }
 
     /// Opens the first FIDO device hidapi lists.
-    public convenience init(auto backend: HIDBackend = .hidraw) throws(ClientError) {
+    package convenience init(auto backend: HIDBackend = .hidraw) throws(ClientError) {
         do {
             self.init(device: try HIDDevice(auto: backend))
         } catch {
@@ -43,7 +43,7 @@ public final class HIDAPIReportChannel: ReportChannel {
         }
     }
 
-    public func send(_ report: [UInt8]) throws(ClientError) {
+    package func send(_ report: [UInt8]) throws(ClientError) {
         do {
             try device.send(report)
         } catch {
@@ -51,7 +51,7 @@ public final class HIDAPIReportChannel: ReportChannel {
         }
     }
 
-    public func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
+    package func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
         do {
             return try device.receive(timeoutMs: timeoutMs)
         } catch {

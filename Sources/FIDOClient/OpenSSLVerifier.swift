@@ -2,10 +2,10 @@ import COpenSSL
 import CTAPCBOR
 
 /// Signature and certificate checks through OpenSSL's libcrypto.
-public enum OpenSSLVerifier {
+package enum OpenSSLVerifier {
     /// Whether `signature` is a valid signature of `message` under the key in `spki` (ECDSA P-256 with SHA-256, or
     /// Ed25519). Throws when OpenSSL cannot read the key.
-    public static func verify(spki: [UInt8], message: [UInt8], signature: [UInt8]) throws(ClientError) -> Bool {
+    package static func verify(spki: [UInt8], message: [UInt8], signature: [UInt8]) throws(ClientError) -> Bool {
         let result = spki.withUnsafeBufferPointer { key in
             message.withUnsafeBufferPointer { msg in
                 signature.withUnsafeBufferPointer { sig in
@@ -18,7 +18,7 @@ public enum OpenSSLVerifier {
     }
 
     /// SHA-256 through OpenSSL (the hash the client compares rpIdHash and U2F parameters with).
-    public static func sha256(_ data: [UInt8]) -> [UInt8] {
+    package static func sha256(_ data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         data.withUnsafeBufferPointer { input in
@@ -29,11 +29,11 @@ public enum OpenSSLVerifier {
 }
 
 /// An X.509 certificate read by OpenSSL, with the fields packed attestation rules are about (WebAuthn §8.2.1).
-public final class X509Certificate {
+package final class X509Certificate {
     let certificate: OpaquePointer
-    public let der: [UInt8]
+    package let der: [UInt8]
 
-    public init(der: [UInt8]) throws(ClientError) {
+    package init(der: [UInt8]) throws(ClientError) {
         self.der = der
         let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
             var pointer = buffer.baseAddress
@@ -49,10 +49,10 @@ public final class X509Certificate {
     deinit { X509_free(certificate) }
 
     /// X.509 version: 3 for a v3 certificate.
-    public var version: Int { Int(X509_get_version(certificate)) + 1 }
+    package var version: Int { Int(X509_get_version(certificate)) + 1 }
 
     /// A subject attribute by its NID (NID_countryName, NID_organizationName, ...), or nil.
-    public func subject(_ nid: Int32) -> String? {
+    package func subject(_ nid: Int32) -> String? {
         guard let name = X509_get_subject_name(certificate) else { return nil }
         let index = X509_NAME_get_index_by_NID(name, nid, -1)
         guard index >= 0, let entry = X509_NAME_get_entry(name, index), let data = X509_NAME_ENTRY_get_data(entry),
@@ -61,17 +61,17 @@ public final class X509Certificate {
         return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(ASN1_STRING_length(data))), as: UTF8.self)
     }
 
-    public var country: String? { subject(NID_countryName) }
-    public var organization: String? { subject(NID_organizationName) }
-    public var organizationalUnit: String? { subject(NID_organizationalUnitName) }
-    public var commonName: String? { subject(NID_commonName) }
+    package var country: String? { subject(NID_countryName) }
+    package var organization: String? { subject(NID_organizationName) }
+    package var organizationalUnit: String? { subject(NID_organizationalUnitName) }
+    package var commonName: String? { subject(NID_commonName) }
 
     /// Whether basic constraints make it a CA.
-    public var isCA: Bool { X509_check_ca(certificate) != 0 }
+    package var isCA: Bool { X509_check_ca(certificate) != 0 }
 
     /// The value of the id-fido-gen-ce-aaguid extension (1.3.6.1.4.1.45724.1.1.4): the 16 bytes inside its OCTET
     /// STRING, and whether it is marked critical. Nil when the certificate lacks it.
-    public var aaguidExtension: (aaguid: [UInt8], critical: Bool)? {
+    package var aaguidExtension: (aaguid: [UInt8], critical: Bool)? {
         guard let oid = OBJ_txt2obj("1.3.6.1.4.1.45724.1.1.4", 1) else { return nil }
         defer { ASN1_OBJECT_free(oid) }
         let index = X509_get_ext_by_OBJ(certificate, oid, -1)
@@ -87,7 +87,7 @@ public final class X509Certificate {
     }
 
     /// The certificate's public key as DER SubjectPublicKeyInfo.
-    public func publicKeySPKI() throws(ClientError) -> [UInt8] {
+    package func publicKeySPKI() throws(ClientError) -> [UInt8] {
         guard let key = X509_get_pubkey(certificate) else { throw .malformed("the certificate's public key") }
         defer { EVP_PKEY_free(key) }
         var out: UnsafeMutablePointer<UInt8>?
@@ -98,7 +98,7 @@ public final class X509Certificate {
     }
 
     /// Whether `issuer`'s key signed this certificate and its subject is this one's issuer name.
-    public func isSigned(by issuer: X509Certificate) -> Bool {
+    package func isSigned(by issuer: X509Certificate) -> Bool {
         guard let key = X509_get_pubkey(issuer.certificate) else { return false }
         defer { EVP_PKEY_free(key) }
         let signed = X509_verify(certificate, key) == 1

@@ -1,17 +1,17 @@
-import CTAPCBOR
+package import CTAPCBOR
 import Crypto
 import _CryptoExtras
 
 /// The platform's half of a PIN/UV auth protocol (CTAP 2.1 §6.5.6 one, §6.5.7 two): a fresh key agreement with the
 /// authenticator's key, then encryption and authentication with the shared secret.
-public struct PlatformPinProtocol: Sendable {
-    public let version: Int
+package struct PlatformPinProtocol: Sendable {
+    package let version: Int
     /// The platform's key-agreement public key as a COSE_Key (alg -25), for parameter keyAgreement (0x03).
-    public let platformKey: CBORValue
+    package let platformKey: CBORValue
     /// Protocol one: SHA-256(Z), 32 bytes. Protocol two: HMAC key then AES key, 64 bytes.
-    public let sharedSecret: [UInt8]
+    package let sharedSecret: [UInt8]
 
-    public init(version: Int, authenticatorKey: CBORValue) throws(ClientError) {
+    package init(version: Int, authenticatorKey: CBORValue) throws(ClientError) {
         guard version == 1 || version == 2 else { throw .malformed("PIN/UV auth protocol \(version)") }
         self.version = version
         let peer = try COSEPublicKey(authenticatorKey)
@@ -51,7 +51,7 @@ public struct PlatformPinProtocol: Sendable {
     var hmacKey: [UInt8] { version == 1 ? sharedSecret : Array(sharedSecret[0..<32]) }
 
     /// AES-256-CBC without padding: a zero IV in protocol one; a random IV sent first in protocol two.
-    public func encrypt(_ plaintext: [UInt8]) throws(ClientError) -> [UInt8] {
+    package func encrypt(_ plaintext: [UInt8]) throws(ClientError) -> [UInt8] {
         guard plaintext.count % 16 == 0 else {
             throw .malformed("plaintext of \(plaintext.count) bytes, not whole blocks")
         }
@@ -69,7 +69,7 @@ public struct PlatformPinProtocol: Sendable {
         }
     }
 
-    public func decrypt(_ ciphertext: [UInt8]) throws(ClientError) -> [UInt8] {
+    package func decrypt(_ ciphertext: [UInt8]) throws(ClientError) -> [UInt8] {
         let ivLength = version == 1 ? 0 : 16
         guard ciphertext.count >= ivLength, (ciphertext.count - ivLength) % 16 == 0 else {
             throw .malformed("ciphertext of \(ciphertext.count) bytes")
@@ -90,49 +90,49 @@ public struct PlatformPinProtocol: Sendable {
     }
 
     /// HMAC-SHA-256 with the shared secret's HMAC key: 16 bytes in protocol one, 32 in two.
-    public func authenticate(_ message: [UInt8]) -> [UInt8] {
+    package func authenticate(_ message: [UInt8]) -> [UInt8] {
         authenticate(key: hmacKey, message)
     }
 
     /// HMAC-SHA-256 with a pinUvAuthToken.
-    public func authenticate(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
+    package func authenticate(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
         Self.authenticate(version: version, key: key, message)
     }
 
     /// HMAC-SHA-256 of `message` under `key`: its first 16 bytes in protocol one, all 32 in two.
-    public static func authenticate(version: Int, key: [UInt8], _ message: [UInt8]) -> [UInt8] {
+    package static func authenticate(version: Int, key: [UInt8], _ message: [UInt8]) -> [UInt8] {
         let mac = Array(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key)))
         return version == 1 ? Array(mac.prefix(16)) : mac
     }
 }
 
 /// authenticatorClientPIN requests (CTAP 2.1 §6.5.5).
-public struct ClientPIN {
-    public let client: CTAP2Client
-    public let version: Int
+package struct ClientPIN {
+    package let client: CTAP2Client
+    package let version: Int
 
-    public init(client: CTAP2Client, version: Int) {
+    package init(client: CTAP2Client, version: Int) {
         self.client = client
         self.version = version
     }
 
-    public enum Permission {
-        public static let makeCredential = 0x01
-        public static let getAssertion = 0x02
-        public static let credentialManagement = 0x04
-        public static let bioEnrollment = 0x08
-        public static let largeBlobWrite = 0x10
-        public static let authenticatorConfig = 0x20
+    package enum Permission {
+        package static let makeCredential = 0x01
+        package static let getAssertion = 0x02
+        package static let credentialManagement = 0x04
+        package static let bioEnrollment = 0x08
+        package static let largeBlobWrite = 0x10
+        package static let authenticatorConfig = 0x20
     }
 
-    public func request(_ subCommand: Int, _ extra: [Int: CBORValue] = [:]) throws(ClientError) -> CTAPResponse {
+    package func request(_ subCommand: Int, _ extra: [Int: CBORValue] = [:]) throws(ClientError) -> CTAPResponse {
         var params: [CBORValue: CBORValue] = [1: CBORValue(version), 2: CBORValue(subCommand)]
         for (key, value) in extra { params[CBORValue(key)] = value }
         return try client.send(CTAPCommand.clientPIN, .map(params))
     }
 
     /// A fresh key agreement with the authenticator (getKeyAgreement, then our own key).
-    public func agree() throws(ClientError) -> PlatformPinProtocol {
+    package func agree() throws(ClientError) -> PlatformPinProtocol {
         let response = try request(2)
         guard response.ok else {
             throw .malformed("getKeyAgreement answered \(CTAPStatusCode.describe(response.status))")
@@ -142,14 +142,14 @@ public struct ClientPIN {
     }
 
     /// The PIN as setPIN and changePIN send it: UTF-8, zero-padded to 64 bytes.
-    public static func padded(_ pin: String) -> [UInt8] {
+    package static func padded(_ pin: String) -> [UInt8] {
         let bytes = Array(pin.utf8)
         return bytes + [UInt8](repeating: 0, count: max(0, 64 - bytes.count))
     }
 
-    public func retries() throws(ClientError) -> CTAPResponse { try request(1) }
+    package func retries() throws(ClientError) -> CTAPResponse { try request(1) }
 
-    public func setPIN(_ pin: String) throws(ClientError) -> CTAPResponse {
+    package func setPIN(_ pin: String) throws(ClientError) -> CTAPResponse {
         let session = try agree()
         let encrypted = try session.encrypt(Self.padded(pin))
         return try request(
@@ -158,7 +158,7 @@ public struct ClientPIN {
         )
     }
 
-    public func changePIN(from old: String, to new: String) throws(ClientError) -> CTAPResponse {
+    package func changePIN(from old: String, to new: String) throws(ClientError) -> CTAPResponse {
         let session = try agree()
         let newEncrypted = try session.encrypt(Self.padded(new))
         let hashEncrypted = try session.encrypt(Array(OpenSSLVerifier.sha256(Array(old.utf8)).prefix(16)))
@@ -173,7 +173,7 @@ public struct ClientPIN {
 
     /// getPinToken (permissions nil; `rpId` is then left out) or getPinUvAuthTokenUsingPinWithPermissions: the answer,
     /// and the decrypted token when it succeeded.
-    public func token(
+    package func token(
         pin: String,
         permissions: Int? = nil,
         rpId: String? = nil

@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// A way to move 64-byte CTAPHID reports to a key and back: a UDP socket or a HID device.
-public protocol ReportChannel: AnyObject {
+package protocol ReportChannel: AnyObject {
     /// Sends one output report (64 bytes, without a report ID).
     func send(_ report: [UInt8]) throws(ClientError)
     /// The next input report, or `nil` when none arrives within `timeoutMs` milliseconds.
@@ -14,11 +14,11 @@ public protocol ReportChannel: AnyObject {
 }
 
 /// CTAPHID reports over UDP, one report per datagram (the convention of solo1's and Trezor's simulators).
-public final class UDPReportChannel: ReportChannel {
+package final class UDPReportChannel: ReportChannel {
     let fd: Int32
-    public let name: String
+    package let name: String
 
-    public init(host: String, port: UInt16) throws(ClientError) {
+    package init(host: String, port: UInt16) throws(ClientError) {
         name = "udp:\(host):\(port)"
         var hints = addrinfo()
         hints.ai_family = AF_INET
@@ -39,12 +39,12 @@ public final class UDPReportChannel: ReportChannel {
 
     deinit { Glibc.close(fd) }
 
-    public func send(_ report: [UInt8]) throws(ClientError) {
+    package func send(_ report: [UInt8]) throws(ClientError) {
         let sent = report.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
         guard sent == report.count else { throw .transport("\(name): send: \(String(cString: strerror(errno)))") }
     }
 
-    public func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
+    package func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? {
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let ready = poll(&poller, 1, Int32(clamping: max(0, timeoutMs)))
         if ready == 0 { return nil }

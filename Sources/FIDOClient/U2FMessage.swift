@@ -1,21 +1,21 @@
 /// U2F raw messages (FIDO U2F Raw Message Formats): requests and the parts of their answers.
-public enum U2FMessage {
-    public static let register: UInt8 = 0x01
-    public static let authenticate: UInt8 = 0x02
-    public static let version: UInt8 = 0x03
-    public static let enforcePresence: UInt8 = 0x03
-    public static let checkOnly: UInt8 = 0x07
-    public static let dontEnforce: UInt8 = 0x08
+package enum U2FMessage {
+    package static let register: UInt8 = 0x01
+    package static let authenticate: UInt8 = 0x02
+    package static let version: UInt8 = 0x03
+    package static let enforcePresence: UInt8 = 0x03
+    package static let checkOnly: UInt8 = 0x07
+    package static let dontEnforce: UInt8 = 0x08
 
-    public static let noError: UInt16 = 0x9000
-    public static let conditionsNotSatisfied: UInt16 = 0x6985
-    public static let wrongData: UInt16 = 0x6A80
-    public static let wrongLength: UInt16 = 0x6700
-    public static let claNotSupported: UInt16 = 0x6E00
-    public static let insNotSupported: UInt16 = 0x6D00
+    package static let noError: UInt16 = 0x9000
+    package static let conditionsNotSatisfied: UInt16 = 0x6985
+    package static let wrongData: UInt16 = 0x6A80
+    package static let wrongLength: UInt16 = 0x6700
+    package static let claNotSupported: UInt16 = 0x6E00
+    package static let insNotSupported: UInt16 = 0x6D00
 
     /// An extended-length APDU (the encoding CTAP 2.1 §11.2.9.1.1's U2F messages use).
-    public static func apdu(cla: UInt8 = 0, ins: UInt8, p1: UInt8 = 0, p2: UInt8 = 0, data: [UInt8]) -> [UInt8] {
+    package static func apdu(cla: UInt8 = 0, ins: UInt8, p1: UInt8 = 0, p2: UInt8 = 0, data: [UInt8]) -> [UInt8] {
         var out = [cla, ins, p1, p2]
         if !data.isEmpty {
             out += [0, UInt8(data.count >> 8), UInt8(data.count & 0xFF)] + data
@@ -26,13 +26,13 @@ public enum U2FMessage {
     }
 
     /// A registration answer: 0x05, the user key, the key handle, the certificate, the signature.
-    public struct Registration {
-        public var publicKey: [UInt8]
-        public var keyHandle: [UInt8]
-        public var certificate: [UInt8]
-        public var signature: [UInt8]
+    package struct Registration {
+        package var publicKey: [UInt8]
+        package var keyHandle: [UInt8]
+        package var certificate: [UInt8]
+        package var signature: [UInt8]
 
-        public init(_ data: [UInt8]) throws(ClientError) {
+        package init(_ data: [UInt8]) throws(ClientError) {
             guard data.count > 67, data[0] == 0x05 else { throw .malformed("a registration answer not starting 0x05") }
             publicKey = Array(data[1..<66])
             let handleLength = Int(data[66])

@@ -1,5 +1,5 @@
 // A flash image kept in a file: the FlashImage target, the I/O beside the pure FlashStore.
-import FlashStore
+package import FlashStore
 import SystemPackage
 
 #if canImport(Glibc)
@@ -29,13 +29,13 @@ private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int
 /// (bit 0: zero overwrites allowed), CRC-32 of the preceding 40 bytes — then one UInt32 erase count per
 /// page, then zero padding up to the image offset (a multiple of 4096), then the image. Per-word program
 /// counts are not persisted: a new process starts counting from zero.
-public struct FileFlash: FlashDevice {
+package struct FileFlash: FlashDevice {
     /// The in-memory flash, which enforces the NOR rules and injects power cuts.
-    public private(set) var memory: SimulatedFlash
+    package private(set) var memory: SimulatedFlash
     /// Path of the image file.
-    public let path: String
+    package let path: String
     /// Whether each write is followed by `fdatasync` (the data reaches the disk before the write returns).
-    public var sync: Bool
+    package var sync: Bool
     private let file: ImageFile
     private let imageOffset: Int
 
@@ -46,20 +46,20 @@ public struct FileFlash: FlashDevice {
     var headerIsCurrent = true
     static let headerSize = 64
     /// The largest flash an image may hold (a header that claims more is refused before anything is allocated).
-    public static let maxFlashBytes = 256 << 20
+    package static let maxFlashBytes = 256 << 20
     /// The largest page an image may have.
-    public static let maxPageSize = 1 << 20
+    package static let maxPageSize = 1 << 20
 
     /// Whether `geometry` is larger than an image may be.
     static func exceedsBounds(_ geometry: FlashGeometry) -> Bool {
         geometry.pageSize > maxPageSize || geometry.totalSize > maxFlashBytes
     }
 
-    public var geometry: FlashGeometry { memory.geometry }
+    package var geometry: FlashGeometry { memory.geometry }
 
     /// Opens the image at `path`, creating a blank one (all 0xFF) when the file does not exist and `create`
     /// is true. An existing file must be an image of exactly `geometry`, else a typed error explains why.
-    public static func open(
+    package static func open(
         path: String,
         geometry: FlashGeometry,
         create: Bool = true,
@@ -101,7 +101,7 @@ public struct FileFlash: FlashDevice {
     }
 
     /// Opens an existing image with the geometry its header describes.
-    public static func open(
+    package static func open(
         path: String,
         sync: Bool = true,
         policy: ViolationPolicy = .trap
@@ -125,7 +125,7 @@ public struct FileFlash: FlashDevice {
     }
 
     /// The geometry recorded in the image at `path`.
-    public static func geometry(ofImageAt path: String) throws(FlashError) -> FlashGeometry {
+    package static func geometry(ofImageAt path: String) throws(FlashError) -> FlashGeometry {
         let fd = openFile(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)  // a FIFO must not block the open
         guard fd >= 0 else { throw ioError("open \(path)", errno) }
         let file = ImageFile(fd: fd)
@@ -143,11 +143,11 @@ public struct FileFlash: FlashDevice {
 
     // MARK: FlashDevice
 
-    public func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] {
+    package func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] {
         try memory.read(offset: offset, count: count)
     }
 
-    public mutating func program(offset: Int, bytes: [UInt8]) throws(FlashError) {
+    package mutating func program(offset: Int, bytes: [UInt8]) throws(FlashError) {
         if memory.isPoweredOff { throw .powerCut }
         try updateHeader()
         var failure: FlashError?
@@ -162,7 +162,7 @@ public struct FileFlash: FlashDevice {
         if let failure { throw failure }
     }
 
-    public mutating func erase(page: Int) throws(FlashError) {
+    package mutating func erase(page: Int) throws(FlashError) {
         if memory.isPoweredOff { throw .powerCut }
         try updateHeader()
         var failure: FlashError?
@@ -177,13 +177,13 @@ public struct FileFlash: FlashDevice {
         if let failure { throw failure }
     }
 
-    public func eraseCount(page: Int) -> Int { memory.eraseCount(page: page) }
+    package func eraseCount(page: Int) -> Int { memory.eraseCount(page: page) }
 
-    public mutating func repower() { memory.repower() }
+    package mutating func repower() { memory.repower() }
 
     /// Arms a power cut at the `k`-th next mutation (see ``SimulatedFlash/armPowerCut(atMutation:tear:)``);
     /// the torn state is written to the file like any other.
-    public mutating func armPowerCut(atMutation k: Int, tear: TearMode) {
+    package mutating func armPowerCut(atMutation k: Int, tear: TearMode) {
         memory.armPowerCut(atMutation: k, tear: tear)
     }
 

@@ -2,7 +2,7 @@
 ///
 /// Offsets are absolute byte offsets from the start of the flash. A program must be word-aligned, a whole
 /// number of words, and within one page. Implementations enforce the NOR rules of their ``geometry``.
-public protocol FlashDevice: Sendable {
+package protocol FlashDevice: Sendable {
     /// The shape and limits of the part.
     var geometry: FlashGeometry { get }
 
@@ -23,5 +23,5 @@ public protocol FlashDevice: Sendable {
 }
 
 extension FlashDevice {
-    public mutating func repower() {}
+    package mutating func repower() {}
 }

@@ -2,9 +2,9 @@
 ///
 /// Strict-mode violations (programming a 1 over a 0, misaligned programs…) are programmer errors and trap;
 /// they are never reported through this type.
-public struct FlashError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct FlashError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What went wrong, as an extensible code.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Base: Hashable, Sendable {
             case powerCut, wornOut, notAnImage, unsupportedVersion, geometryMismatch, truncatedImage, io, insecureImage
         }
@@ -12,23 +12,23 @@ public struct FlashError: Error, Hashable, Sendable, CustomStringConvertible {
         let base: Base
 
         /// The power was cut: every operation fails until the device is re-powered.
-        public static let powerCut = Code(base: .powerCut)
+        package static let powerCut = Code(base: .powerCut)
         /// The page has reached its erase endurance: the erase did not happen.
-        public static let wornOut = Code(base: .wornOut)
+        package static let wornOut = Code(base: .wornOut)
         /// The file is not a fidosim flash image (bad magic).
-        public static let notAnImage = Code(base: .notAnImage)
+        package static let notAnImage = Code(base: .notAnImage)
         /// The image was written by an unknown format version.
-        public static let unsupportedVersion = Code(base: .unsupportedVersion)
+        package static let unsupportedVersion = Code(base: .unsupportedVersion)
         /// The image describes a different flash geometry than the one requested.
-        public static let geometryMismatch = Code(base: .geometryMismatch)
+        package static let geometryMismatch = Code(base: .geometryMismatch)
         /// The image file is shorter than its header says.
-        public static let truncatedImage = Code(base: .truncatedImage)
+        package static let truncatedImage = Code(base: .truncatedImage)
         /// A system call on the image file failed.
-        public static let io = Code(base: .io)
+        package static let io = Code(base: .io)
         /// The image belongs to another user, or others may write it.
-        public static let insecureImage = Code(base: .insecureImage)
+        package static let insecureImage = Code(base: .insecureImage)
 
-        public var description: String {
+        package var description: String {
             switch base {
             case .powerCut: "power cut"
             case .wornOut: "page worn out"
@@ -43,23 +43,23 @@ public struct FlashError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// What went wrong.
-    public var code: Code
+    package var code: Code
     /// The page concerned, when there is one.
-    public var page: Int?
+    package var page: Int?
     /// A human-readable explanation.
-    public var detail: String
+    package var detail: String
 
     /// Creates an error.
-    public init(_ code: Code, page: Int? = nil, detail: String = "") {
+    package init(_ code: Code, page: Int? = nil, detail: String = "") {
         self.code = code
         self.page = page
         self.detail = detail
     }
 
     /// The error every operation throws between a power cut and ``FlashDevice/repower()``.
-    public static let powerCut = FlashError(.powerCut, detail: "the device lost power; re-power and remount")
+    package static let powerCut = FlashError(.powerCut, detail: "the device lost power; re-power and remount")
 
-    public var description: String {
+    package var description: String {
         var text = "flash: \(code)"
         if let page { text += " (page \(page))" }
         if !detail.isEmpty { text += ": \(detail)" }

@@ -9,14 +9,14 @@ extension FlashKVStore {
     /// A blank flash mounts as an empty store. A flash with no valid page header and data beyond the headers
     /// is refused with ``StoreError/Code/unrecognizedImage`` (nothing is written); ``format(_:)`` makes it a
     /// store.
-    public init(mounting device: Device) throws(StoreError) {
+    package init(mounting device: Device) throws(StoreError) {
         var device = device
         self = try Self.mount(&device)
     }
 
     /// Mounts the store in `device` like ``init(mounting:)``, repairing `device` in place: when the repair is
     /// interrupted (by a power cut), `device` holds the state the cut left, for a later mount.
-    public static func mount(_ device: inout Device) throws(StoreError) -> FlashKVStore {
+    package static func mount(_ device: inout Device) throws(StoreError) -> FlashKVStore {
         var repairs = Repairs()
         var store = try FlashKVStore(scanning: device, repairs: &repairs)
         do {
@@ -304,7 +304,7 @@ extension FlashKVStore {
     /// Makes `device` an empty store, whatever it holds: every page that is not already free is erased.
     /// Erase counts found in page headers are kept. Not atomic: a cut leaves a store that mounts (possibly
     /// with some old contents); format again.
-    public static func format(_ device: Device) throws(StoreError) -> FlashKVStore {
+    package static func format(_ device: Device) throws(StoreError) -> FlashKVStore {
         if let reason = StoreFormat.unsupportedReason(device.geometry) {
             throw StoreError(.unsupportedGeometry, reason)
         }

@@ -11,7 +11,7 @@
 /// store unchanged (``StoreError/Code/full`` and the other argument errors), or is interrupted by the
 /// device (``StoreError/Code/powerCut``): then the value is stale and the device must be mounted again
 /// with ``init(mounting:)``, which finishes or rolls back the interrupted operation.
-public struct FlashKVStore<Device: FlashDevice>: Sendable {
+package struct FlashKVStore<Device: FlashDevice>: Sendable {
     // The store's bookkeeping types do not depend on the device: declared outside this generic type, arrays and
     // dictionaries of them are specialized. Nested here, every page array access in unspecialized store code went
     // through generic metadata (counting the free pages before each write cost more than the write).
@@ -20,7 +20,7 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     typealias Transaction = StoreTransaction
 
     /// The flash the store lives in.
-    public internal(set) var device: Device
+    package internal(set) var device: Device
     let format: StoreFormat
     var index: [UInt16: Location]
     var pages: [PageInfo]
@@ -30,34 +30,34 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     var usedBytes: Int
     var isStale = false
     /// What the mount that produced this store repaired.
-    public internal(set) var recovery: RecoveryReport
+    package internal(set) var recovery: RecoveryReport
 
     /// Gives `body` the device to change things the store does not see, such as arming a power cut.
     /// Changing the flash contents behind the store's back is undefined; mount again after that.
-    public mutating func withDevice<R>(_ body: (inout Device) throws -> R) rethrows -> R {
+    package mutating func withDevice<R>(_ body: (inout Device) throws -> R) rethrows -> R {
         try body(&device)
     }
 
     // MARK: Limits
 
     /// Largest value the store accepts on `geometry`.
-    public static func maxValueLength(for geometry: FlashGeometry) -> Int {
+    package static func maxValueLength(for geometry: FlashGeometry) -> Int {
         StoreFormat(geometry: geometry).maxValueLength
     }
 
     /// Largest value this store accepts.
-    public var maxValueLength: Int { format.maxValueLength }
+    package var maxValueLength: Int { format.maxValueLength }
 
     /// Largest transaction record (header, descriptors, word-rounded values and commit word) in bytes.
-    public var maxTransactionSize: Int { format.maxTransactionSize }
+    package var maxTransactionSize: Int { format.maxTransactionSize }
 
     /// The flash geometry.
-    public var geometry: FlashGeometry { format.geometry }
+    package var geometry: FlashGeometry { format.geometry }
 
     // MARK: Reading
 
     /// The value of `key`, or `nil`.
-    public func get(_ key: UInt16) throws(StoreError) -> [UInt8]? {
+    package func get(_ key: UInt16) throws(StoreError) -> [UInt8]? {
         try checkUsable()
         guard let location = index[key] else { return nil }
         switch try Self.readChecked(location, of: device) {
@@ -83,19 +83,19 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     }
 
     /// Whether `key` has a value.
-    public func contains(_ key: UInt16) -> Bool { index[key] != nil }
+    package func contains(_ key: UInt16) -> Bool { index[key] != nil }
 
     /// The length of the value of `key`, without reading it.
-    public func valueLength(_ key: UInt16) -> Int? { index[key]?.length }
+    package func valueLength(_ key: UInt16) -> Int? { index[key]?.length }
 
     /// All keys, in increasing order.
-    public var keys: [UInt16] { index.keys.sorted() }
+    package var keys: [UInt16] { index.keys.sorted() }
 
     /// Number of keys.
-    public var count: Int { index.count }
+    package var count: Int { index.count }
 
     /// Every key with its value.
-    public func entries() throws(StoreError) -> [UInt16: [UInt8]] {
+    package func entries() throws(StoreError) -> [UInt16: [UInt8]] {
         var result: [UInt16: [UInt8]] = [:]
         for key in index.keys { result[key] = try get(key) }
         return result
@@ -110,7 +110,7 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     // MARK: Capacity and wear
 
     /// How full the store is.
-    public var capacity: StoreCapacity {
+    package var capacity: StoreCapacity {
         let usable = pages.count - Self.count(of: .retired, in: pages)
         let total = max(0, (usable - 1) * (format.payload - format.headReserve) - format.slack)
         return StoreCapacity(totalBytes: total, usedBytes: usedBytes, wordSize: format.wordSize)
@@ -124,7 +124,7 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     }
 
     /// Wear as recorded in the page headers.
-    public var lifetime: StoreLifetime {
+    package var lifetime: StoreLifetime {
         let usable = pages.filter { $0.kind != .retired }
         let counts = usable.map(\.eraseCount)
         let oldest = oldestLogPage().map { pages[$0].eraseCount } ?? 0
@@ -138,7 +138,7 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     }
 
     /// Every page as the store sees it.
-    public var pageSummaries: [PageSummary] {
+    package var pageSummaries: [PageSummary] {
         pages.enumerated().map { page, info in
             let role: PageSummary.Role =
                 switch info.kind {
@@ -168,24 +168,24 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
     // MARK: Writing
 
     /// Inserts or replaces the value of `key`.
-    public mutating func insert(_ value: [UInt8], for key: UInt16) throws(StoreError) {
+    package mutating func insert(_ value: [UInt8], for key: UInt16) throws(StoreError) {
         try apply([.insert(key: key, value: value)])
     }
 
     /// Removes `key` and wipes its value from flash.
-    public mutating func remove(_ key: UInt16) throws(StoreError) {
+    package mutating func remove(_ key: UInt16) throws(StoreError) {
         try apply([.remove(key: key)])
     }
 
     /// Removes every key and wipes every value, atomically.
-    public mutating func clear() throws(StoreError) {
+    package mutating func clear() throws(StoreError) {
         try apply([], clearingFirst: true)
     }
 
     /// Applies `updates` atomically: after a power cut, either all of them or none are visible. With
     /// `clearingFirst`, every existing key is removed first (in the same atomic step). Updates apply in
     /// order; the last one for a key wins.
-    public mutating func apply(_ updates: [StoreUpdate], clearingFirst: Bool = false) throws(StoreError) {
+    package mutating func apply(_ updates: [StoreUpdate], clearingFirst: Bool = false) throws(StoreError) {
         try checkUsable()
         guard let transaction = try prepare(updates, clearingFirst: clearingFirst) else { return }
         var planner = Planner(self)
@@ -195,7 +195,7 @@ public struct FlashKVStore<Device: FlashDevice>: Sendable {
 
     /// Whether ``apply(_:clearingFirst:)`` would succeed now: `nil` if so, else the error it would throw.
     /// Exact: it plans the compactions the real call would make, without writing anything.
-    public func canApply(_ updates: [StoreUpdate], clearingFirst: Bool = false) -> StoreError? {
+    package func canApply(_ updates: [StoreUpdate], clearingFirst: Bool = false) -> StoreError? {
         do {
             try checkUsable()
             guard let transaction = try prepare(updates, clearingFirst: clearingFirst) else { return nil }

@@ -1,7 +1,7 @@
 /// A breach of the NOR rules: a bug in the code driving the flash, never a runtime condition.
-public struct FlashViolation: Hashable, Sendable, CustomStringConvertible {
+package struct FlashViolation: Hashable, Sendable, CustomStringConvertible {
     /// Which rule was broken.
-    public enum Kind: Hashable, Sendable {
+    package enum Kind: Hashable, Sendable {
         /// The operation reaches outside the flash, or the page index does not exist.
         case outOfRange
         /// The program does not start on a word boundary or is not a whole number of words.
@@ -15,17 +15,17 @@ public struct FlashViolation: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Which rule was broken.
-    public var kind: Kind
+    package var kind: Kind
     /// The offending operation.
-    public var operation: String
+    package var operation: String
     /// The byte offset concerned.
-    public var offset: Int
+    package var offset: Int
 
-    public var description: String { "NOR violation (\(kind)) at offset \(offset): \(operation)" }
+    package var description: String { "NOR violation (\(kind)) at offset \(offset): \(operation)" }
 }
 
 /// What a ``SimulatedFlash`` does when asked to break a NOR rule.
-public enum ViolationPolicy: Hashable, Sendable {
+package enum ViolationPolicy: Hashable, Sendable {
     /// `precondition` failure: the process stops (the default; tested with exit tests).
     case trap
     /// The operation is refused, counted as a mutation, and recorded in ``SimulatedFlash/violations``

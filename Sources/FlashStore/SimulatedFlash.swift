@@ -13,25 +13,25 @@
 /// and so does every operation after it (reads included) until ``repower()``. Only completed operations
 /// (including ``TearMode/complete``) count towards program and erase limits: an interrupted operation
 /// does not, as if its effect were fractional.
-public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
-    public let geometry: FlashGeometry
+package struct SimulatedFlash: FlashDevice, Equatable, Sendable {
+    package let geometry: FlashGeometry
     /// What to do on a NOR-rule breach.
-    public var policy: ViolationPolicy
+    package var policy: ViolationPolicy
     private(set) var bytes: [UInt8]
     /// Programs of each word since its page's erase, one array per page; an empty array is a page whose words
     /// are all at zero (most pages of a loaded image stay so, and cost no memory).
     private var programCounts: [[UInt8]]
     private var eraseCounts: [Int]
     /// Breaches refused under ``ViolationPolicy/record``.
-    public private(set) var violations: [FlashViolation] = []
+    package private(set) var violations: [FlashViolation] = []
     /// Programs and erases attempted so far (worn-out erases and calls while powered off excluded).
-    public private(set) var mutationCount = 0
+    package private(set) var mutationCount = 0
     /// Whether the device is off after a cut.
-    public private(set) var isPoweredOff = false
+    package private(set) var isPoweredOff = false
     private var armedCut: (remaining: Int, tear: TearMode)?
 
     /// A blank device: every byte 0xFF, nothing programmed, no erase counted.
-    public init(geometry: FlashGeometry, policy: ViolationPolicy = .trap) {
+    package init(geometry: FlashGeometry, policy: ViolationPolicy = .trap) {
         precondition(geometry.validationError == nil, "invalid flash geometry: \(geometry.validationError ?? "")")
         self.geometry = geometry
         self.policy = policy
@@ -42,7 +42,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
 
     /// A device holding `image` (for example loaded from a file or made of random bytes). Program counts
     /// start at zero: the history of the words is unknown.
-    public init(geometry: FlashGeometry, image: [UInt8], eraseCounts: [Int]? = nil, policy: ViolationPolicy = .trap) {
+    package init(geometry: FlashGeometry, image: [UInt8], eraseCounts: [Int]? = nil, policy: ViolationPolicy = .trap) {
         self.init(geometry: geometry, policy: policy)
         precondition(image.count == geometry.totalSize, "image size \(image.count) != \(geometry.totalSize)")
         bytes = image
@@ -53,20 +53,20 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
     }
 
     /// The whole contents, as the chip would be dumped.
-    public var image: [UInt8] { bytes }
+    package var image: [UInt8] { bytes }
 
     /// Erase counts of all pages, in page order.
-    public var allEraseCounts: [Int] { eraseCounts }
+    package var allEraseCounts: [Int] { eraseCounts }
 
-    public func eraseCount(page: Int) -> Int { eraseCounts[page] }
+    package func eraseCount(page: Int) -> Int { eraseCounts[page] }
 
     /// How many times the word containing `offset` has been programmed since its page was erased.
-    public func programCount(offset: Int) -> Int {
+    package func programCount(offset: Int) -> Int {
         let counts = programCounts[offset / geometry.pageSize]
         return counts.isEmpty ? 0 : Int(counts[offset % geometry.pageSize / geometry.wordSize])
     }
 
-    public func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] {
+    package func read(offset: Int, count: Int) throws(FlashError) -> [UInt8] {
         if isPoweredOff { throw .powerCut }
         precondition(offset >= 0 && count >= 0 && offset + count <= bytes.count, "read outside the flash")
         return Array(bytes[offset..<offset + count])
@@ -75,7 +75,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
     // MARK: Validation
 
     /// The rule `program(offset:bytes:)` would break, or `nil` when the program is legal.
-    public func validateProgram(offset: Int, bytes data: [UInt8]) -> FlashViolation? {
+    package func validateProgram(offset: Int, bytes data: [UInt8]) -> FlashViolation? {
         let w = geometry.wordSize
         func violation(_ kind: FlashViolation.Kind, _ at: Int) -> FlashViolation {
             FlashViolation(kind: kind, operation: "program \(data.count) bytes at \(offset)", offset: at)
@@ -104,7 +104,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
     }
 
     /// The rule `erase(page:)` would break, or `nil` when the erase is legal.
-    public func validateErase(page: Int) -> FlashViolation? {
+    package func validateErase(page: Int) -> FlashViolation? {
         guard page >= 0, page < geometry.pageCount else {
             return FlashViolation(kind: .outOfRange, operation: "erase page \(page)", offset: page * geometry.pageSize)
         }
@@ -128,24 +128,24 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
         bytes.replaceSubrange(offset..<offset + data.count, with: data)
     }
 
-    public mutating func armPowerCut(atMutation k: Int, tear: TearMode) {
+    package mutating func armPowerCut(atMutation k: Int, tear: TearMode) {
         precondition(k >= 1, "the cut must be at a future mutation")
         armedCut = (k, tear)
     }
 
     /// Cancels an armed power cut.
-    public mutating func disarmPowerCut() { armedCut = nil }
+    package mutating func disarmPowerCut() { armedCut = nil }
 
     /// Whether a cut is armed and has not fired yet.
-    public var isCutArmed: Bool { armedCut != nil }
+    package var isCutArmed: Bool { armedCut != nil }
 
-    public mutating func repower() {
+    package mutating func repower() {
         isPoweredOff = false
         armedCut = nil
     }
 
     /// Cuts the power now, between two operations.
-    public mutating func cutPower() {
+    package mutating func cutPower() {
         isPoweredOff = true
         armedCut = nil
     }
@@ -163,7 +163,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
         return nil
     }
 
-    public mutating func program(offset: Int, bytes data: [UInt8]) throws(FlashError) {
+    package mutating func program(offset: Int, bytes data: [UInt8]) throws(FlashError) {
         if isPoweredOff { throw .powerCut }
         if let violation = validateProgram(offset: offset, bytes: data) {
             breach(violation)
@@ -199,7 +199,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
         if isPoweredOff { throw .powerCut }
     }
 
-    public mutating func erase(page: Int) throws(FlashError) {
+    package mutating func erase(page: Int) throws(FlashError) {
         if isPoweredOff { throw .powerCut }
         if let violation = validateErase(page: page) {
             breach(violation)
@@ -232,7 +232,7 @@ public struct SimulatedFlash: FlashDevice, Equatable, Sendable {
         if isPoweredOff { throw .powerCut }
     }
 
-    public static func == (a: SimulatedFlash, b: SimulatedFlash) -> Bool {
+    package static func == (a: SimulatedFlash, b: SimulatedFlash) -> Bool {
         a.geometry == b.geometry && a.bytes == b.bytes && a.eraseCounts == b.eraseCounts
             && zip(a.programCounts, b.programCounts).allSatisfy { x, y in
                 // An empty array stands for a page of zero counts.

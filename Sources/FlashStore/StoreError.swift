@@ -1,8 +1,8 @@
 /// Why a store operation failed. Every failure leaves the store as it was, except ``Code/powerCut`` and
 /// ``Code/flashFailure``, after which the store must be mounted again.
-public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     /// What went wrong, as an extensible code.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Base: Hashable, Sendable {
             case full, valueTooLarge, transactionTooLarge, wornOut, unrecognizedImage, unsupportedGeometry
             case powerCut, flashFailure, needsRemount, damaged
@@ -11,29 +11,29 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         let base: Base
 
         /// Not enough room, even after compaction. Nothing was written.
-        public static let full = Code(base: .full)
+        package static let full = Code(base: .full)
         /// A value is longer than ``FlashKVStore/maxValueLength``.
-        public static let valueTooLarge = Code(base: .valueTooLarge)
+        package static let valueTooLarge = Code(base: .valueTooLarge)
         /// The transaction does not fit in one record (``FlashKVStore/maxTransactionSize``).
-        public static let transactionTooLarge = Code(base: .transactionTooLarge)
+        package static let transactionTooLarge = Code(base: .transactionTooLarge)
         /// Making room would erase a page past its endurance: the store is at its end of life. Reads and
         /// writes that fit in the remaining free space still work.
-        public static let wornOut = Code(base: .wornOut)
+        package static let wornOut = Code(base: .wornOut)
         /// The flash holds something that is not a store (no valid page header anywhere). Nothing was
         /// written; ``FlashKVStore/format(_:)`` makes it a store, losing its contents.
-        public static let unrecognizedImage = Code(base: .unrecognizedImage)
+        package static let unrecognizedImage = Code(base: .unrecognizedImage)
         /// The store cannot run on this flash geometry.
-        public static let unsupportedGeometry = Code(base: .unsupportedGeometry)
+        package static let unsupportedGeometry = Code(base: .unsupportedGeometry)
         /// The power was cut during the operation: mount again after re-powering.
-        public static let powerCut = Code(base: .powerCut)
+        package static let powerCut = Code(base: .powerCut)
         /// The device failed (I/O error, unexpected worn-out page): mount again.
-        public static let flashFailure = Code(base: .flashFailure)
+        package static let flashFailure = Code(base: .flashFailure)
         /// An earlier operation was interrupted: this store value is stale, mount again.
-        public static let needsRemount = Code(base: .needsRemount)
+        package static let needsRemount = Code(base: .needsRemount)
         /// The value fails its integrity check (more than one flipped bit): it is not returned.
-        public static let damaged = Code(base: .damaged)
+        package static let damaged = Code(base: .damaged)
 
-        public var description: String {
+        package var description: String {
             switch base {
             case .full: "store full"
             case .valueTooLarge: "value too large"
@@ -50,12 +50,12 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// What went wrong.
-    public var code: Code
+    package var code: Code
     /// A human-readable explanation.
-    public var detail: String
+    package var detail: String
 
     /// Creates an error.
-    public init(_ code: Code, _ detail: String = "") {
+    package init(_ code: Code, _ detail: String = "") {
         self.code = code
         self.detail = detail
     }
@@ -64,5 +64,5 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         self.init(error.code == .powerCut ? .powerCut : .flashFailure, error.description)
     }
 
-    public var description: String { detail.isEmpty ? "store: \(code)" : "store: \(code): \(detail)" }
+    package var description: String { detail.isEmpty ? "store: \(code)" : "store: \(code): \(detail)" }
 }

@@ -1,12 +1,12 @@
 /// One change in a transaction.
-public enum StoreUpdate: Hashable, Sendable {
+package enum StoreUpdate: Hashable, Sendable {
     /// Associates `value` with `key`, replacing (and wiping) any previous value.
     case insert(key: UInt16, value: [UInt8])
     /// Removes `key` and wipes its value; no effect if the key is absent.
     case remove(key: UInt16)
 
     /// The key this update touches.
-    public var key: UInt16 {
+    package var key: UInt16 {
         switch self {
         case .insert(let key, _), .remove(let key): key
         }
@@ -15,70 +15,70 @@ public enum StoreUpdate: Hashable, Sendable {
 
 /// How full the store is. Byte counts are in the store's own unit: a value of `n` bytes costs
 /// ``footprint(ofValueLength:)`` bytes (value rounded up to words plus a record header and commit word).
-public struct StoreCapacity: Hashable, Sendable {
+package struct StoreCapacity: Hashable, Sendable {
     /// What the live values may occupy at most, ignoring page fragmentation.
-    public var totalBytes: Int
+    package var totalBytes: Int
     /// What the live values occupy.
-    public var usedBytes: Int
+    package var usedBytes: Int
     /// Word size of the flash (for ``footprint(ofValueLength:)``).
-    public var wordSize: Int
+    package var wordSize: Int
     /// Bytes still available (`totalBytes - usedBytes`, never negative). An estimate: records never span
     /// pages, so the real room can be a little smaller; ``FlashKVStore/canApply(_:clearingFirst:)`` is exact.
-    public var freeBytes: Int { max(0, totalBytes - usedBytes) }
+    package var freeBytes: Int { max(0, totalBytes - usedBytes) }
 
     /// Bytes one value of `length` bytes costs when inserted on its own.
-    public func footprint(ofValueLength length: Int) -> Int {
+    package func footprint(ofValueLength length: Int) -> Int {
         let round = { (n: Int) in (n + wordSize - 1) / wordSize * wordSize }
         return round(20) + round(length) + wordSize
     }
 
     /// An estimate of how many more values of `length` bytes fit, each inserted on its own.
-    public func remaining(valueLength length: Int) -> Int { freeBytes / footprint(ofValueLength: length) }
+    package func remaining(valueLength length: Int) -> Int { freeBytes / footprint(ofValueLength: length) }
 }
 
 /// Wear of the flash as the store tracks it (from the erase counts in its page headers).
-public struct StoreLifetime: Hashable, Sendable {
+package struct StoreLifetime: Hashable, Sendable {
     /// Fewest erases of a usable page.
-    public var minEraseCount: Int
+    package var minEraseCount: Int
     /// Most erases of a usable page.
-    public var maxEraseCount: Int
+    package var maxEraseCount: Int
     /// Erases a page survives.
-    public var endurance: Int
+    package var endurance: Int
     /// Pages taken out of service because they wore out.
-    public var retiredPages: Int
+    package var retiredPages: Int
     /// Whether making room would now need an erase past endurance.
-    public var isWornOut: Bool
+    package var isWornOut: Bool
 }
 
 /// What mounting had to repair: all zero after a clean shutdown.
-public struct RecoveryReport: Hashable, Sendable, CustomStringConvertible {
+package struct RecoveryReport: Hashable, Sendable, CustomStringConvertible {
     /// Pages erased: interrupted erases, pages left over by an interrupted compaction, torn page headers,
     /// garbage.
-    public var erasedPages = 0
+    package var erasedPages = 0
     /// Pages that could not be erased any more (worn out) and are no longer used.
-    public var retiredPages = 0
+    package var retiredPages = 0
     /// Dead values (replaced, removed or cleared) whose wipe had been interrupted, now zeroed.
-    public var wipedValues = 0
+    package var wipedValues = 0
     /// Records written but not committed when the power was cut, whose values had to be zeroed (the
     /// records themselves are ignored).
-    public var rolledBackRecords = 0
+    package var rolledBackRecords = 0
     /// Torn bytes after the last record of a page, zeroed (the page is sealed).
-    public var zeroedTails = 0
+    package var zeroedTails = 0
     /// Bits found flipped in the flash (corrected) and what could not be read (kept as it is, not used).
-    public var damage: [StoreDamage] = []
+    package var damage: [StoreDamage] = []
 
     /// Whether mounting found nothing to repair and nothing damaged.
-    public var isClean: Bool { self == RecoveryReport() }
+    package var isClean: Bool { self == RecoveryReport() }
 
     /// What the damage cost: the keys whose values fail their checks (refused on reading).
-    public var damagedKeys: [UInt16] {
+    package var damagedKeys: [UInt16] {
         damage.compactMap { if case .valueDamaged(let key) = $0.kind { key } else { nil } }
     }
 
     /// Whether something could not be read (beyond corrected bits).
-    public var hasUnreadableDamage: Bool { damage.contains { !$0.kind.isCorrected } }
+    package var hasUnreadableDamage: Bool { damage.contains { !$0.kind.isCorrected } }
 
-    public var description: String {
+    package var description: String {
         var text =
             "erased \(erasedPages) page(s), retired \(retiredPages), wiped \(wipedValues) value(s), "
             + "rolled back \(rolledBackRecords) record(s), zeroed \(zeroedTails) torn tail(s)"
@@ -91,8 +91,8 @@ public struct RecoveryReport: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A place in the flash where mounting found bits that are not what the store wrote.
-public struct StoreDamage: Hashable, Sendable, CustomStringConvertible {
-    public enum Kind: Hashable, Sendable {
+package struct StoreDamage: Hashable, Sendable, CustomStringConvertible {
+    package enum Kind: Hashable, Sendable {
         /// One flipped bit in a page's slot B, corrected on reading.
         case pageHeaderCorrected
         /// A page whose header is damaged beyond correction but that holds records: its place in the log is lost,
@@ -112,7 +112,7 @@ public struct StoreDamage: Hashable, Sendable, CustomStringConvertible {
         case bytesUnreadable(length: Int)
 
         /// Whether the damage was one flipped bit, corrected.
-        public var isCorrected: Bool {
+        package var isCorrected: Bool {
             switch self {
             case .pageHeaderCorrected, .recordHeaderCorrected, .valueCorrected: true
             case .pageUnreadable, .valueDamaged, .recordUnreadable, .bytesUnreadable: false
@@ -121,12 +121,12 @@ public struct StoreDamage: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The page.
-    public var page: Int
+    package var page: Int
     /// Absolute byte offset in the flash.
-    public var offset: Int
-    public var kind: Kind
+    package var offset: Int
+    package var kind: Kind
 
-    public var description: String {
+    package var description: String {
         let hex = { (key: UInt16) in "0x" + String(key, radix: 16, uppercase: true) }
         let place = "page \(page), offset \(offset)"
         return switch kind {
@@ -143,9 +143,9 @@ public struct StoreDamage: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// One page as the store sees it (for inspection tools).
-public struct PageSummary: Hashable, Sendable {
+package struct PageSummary: Hashable, Sendable {
     /// Role of the page.
-    public enum Role: Hashable, Sendable {
+    package enum Role: Hashable, Sendable {
         /// Erased, ready to become the log tail.
         case free
         /// Part of the log, with its sequence number.
@@ -155,15 +155,15 @@ public struct PageSummary: Hashable, Sendable {
     }
 
     /// Page index.
-    public var page: Int
+    package var page: Int
     /// Role of the page.
-    public var role: Role
+    package var role: Role
     /// Erase count from the page header (an estimate when `eraseCountKnown` is false).
-    public var eraseCount: Int
+    package var eraseCount: Int
     /// Whether the erase count was read from the page header.
-    public var eraseCountKnown: Bool
+    package var eraseCountKnown: Bool
     /// Bytes of records written in the page (log pages), header included.
-    public var usedBytes: Int
+    package var usedBytes: Int
     /// Whether the page is the log tail (where the next record goes).
-    public var isTail: Bool
+    package var isTail: Bool
 }

@@ -1,5 +1,5 @@
 /// What a power cut does to the flash operation it interrupts.
-public enum TearMode: Hashable, Sendable, CustomStringConvertible {
+package enum TearMode: Hashable, Sendable, CustomStringConvertible {
     /// Nothing of the operation reaches the flash.
     case none
     /// The operation completes but is not acknowledged (the caller sees the cut).
@@ -12,9 +12,9 @@ public enum TearMode: Hashable, Sendable, CustomStringConvertible {
     case prefix
 
     /// The four modes, with `seed` for the random one.
-    public static func all(seed: UInt64) -> [TearMode] { [.none, .complete, .randomBits(seed: seed), .prefix] }
+    package static func all(seed: UInt64) -> [TearMode] { [.none, .complete, .randomBits(seed: seed), .prefix] }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .none: "none"
         case .complete: "complete"
@@ -26,13 +26,13 @@ public enum TearMode: Hashable, Sendable, CustomStringConvertible {
 
 /// SplitMix64: a tiny, fast, seedable generator (Steele, Lea, Flood 2014). Deterministic: the same seed gives
 /// the same sequence on every platform.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
+package struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
     /// Creates a generator from `seed`.
-    public init(seed: UInt64) { state = seed }
+    package init(seed: UInt64) { state = seed }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

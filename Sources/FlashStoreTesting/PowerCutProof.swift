@@ -1,26 +1,26 @@
-public import FlashStore
+package import FlashStore
 
 /// A property the store broke under a power cut, with what it takes to replay it.
-public struct ProofViolation: Hashable, Sendable, CustomStringConvertible {
+package struct ProofViolation: Hashable, Sendable, CustomStringConvertible {
     /// Seed of the workload (and of the random choices in random mode).
-    public var seed: UInt64
+    package var seed: UInt64
     /// Index of the operation during which the power was cut (0-based).
-    public var operation: Int
+    package var operation: Int
     /// The operation, described.
-    public var operationDescription: String
+    package var operationDescription: String
     /// Which mutation of the operation was cut (1-based), if any.
-    public var cut: Int?
+    package var cut: Int?
     /// How it was torn.
-    public var tear: TearMode?
+    package var tear: TearMode?
     /// Which mutation of the recovering mount was cut (1-based), if any.
-    public var nestedCut: Int?
+    package var nestedCut: Int?
     /// How that one was torn.
-    public var nestedTear: TearMode?
+    package var nestedTear: TearMode?
     /// What went wrong.
-    public var message: String
+    package var message: String
 
     /// Creates a violation record.
-    public init(
+    package init(
         seed: UInt64,
         operation: Int,
         operationDescription: String,
@@ -40,7 +40,7 @@ public struct ProofViolation: Hashable, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    public var description: String {
+    package var description: String {
         var text = "seed \(seed), operation \(operation) [\(operationDescription)]"
         if let cut, let tear { text += ", cut at mutation \(cut) (\(tear))" }
         if let nestedCut, let nestedTear { text += ", then at mount mutation \(nestedCut) (\(nestedTear))" }
@@ -49,36 +49,36 @@ public struct ProofViolation: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// The outcome of a power-cut proof run.
-public struct ProofReport: Sendable, CustomStringConvertible {
+package struct ProofReport: Sendable, CustomStringConvertible {
     /// The flash geometry.
-    public var geometry: FlashGeometry
+    package var geometry: FlashGeometry
     /// "exhaustive" or "random".
-    public var mode: String
+    package var mode: String
     /// Operations run (on the main line, without cut).
-    public var operations = 0
+    package var operations = 0
     /// Operations the store refused (full, worn out): they must not have written anything.
-    public var rejectedOperations = 0
+    package var rejectedOperations = 0
     /// Flash mutations made by the operations of the main line.
-    public var mutations = 0
+    package var mutations = 0
     /// (operation, mutation) pairs at which the power was cut.
-    public var cutPoints = 0
+    package var cutPoints = 0
     /// Cut-and-recover checks: one per cut point and tear mode, plus one per nested cut.
-    public var scenarios = 0
+    package var scenarios = 0
     /// Checks where the recovering mount itself was cut.
-    public var nestedScenarios = 0
+    package var nestedScenarios = 0
     /// Recoveries that showed the interrupted operation as not done.
-    public var rolledBack = 0
+    package var rolledBack = 0
     /// Recoveries that showed it done.
-    public var rolledForward = 0
+    package var rolledForward = 0
     /// Seeds run (random mode).
-    public var seeds = 0
+    package var seeds = 0
     /// Everything that went wrong (at most ``PowerCutProof/maxViolations``).
-    public var violations: [ProofViolation] = []
+    package var violations: [ProofViolation] = []
 
     /// Whether no property was broken.
-    public var passed: Bool { violations.isEmpty }
+    package var passed: Bool { violations.isEmpty }
 
-    public var description: String {
+    package var description: String {
         var lines = [
             "power-cut proof (\(mode)) on \(geometry)",
             "  operations: \(operations) (\(rejectedOperations) refused), flash mutations: \(mutations)"
@@ -98,12 +98,12 @@ public struct ProofReport: Sendable, CustomStringConvertible {
 /// repeats; a cut during the recovery recovers to the same contents; the store works after recovery;
 /// no NOR rule is broken; and no 16-byte identifying pattern of a dead secret value remains anywhere in
 /// the raw image.
-public enum PowerCutProof {
+package enum PowerCutProof {
     /// Reports stop collecting violations after this many.
-    public static let maxViolations = 50
+    package static let maxViolations = 50
 
     /// How the recovering mount is itself interrupted.
-    public enum NestedCuts: Hashable, Sendable {
+    package enum NestedCuts: Hashable, Sendable {
         /// Never.
         case none
         /// At every mutation of the mount, with every tear mode.
@@ -118,7 +118,7 @@ public enum PowerCutProof {
     ///   - limit: stop after this many cut points (the report says how many were tested).
     ///   - probe: after each recovery, also apply a counter increment and remount, to check that the
     ///     recovered store keeps working without breaking NOR rules.
-    public static func exhaustive(
+    package static func exhaustive(
         geometry: FlashGeometry,
         workload: Workload.Kind,
         operations: Int = 100_000,
@@ -164,7 +164,7 @@ public enum PowerCutProof {
     /// then runs `operationsPerSeed` operations, cutting the power during about half of them and
     /// continuing from the recovered store. A violation names its seed; running this again with that seed
     /// alone (same geometry and parameters) replays it.
-    public static func random(
+    package static func random(
         geometry: FlashGeometry,
         seeds: [UInt64],
         operationsPerSeed: Int = 40,

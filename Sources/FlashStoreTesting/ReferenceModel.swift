@@ -1,15 +1,15 @@
-public import FlashStore
+package import FlashStore
 
 /// What the store should contain: a dictionary with the store's transaction semantics.
-public struct ReferenceModel: Hashable, Sendable {
+package struct ReferenceModel: Hashable, Sendable {
     /// The expected contents.
-    public var entries: [UInt16: [UInt8]] = [:]
+    package var entries: [UInt16: [UInt8]] = [:]
 
     /// An empty model.
-    public init() {}
+    package init() {}
 
     /// Applies a transaction as ``FlashKVStore/apply(_:clearingFirst:)`` does.
-    public mutating func apply(_ updates: [StoreUpdate], clearingFirst: Bool = false) {
+    package mutating func apply(_ updates: [StoreUpdate], clearingFirst: Bool = false) {
         if clearingFirst { entries.removeAll() }
         for update in updates {
             switch update {
@@ -20,7 +20,7 @@ public struct ReferenceModel: Hashable, Sendable {
     }
 
     /// The model after a transaction.
-    public func applying(_ updates: [StoreUpdate], clearingFirst: Bool = false) -> ReferenceModel {
+    package func applying(_ updates: [StoreUpdate], clearingFirst: Bool = false) -> ReferenceModel {
         var copy = self
         copy.apply(updates, clearingFirst: clearingFirst)
         return copy

@@ -1,22 +1,22 @@
-public import FlashStore
+package import FlashStore
 
 /// One step of a workload, before the driver fills in the counter.
-public struct WorkloadOperation: Hashable, Sendable, CustomStringConvertible {
+package struct WorkloadOperation: Hashable, Sendable, CustomStringConvertible {
     /// The updates, in order.
-    public var updates: [StoreUpdate]
+    package var updates: [StoreUpdate]
     /// Whether every key is removed first (authenticatorReset).
-    public var clearingFirst: Bool
+    package var clearingFirst: Bool
     /// Whether the driver adds an increment of the monotonic counter to the same transaction.
-    public var bumpsCounter: Bool
+    package var bumpsCounter: Bool
 
     /// Creates an operation.
-    public init(updates: [StoreUpdate], clearingFirst: Bool = false, bumpsCounter: Bool = true) {
+    package init(updates: [StoreUpdate], clearingFirst: Bool = false, bumpsCounter: Bool = true) {
         self.updates = updates
         self.clearingFirst = clearingFirst
         self.bumpsCounter = bumpsCounter
     }
 
-    public var description: String {
+    package var description: String {
         let parts = updates.map { u -> String in
             switch u {
             case .insert(let key, let value): "insert \(key) (\(value.count) B)"
@@ -29,9 +29,9 @@ public struct WorkloadOperation: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A deterministic generator of store operations: the same kind, seed and model give the same operations.
-public struct Workload: Sendable {
+package struct Workload: Sendable {
     /// The mix of operations.
-    public enum Kind: String, Hashable, Sendable, CaseIterable {
+    package enum Kind: String, Hashable, Sendable, CaseIterable {
         /// Credential-sized secret values inserted until the store is full (insertions outnumber
         /// deletions), a counter updated by every operation, deletions, replacements in multi-update
         /// transactions, and a rare clear (0.2% of operations).
@@ -48,11 +48,11 @@ public struct Workload: Sendable {
     }
 
     /// The mix of operations.
-    public var kind: Kind
+    package var kind: Kind
     /// Length of the credential values (clamped to what the geometry allows).
-    public var valueLengths: ClosedRange<Int>
+    package var valueLengths: ClosedRange<Int>
     /// Largest value the store accepts.
-    public let maxValueLength: Int
+    package let maxValueLength: Int
     private var rng: SplitMix64
     private var generated = 0
     private var nextKey: UInt16 = 1
@@ -62,12 +62,12 @@ public struct Workload: Sendable {
     private var phase = 0
 
     /// The key of the monotonic counter.
-    public static let counterKey: UInt16 = 0xFFF0
+    package static let counterKey: UInt16 = 0xFFF0
     /// Every secret value starts with these 4 bytes, then 12 random bytes that identify it.
-    public static let secretMagic: [UInt8] = [0x53, 0x65, 0x43, 0x72]
+    package static let secretMagic: [UInt8] = [0x53, 0x65, 0x43, 0x72]
 
     /// A workload of `kind` for a store on `geometry`, drawn from `seed`.
-    public init(_ kind: Kind, geometry: FlashGeometry, seed: UInt64, valueLengths: ClosedRange<Int> = 200...300) {
+    package init(_ kind: Kind, geometry: FlashGeometry, seed: UInt64, valueLengths: ClosedRange<Int> = 200...300) {
         self.kind = kind
         maxValueLength = FlashKVStore<SimulatedFlash>.maxValueLength(for: geometry)
         let high = min(valueLengths.upperBound, maxValueLength - 40)
@@ -77,7 +77,7 @@ public struct Workload: Sendable {
     }
 
     /// A secret value: the magic, 12 random bytes, then random filler up to `length` (at least 16).
-    public mutating func secret(length: Int) -> [UInt8] {
+    package mutating func secret(length: Int) -> [UInt8] {
         var value = Self.secretMagic
         while value.count < max(16, length) { value.append(UInt8(truncatingIfNeeded: rng.next())) }
         return value
@@ -99,7 +99,7 @@ public struct Workload: Sendable {
     }
 
     /// The next operation, given what the store holds now.
-    public mutating func next(model: ReferenceModel) -> WorkloadOperation {
+    package mutating func next(model: ReferenceModel) -> WorkloadOperation {
         generated += 1
         let present = model.entries.keys.filter { $0 != Self.counterKey }.sorted()
         switch kind {

@@ -5,26 +5,26 @@ import Glibc
 #endif
 
 /// Why a HID device cannot be listed, opened, read or written, or an address is not one.
-public struct HIDDeviceError: Error, Equatable, CustomStringConvertible {
-    public var message: String
+package struct HIDDeviceError: Error, Equatable, CustomStringConvertible {
+    package var message: String
 
-    public init(_ message: String) {
+    package init(_ message: String) {
         self.message = message
     }
 
-    public var description: String { message }
+    package var description: String { message }
 }
 
 /// Where a key is: `udp:HOST:PORT`, `hid:/dev/hidrawN` (or any hidapi path), `hid:VID:PID` (hexadecimal) or
 /// `hid:auto`.
-public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
+package enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
     case udp(host: String, port: UInt16)
     case hidPath(String)
     case hidID(vendor: UInt16, product: UInt16)
     case hidAuto
 
     /// `VID:PID` in hexadecimal (`1209:f1d0`), or nil.
-    public static func parseVIDPID(_ text: some StringProtocol) -> (vendor: UInt16, product: UInt16)? {
+    package static func parseVIDPID(_ text: some StringProtocol) -> (vendor: UInt16, product: UInt16)? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, parts.allSatisfy({ (1...4).contains($0.count) }),
             let vendor = UInt16(parts[0], radix: 16), let product = UInt16(parts[1], radix: 16)
@@ -33,7 +33,7 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// `VID:PID` as four lowercase hex digits each.
-    public static func formatVIDPID(_ vendor: UInt16, _ product: UInt16) -> String {
+    package static func formatVIDPID(_ vendor: UInt16, _ product: UInt16) -> String {
         func four(_ v: UInt16) -> String {
             let digits = String(v, radix: 16)
             return String(repeating: "0", count: 4 - digits.count) + digits
@@ -41,7 +41,7 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
         return four(vendor) + ":" + four(product)
     }
 
-    public init(parsing text: String) throws(HIDDeviceError) {
+    package init(parsing text: String) throws(HIDDeviceError) {
         if text == "hid:auto" {
             self = .hidAuto
         } else if text.hasPrefix("hid:"), let (vendor, product) = Self.parseVIDPID(text.dropFirst(4)) {
@@ -61,7 +61,7 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .udp(let host, let port): "udp:\(host):\(port)"
         case .hidPath(let path): "hid:\(path)"
@@ -73,24 +73,24 @@ public enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
 
 /// Which hidapi backend opens HID devices: hidraw (linked) or libusb (loaded when asked for, because both
 /// libraries define the same symbols).
-public enum HIDBackend: String, Sendable, CaseIterable {
+package enum HIDBackend: String, Sendable, CaseIterable {
     case hidraw
     case libusb
 }
 
 /// A HID device hidapi lists.
-public struct HIDDeviceInfo: Sendable, Equatable {
-    public var path: String
-    public var vendorID: UInt16
-    public var productID: UInt16
-    public var usagePage: UInt16
-    public var usage: UInt16
-    public var product: String
-    public var manufacturer: String
-    public var serial: String
+package struct HIDDeviceInfo: Sendable, Equatable {
+    package var path: String
+    package var vendorID: UInt16
+    package var productID: UInt16
+    package var usagePage: UInt16
+    package var usage: UInt16
+    package var product: String
+    package var manufacturer: String
+    package var serial: String
 
     /// The FIDO usage page (CTAP 2.1, "HID report descriptor and device discovery").
-    public static let fidoUsagePage: UInt16 = 0xF1D0
+    package static let fidoUsagePage: UInt16 = 0xF1D0
 }
 
 extension DeviceAddress {
@@ -100,7 +100,7 @@ extension DeviceAddress {
     /// `knownSerial` is the serial number of the key opened first, when it has one. Then only a device with that
     /// serial number is taken, whatever the address: after an unplug and replug the key may come back under another
     /// path, and until it is back its old path may belong to another key.
-    public func hidDevicePath(among devices: [HIDDeviceInfo], knownSerial: String?) -> String? {
+    package func hidDevicePath(among devices: [HIDDeviceInfo], knownSerial: String?) -> String? {
         var candidates = devices
         switch self {
         case .hidID(let vendor, let product):
@@ -210,18 +210,18 @@ struct HIDAPI: @unchecked Sendable {
 }
 
 /// A HID device opened with hidapi: 64-byte reports out and in, paced as a full-speed USB endpoint takes them.
-public final class HIDDevice {
+package final class HIDDevice {
     let api: HIDAPI
     let device: OpaquePointer
-    public let name: String
-    public let path: String
+    package let name: String
+    package let path: String
 
     /// Every HID device the backend lists; `fidoOnly` keeps those on the FIDO usage page.
     ///
     /// hidapi's libusb backend (0.13) reports no usage page: reading the report descriptor would mean detaching the
     /// kernel's driver. Where usbhid has the interface, its sysfs node has the descriptor, so the usage comes from
     /// there (`/sys/bus/usb/devices/<path>/*/report_descriptor`, hidapi-libusb's path being the interface's name).
-    public static func devices(
+    package static func devices(
         backend: HIDBackend = .hidraw,
         fidoOnly: Bool = true
     ) throws(HIDDeviceError) -> [HIDDeviceInfo] {
@@ -251,7 +251,7 @@ public final class HIDDevice {
         return nil
     }
 
-    public convenience init(path: String, backend: HIDBackend = .hidraw) throws(HIDDeviceError) {
+    package convenience init(path: String, backend: HIDBackend = .hidraw) throws(HIDDeviceError) {
         try self.init(path: path, api: try HIDAPI.load(backend))
     }
 
@@ -269,7 +269,7 @@ public final class HIDDevice {
     }
 
     /// Opens the first FIDO device hidapi lists.
-    public convenience init(auto backend: HIDBackend = .hidraw) throws(HIDDeviceError) {
+    package convenience init(auto backend: HIDBackend = .hidraw) throws(HIDDeviceError) {
         guard let first = try Self.devices(backend: backend).first else {
             throw HIDDeviceError("hid:auto: no HID device on the FIDO usage page 0xF1D0")
         }
@@ -277,7 +277,8 @@ public final class HIDDevice {
     }
 
     /// The first device with this vendor and product ID, whatever its usage page (a bridge board is not on FIDO's).
-    public convenience init(vendorID: UInt16, productID: UInt16, backend: HIDBackend = .hidraw) throws(HIDDeviceError) {
+    package convenience init(vendorID: UInt16, productID: UInt16, backend: HIDBackend = .hidraw) throws(HIDDeviceError)
+    {
         let matches = try Self.devices(backend: backend, fidoOnly: false).filter {
             $0.vendorID == vendorID && $0.productID == productID
         }
@@ -296,9 +297,9 @@ public final class HIDDevice {
     /// kernel queues 32 reports for it and drops what a faster writer sends.
     var pacer = ReportPacer(burst: 16, intervalNs: 1_000_000)
     /// Reads that returned no bytes (timeouts and zero-length reports).
-    public private(set) var zeroLengthReads = 0
+    package private(set) var zeroLengthReads = 0
 
-    public func send(_ report: [UInt8]) throws(HIDDeviceError) {
+    package func send(_ report: [UInt8]) throws(HIDDeviceError) {
         pacer.wait()
         // hidapi takes the report ID first: 0 for a device without numbered reports.
         let framed = [0] + report
@@ -311,7 +312,7 @@ public final class HIDDevice {
     /// hidapi returns 0 both for a timeout and for a zero-length report. Through the libusb backend a USB device
     /// can send zero-length packets (the Linux HID gadget on dummy_hcd follows each 64-byte report with one), and
     /// usbhid drops them, so they are skipped here too: only a read that waited out its time is a timeout.
-    public func receive(timeoutMs: Int) throws(HIDDeviceError) -> [UInt8]? {
+    package func receive(timeoutMs: Int) throws(HIDDeviceError) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 64)
         let deadline = ReportPacer.nowNs() + Double(max(0, timeoutMs)) * 1e6
         while true {
@@ -328,26 +329,26 @@ public final class HIDDevice {
 }
 
 /// A token bucket of reports: `burst` at once, then one per `intervalNs`.
-public struct ReportPacer: Sendable {
+package struct ReportPacer: Sendable {
     let burst: Double
     let intervalNs: Double
     var tokens: Double
     var lastNs: Double = 0
 
-    public init(burst: Int, intervalNs: Int) {
+    package init(burst: Int, intervalNs: Int) {
         self.burst = Double(burst)
         self.intervalNs = Double(intervalNs)
         tokens = Double(burst)
     }
 
-    public static func nowNs() -> Double {
+    package static func nowNs() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) * 1e9 + Double(now.tv_nsec)
     }
 
     /// Takes one token, sleeping until one is there.
-    public mutating func wait() {
+    package mutating func wait() {
         let now = Self.nowNs()
         tokens = min(burst, tokens + (now - lastNs) / intervalNs)
         lastNs = now
@@ -402,7 +403,7 @@ enum ReportDescriptor {
 
 extension HIDDeviceInfo {
     /// One line of a device list: path, VID:PID, FIDO or the usage page, names and serial, separated by tabs.
-    public var listingLine: String {
+    package var listingLine: String {
         let id = DeviceAddress.formatVIDPID(vendorID, productID)
         let fido = usagePage == Self.fidoUsagePage ? "FIDO" : "page 0x" + String(usagePage, radix: 16)
         return "\(path)\t\(id)\t\(fido)\t\(manufacturer) \(product)\tserial \(serial)"

@@ -53,7 +53,8 @@ module_of() {
     esac
 }
 
-fuzz_flags=(-sanitize=fuzzer,address -parse-as-library -O -package-name fidosim)
+fuzz_flags=(-sanitize=fuzzer,address -parse-as-library -O -package-name fidosim
+    -enable-upcoming-feature InternalImportsByDefault)
 
 # One module whose sources contain the driver: CTAPCBOR, CTAPHID, FlashStore, ControlProtocol.
 build_single() { # $1 target, $2 module

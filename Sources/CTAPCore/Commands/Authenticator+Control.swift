@@ -1,25 +1,25 @@
-import CTAPCBOR
+package import CTAPCBOR
 import Crypto
 
 /// A credential as the control plane reads and writes it: everything needed to use it somewhere else.
-public struct ManagedCredential: Sendable, Equatable {
-    public var id: [UInt8]
-    public var rpId: String
+package struct ManagedCredential: Sendable, Equatable {
+    package var id: [UInt8]
+    package var rpId: String
     /// True for a discoverable (resident) credential.
-    public var discoverable: Bool
+    package var discoverable: Bool
     /// The private key as PKCS#8 DER.
-    public var privateKey: [UInt8]
-    public var algorithm: CredentialAlgorithm
+    package var privateKey: [UInt8]
+    package var algorithm: CredentialAlgorithm
     /// The user id; nil for a non-discoverable credential made through CTAP (the key does not keep it).
-    public var userHandle: [UInt8]?
-    public var userName: String?
-    public var userDisplayName: String?
+    package var userHandle: [UInt8]?
+    package var userName: String?
+    package var userDisplayName: String?
     /// The key's signature counter (one counter for every credential).
-    public var signCount: UInt32
+    package var signCount: UInt32
     /// The credential's blob in the large-blob array, if it has a largeBlobKey and an entry opens with it.
-    public var largeBlob: [UInt8]?
+    package var largeBlob: [UInt8]?
 
-    public init(
+    package init(
         id: [UInt8],
         rpId: String,
         discoverable: Bool,
@@ -45,22 +45,22 @@ public struct ManagedCredential: Sendable, Equatable {
 }
 
 /// What a request did with a credential, for the control plane's events.
-public struct CredentialActivity: Sendable, Equatable {
+package struct CredentialActivity: Sendable, Equatable {
     /// The RP ID (nil for U2F, which only sees the application parameter's hash).
-    public var rpId: String?
-    public var credentialId: [UInt8]
-    public var userHandle: [UInt8]?
+    package var rpId: String?
+    package var credentialId: [UInt8]
+    package var userHandle: [UInt8]?
 }
 
 /// PKCS#8 (RFC 5208, RFC 8410) encodings of credential private keys.
-public enum PrivateKeyEncoding {
+package enum PrivateKeyEncoding {
     /// The fixed prefix of an Ed25519 PrivateKeyInfo without the optional public key (RFC 8410 §7).
     static let ed25519Prefix: [UInt8] = [
         0x30, 0x2E, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
     ]
 
     /// The raw key (P-256 scalar or Ed25519 seed) and algorithm of a PKCS#8 private key.
-    public static func decode(pkcs8: [UInt8]) throws(CTAPError) -> (key: [UInt8], algorithm: CredentialAlgorithm) {
+    package static func decode(pkcs8: [UInt8]) throws(CTAPError) -> (key: [UInt8], algorithm: CredentialAlgorithm) {
         if pkcs8.count == ed25519Prefix.count + 32, Array(pkcs8.prefix(ed25519Prefix.count)) == ed25519Prefix {
             return (Array(pkcs8.suffix(32)), .edDSA)
         }
@@ -71,7 +71,7 @@ public enum PrivateKeyEncoding {
     }
 
     /// The PKCS#8 DER of a raw key.
-    public static func encode(key: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> [UInt8] {
+    package static func encode(key: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> [UInt8] {
         switch algorithm {
         case .edDSA:
             guard key.count == 32 else { throw CTAPError(.other, "an Ed25519 seed is 32 bytes") }
@@ -87,11 +87,11 @@ public enum PrivateKeyEncoding {
 
 extension Authenticator {
     /// The most non-discoverable credentials made through CTAP that the key remembers for ``managedCredentials``.
-    public static let createdCredentialMemory = 1000
+    package static let createdCredentialMemory = 1000
 
     /// Every credential the control plane can see: the stored ones (discoverable, and imported non-discoverable
     /// ones) and the non-discoverable ones made since the key started (their ids hold their keys).
-    public func managedCredentials() throws(CTAPError) -> [ManagedCredential] {
+    package func managedCredentials() throws(CTAPError) -> [ManagedCredential] {
         var out: [ManagedCredential] = []
         let entries = largeBlobEntries()
         for c in storage.residentCredentials.sorted(by: { $0.creationSerial < $1.creationSerial }) {
@@ -131,7 +131,7 @@ extension Authenticator {
 
     /// Stores a credential given by the control plane. It replaces a stored credential with the same id, and a
     /// discoverable one of the same RP and user. A signCount above the key's counter raises the counter.
-    public mutating func importCredential(_ credential: ManagedCredential) throws(CTAPError) {
+    package mutating func importCredential(_ credential: ManagedCredential) throws(CTAPError) {
         let (rawKey, algorithm) = try PrivateKeyEncoding.decode(pkcs8: credential.privateKey)
         let rpIdHash = Array(SHA256.hash(data: Array(credential.rpId.utf8)))
         if credential.largeBlob != nil && !credential.discoverable {
@@ -169,7 +169,7 @@ extension Authenticator {
     }
 
     /// Deletes a credential by id; returns whether the key had it.
-    public mutating func removeCredential(id: [UInt8]) throws(CTAPError) -> Bool {
+    package mutating func removeCredential(id: [UInt8]) throws(CTAPError) -> Bool {
         let remembered = createdCredentials.contains { $0.id == id }
         createdCredentials.removeAll { $0.id == id }
         return try storage.deleteResident(id: id) || remembered
@@ -177,7 +177,7 @@ extension Authenticator {
 
     /// Deletes every stored credential and forgets the non-discoverable ones made since start (their ids still
     /// work: only a reset makes them useless).
-    public mutating func removeAllCredentials() throws(CTAPError) -> Int {
+    package mutating func removeAllCredentials() throws(CTAPError) -> Int {
         let ids = storage.residentCredentials.map(\.id)
         for id in ids { try storage.deleteResident(id: id) }
         defer { createdCredentials.removeAll() }
@@ -185,7 +185,7 @@ extension Authenticator {
     }
 
     /// Changes run options from the control plane.
-    public mutating func setOptions(
+    package mutating func setOptions(
         resetWindow: Bool? = nil,
         alwaysUv: Bool? = nil,
         fingerprintSensor: Bool? = nil
@@ -202,7 +202,7 @@ extension Authenticator {
     /// Installs a batch attestation identity: from now on makeCredential answers packed attestation with the
     /// certificate in x5c, and U2F register uses it. With `enterprise` (a key and its certificate from the same
     /// root), the key offers enterprise attestation (getInfo ep) signed by that key.
-    public mutating func installBatchAttestation(
+    package mutating func installBatchAttestation(
         privateKeyPKCS8: [UInt8],
         certificate: [UInt8],
         rootCertificate: [UInt8],
@@ -308,11 +308,11 @@ struct CreatedCredential: Sendable, Equatable {
 
 extension Authenticator {
     /// The authenticatorGetInfo map as a host would read it now (the control plane's status).
-    public mutating func info() -> CBORValue { getInfo() }
+    package mutating func info() -> CBORValue { getInfo() }
 
     /// The number of discoverable credentials stored.
-    public var discoverableCredentialCount: Int { storage.discoverableCount }
+    package var discoverableCredentialCount: Int { storage.discoverableCount }
 
     /// How many more credentials the key accepts.
-    public var remainingCredentialCapacity: Int { remainingDiscoverableCredentials }
+    package var remainingCredentialCapacity: Int { remainingDiscoverableCredentials }
 }

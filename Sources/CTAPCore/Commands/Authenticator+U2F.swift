@@ -1,7 +1,7 @@
 import Crypto
 
 /// ISO 7816 status words used by U2F.
-public enum U2FStatus: UInt16, Sendable {
+package enum U2FStatus: UInt16, Sendable {
     case noError = 0x9000
     case conditionsNotSatisfied = 0x6985
     case wrongData = 0x6A80
@@ -11,7 +11,7 @@ public enum U2FStatus: UInt16, Sendable {
     case claNotSupported = 0x6E00
     case commandNotAllowed = 0x6986
 
-    public var bytes: [UInt8] { [UInt8(rawValue >> 8), UInt8(rawValue & 0xFF)] }
+    package var bytes: [UInt8] { [UInt8(rawValue >> 8), UInt8(rawValue & 0xFF)] }
 }
 
 /// A parsed U2F REGISTER request.
@@ -69,7 +69,7 @@ struct APDU {
 
 extension Authenticator {
     /// Handles one CTAPHID_MSG message: a U2F (CTAP1) request APDU.
-    public mutating func handleU2F(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
+    package mutating func handleU2F(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
         lastActivity = nil
         pending = nil
         nextAssertion = nil

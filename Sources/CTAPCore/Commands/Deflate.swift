@@ -1,13 +1,13 @@
 /// Raw DEFLATE (RFC 1951), as the large-blob array holds blobs: stored blocks to write, a full decoder to read
 /// what platforms compressed.
-public enum Deflate {
+package enum Deflate {
     /// Why a stream does not inflate.
-    public struct Failure: Error, Equatable, Sendable {
-        public var reason: String
+    package struct Failure: Error, Equatable, Sendable {
+        package var reason: String
     }
 
     /// `data` as DEFLATE stored blocks (any inflater reads them; no compression).
-    public static func store(_ data: [UInt8]) -> [UInt8] {
+    package static func store(_ data: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         var offset = 0
         repeat {
@@ -22,7 +22,7 @@ public enum Deflate {
     }
 
     /// Decodes a raw DEFLATE stream of at most `maxOutput` bytes. Never traps on input.
-    public static func inflate(_ data: [UInt8], maxOutput: Int) throws(Failure) -> [UInt8] {
+    package static func inflate(_ data: [UInt8], maxOutput: Int) throws(Failure) -> [UInt8] {
         var reader = BitReader(bytes: data)
         var out: [UInt8] = []
         while true {

@@ -1,11 +1,11 @@
 /// A user entity as the relying party sent it; text fields are kept byte-exact.
-public struct UserEntity: Sendable, Equatable {
-    public var id: [UInt8]
-    public var name: String?
-    public var displayName: String?
-    public var icon: String?
+package struct UserEntity: Sendable, Equatable {
+    package var id: [UInt8]
+    package var name: String?
+    package var displayName: String?
+    package var icon: String?
 
-    public init(id: [UInt8], name: String? = nil, displayName: String? = nil, icon: String? = nil) {
+    package init(id: [UInt8], name: String? = nil, displayName: String? = nil, icon: String? = nil) {
         self.id = id
         self.name = name
         self.displayName = displayName
@@ -14,7 +14,7 @@ public struct UserEntity: Sendable, Equatable {
 }
 
 /// A signature algorithm of credentials, by its COSE identifier.
-public enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
+package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
     /// ECDSA over P-256 with SHA-256.
     case es256 = -7
     /// Ed25519 (COSE EdDSA).
@@ -22,7 +22,7 @@ public enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
 }
 
 /// The credProtect level of a credential (CTAP 2.1 §12.1).
-public enum CredProtect: UInt8, Sendable, Equatable, Comparable, CaseIterable {
+package enum CredProtect: UInt8, Sendable, Equatable, Comparable, CaseIterable {
     /// userVerificationOptional: the credential is used like any other.
     case optional = 1
     /// userVerificationOptionalWithCredentialIDList: without UV, only when its id is in the allow list.
@@ -30,35 +30,35 @@ public enum CredProtect: UInt8, Sendable, Equatable, Comparable, CaseIterable {
     /// userVerificationRequired: only with user verification.
     case required = 3
 
-    public static func < (lhs: CredProtect, rhs: CredProtect) -> Bool { lhs.rawValue < rhs.rawValue }
+    package static func < (lhs: CredProtect, rhs: CredProtect) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// A discoverable (resident) credential stored on the key.
-public struct ResidentCredential: Sendable, Equatable {
+package struct ResidentCredential: Sendable, Equatable {
     /// The credential id handed to the relying party.
-    public var id: [UInt8]
-    public var rpId: String
-    public var rpIdHash: [UInt8]
-    public var user: UserEntity
+    package var id: [UInt8]
+    package var rpId: String
+    package var rpIdHash: [UInt8]
+    package var user: UserEntity
     /// The raw private key: a P-256 scalar or an Ed25519 seed (32 bytes).
-    public var privateKey: [UInt8]
+    package var privateKey: [UInt8]
     /// Creation order: larger is newer.
-    public var creationSerial: UInt64
-    public var algorithm: CredentialAlgorithm
-    public var credProtect: CredProtect
+    package var creationSerial: UInt64
+    package var algorithm: CredentialAlgorithm
+    package var credProtect: CredProtect
     /// Whether the credential was made with the hmac-secret extension.
-    public var hmacSecret: Bool
+    package var hmacSecret: Bool
     /// The credBlob extension's blob (at most 32 bytes), if one was stored.
-    public var credBlob: [UInt8]?
+    package var credBlob: [UInt8]?
     /// The largeBlobKey extension's 32-byte key, if one was made.
-    public var largeBlobKey: [UInt8]?
+    package var largeBlobKey: [UInt8]?
     /// Made with the thirdPartyPayment extension (CTAP 2.2).
-    public var thirdPartyPayment: Bool
+    package var thirdPartyPayment: Bool
     /// False for a non-discoverable credential that the control plane imported with an id of its own: it is
     /// stored so that an allow list finds it, but discovery and credential management do not list it.
-    public var discoverable: Bool
+    package var discoverable: Bool
 
-    public init(
+    package init(
         id: [UInt8],
         rpId: String,
         rpIdHash: [UInt8],
@@ -92,7 +92,7 @@ public struct ResidentCredential: Sendable, Equatable {
 extension ResidentCredential {
     /// Whether storing `other` replaces this credential: both discoverable, same RP, same user id
     /// (CTAP 2.1 §6.1.2 step 17).
-    public func replaces(_ other: ResidentCredential) -> Bool {
+    package func replaces(_ other: ResidentCredential) -> Bool {
         discoverable && other.discoverable && rpIdHash == other.rpIdHash && user.id == other.user.id
     }
 }

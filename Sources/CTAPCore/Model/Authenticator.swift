@@ -2,7 +2,7 @@ import CTAPCBOR
 import Crypto
 
 /// What the bridge must do next for a request.
-public enum AuthenticatorOutcome: Equatable, Sendable {
+package enum AuthenticatorOutcome: Equatable, Sendable {
     /// The complete response: a CTAP2 status byte and CBOR, or U2F response data and status word.
     case response([UInt8])
     /// The request waits for a touch; call ``Authenticator/resume(_:now:)`` with the user's answer.
@@ -10,18 +10,18 @@ public enum AuthenticatorOutcome: Equatable, Sendable {
 }
 
 /// What the user is asked to approve with a touch, for prompts and logs.
-public struct PresencePrompt: Equatable, Sendable {
-    public enum Kind: Equatable, Sendable { case ctap2, u2f }
+package struct PresencePrompt: Equatable, Sendable {
+    package enum Kind: Equatable, Sendable { case ctap2, u2f }
     /// What the user does: touch the key, or put an enrolled finger on the simulated sensor (approving is a
     /// matching finger, denying a finger that does not match).
-    public enum Gesture: Equatable, Sendable { case touch, fingerprint }
-    public var command: String
-    public var rpId: String?
-    public var userName: String?
-    public var protocolKind: Kind
-    public var gesture: Gesture
+    package enum Gesture: Equatable, Sendable { case touch, fingerprint }
+    package var command: String
+    package var rpId: String?
+    package var userName: String?
+    package var protocolKind: Kind
+    package var gesture: Gesture
 
-    public init(
+    package init(
         command: String,
         rpId: String? = nil,
         userName: String? = nil,
@@ -37,7 +37,7 @@ public struct PresencePrompt: Equatable, Sendable {
 }
 
 /// The user's answer to a presence request.
-public enum PresenceResult: Equatable, Sendable {
+package enum PresenceResult: Equatable, Sendable {
     case approved
     case denied
     case timedOut
@@ -45,7 +45,7 @@ public enum PresenceResult: Equatable, Sendable {
 }
 
 /// CTAP2 command bytes.
-public enum CTAPCommand: UInt8, Sendable {
+package enum CTAPCommand: UInt8, Sendable {
     case makeCredential = 0x01
     case getAssertion = 0x02
     case getInfo = 0x04
@@ -69,9 +69,9 @@ public enum CTAPCommand: UInt8, Sendable {
 /// from an injected ``EntropySource``, and persistent state lives in an injected ``AuthenticatorStorage``.
 /// A request that needs user presence returns ``AuthenticatorOutcome/needsUserPresence(_:)``; the owner
 /// asks the user and calls ``resume(_:now:)``.
-public struct Authenticator: Sendable {
-    public internal(set) var configuration: AuthenticatorConfiguration
-    public package(set) var storage: any AuthenticatorStorage
+package struct Authenticator: Sendable {
+    package internal(set) var configuration: AuthenticatorConfiguration
+    package var storage: any AuthenticatorStorage
     var entropy: EntropySource
     var sealingKey: SymmetricKey
     var credRandoms: CredRandomDeriver
@@ -82,7 +82,7 @@ public struct Authenticator: Sendable {
     /// Non-discoverable credentials made since start, oldest first (for the control plane).
     var createdCredentials: [CreatedCredential] = []
     /// The credential the last request made or used, if any (for the control plane's events).
-    public internal(set) var lastActivity: CredentialActivity?
+    package internal(set) var lastActivity: CredentialActivity?
     /// The signing keys of the credentials used last (RAM only).
     var signingKeys = SigningKeyCache()
     /// Credential ids opened last (RAM only).
@@ -90,9 +90,9 @@ public struct Authenticator: Sendable {
     /// The rpIdHash of the last rpId a request named (a test suite sends one RP's requests in a row).
     var lastRpIdHash: (rpId: String, hash: [UInt8])?
     /// A fault injected by the control plane: KEY_STORE_FULL once this many credentials are stored.
-    public var storedCredentialLimit: Int?
+    package var storedCredentialLimit: Int?
 
-    public init(
+    package init(
         configuration: AuthenticatorConfiguration = .init(),
         storage: any AuthenticatorStorage,
         entropy: EntropySource,
@@ -123,7 +123,7 @@ public struct Authenticator: Sendable {
     }
 
     /// Simulates removing and re-inserting the key: volatile state is cleared, persistent state kept.
-    public mutating func powerCycle(now: Duration) {
+    package mutating func powerCycle(now: Duration) {
         forgetVolatileState()
         powerUpTime = now
     }
@@ -160,10 +160,10 @@ public struct Authenticator: Sendable {
     }
 
     /// The prompt of the request waiting for user presence, if any.
-    public var pendingPrompt: PresencePrompt? { pending?.prompt }
+    package var pendingPrompt: PresencePrompt? { pending?.prompt }
 
     /// Handles one CTAPHID_CBOR message: a command byte followed by CBOR parameters.
-    public mutating func handleCBOR(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
+    package mutating func handleCBOR(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
         lastActivity = nil
         guard let first = message.first else { return .response([CTAPStatus.invalidLength.rawValue]) }
         pending = nil
@@ -208,7 +208,7 @@ public struct Authenticator: Sendable {
     }
 
     /// Continues the pending request with the user's answer.
-    public mutating func resume(_ presence: PresenceResult, now: Duration) -> AuthenticatorOutcome {
+    package mutating func resume(_ presence: PresenceResult, now: Duration) -> AuthenticatorOutcome {
         guard let operation = pending else {
             return .response([CTAPStatus.other.rawValue])
         }
@@ -237,14 +237,14 @@ public struct Authenticator: Sendable {
     }
 
     /// Ends the pending request because the host cancelled it; returns its response, if one was pending.
-    public mutating func cancel() -> [UInt8]? {
+    package mutating func cancel() -> [UInt8]? {
         guard pending != nil else { return nil }
         if case .response(let bytes) = resume(.cancelled, now: powerUpTime) { return bytes }
         return nil
     }
 
     /// Drops the pending request without a response (the host resynchronised its channel).
-    public mutating func abort() {
+    package mutating func abort() {
         pending = nil
     }
 

@@ -1,38 +1,38 @@
 /// Static settings of an authenticator: identity, limits and run options.
-public struct AuthenticatorConfiguration: Sendable, Equatable {
+package struct AuthenticatorConfiguration: Sendable, Equatable {
     /// The AAGUID reported in getInfo and attested credential data.
-    public var aaguid: [UInt8]
+    package var aaguid: [UInt8]
     /// When true, authenticatorReset is refused more than ``resetWindow`` after power-up.
-    public var resetWindowEnabled: Bool
+    package var resetWindowEnabled: Bool
     /// How long after power-up authenticatorReset is allowed.
-    public var resetWindow: Duration
+    package var resetWindow: Duration
     /// How long the state for authenticatorGetNextAssertion lives after the previous assertion.
-    public var getNextAssertionTimeout: Duration
+    package var getNextAssertionTimeout: Duration
     /// The most discoverable credentials the key accepts (the storage may hold fewer).
-    public var maxResidentCredentials: Int
+    package var maxResidentCredentials: Int
     /// The largest CTAP message the transport accepts (reported as maxMsgSize).
-    public var maxMessageSize: Int
+    package var maxMessageSize: Int
     /// Firmware version reported in getInfo.
-    public var firmwareVersion: Int
+    package var firmwareVersion: Int
     /// The RP IDs that may read the minimum PIN length through the minPinLength extension.
-    public var minPinLengthRPIDs: [String]
+    package var minPinLengthRPIDs: [String]
     /// The largest serialized large-blob array (getInfo maxSerializedLargeBlobArray).
-    public var maxLargeBlobArray: Int
+    package var maxLargeBlobArray: Int
     /// A simulated fingerprint sensor: built-in user verification and authenticatorBioEnrollment.
-    public var fingerprintSensor: Bool
+    package var fingerprintSensor: Bool
     /// Fingerprints enrolled at start when the sensor is on and none are (a test rig's shortcut).
-    public var preEnrolledFingerprints: Int
+    package var preEnrolledFingerprints: Int
     /// RP IDs for vendor-facilitated enterprise attestation (makeCredential enterpriseAttestation 1).
-    public var enterpriseAttestationRPIDs: [String]
+    package var enterpriseAttestationRPIDs: [String]
     /// The model of key presented (``KeyProfile/fidosim`` by default).
-    public var profile: KeyProfile
+    package var profile: KeyProfile
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
-    public static let fidosimAAGUID: [UInt8] = [
+    package static let fidosimAAGUID: [UInt8] = [
         0xF1, 0xD0, 0xF1, 0xD0, 0x51, 0x57, 0x4E, 0x00, 0x8A, 0x6E, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01,
     ]
 
-    public init(
+    package init(
         aaguid: [UInt8] = AuthenticatorConfiguration.fidosimAAGUID,
         resetWindowEnabled: Bool = true,
         resetWindow: Duration = .seconds(10),

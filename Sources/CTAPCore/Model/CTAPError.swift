@@ -2,20 +2,20 @@
 ///
 /// Every failure inside the authenticator is one of these values; ``Authenticator`` turns it into the
 /// one-byte CTAP response in a single place.
-public struct CTAPError: Error, Equatable, Sendable, CustomStringConvertible {
+package struct CTAPError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The CTAP status byte sent to the host.
-    public var status: CTAPStatus
+    package var status: CTAPStatus
     /// A human-readable reason, never sent to the host.
-    public var diagnostic: String
+    package var diagnostic: String
 
-    public init(_ status: CTAPStatus, _ diagnostic: String = "") {
+    package init(_ status: CTAPStatus, _ diagnostic: String = "") {
         self.status = status
         self.diagnostic = diagnostic
     }
 
-    public var description: String {
+    package var description: String {
         diagnostic.isEmpty ? "\(status)" : "\(status): \(diagnostic)"
     }
 
-    public static func == (lhs: CTAPError, rhs: CTAPError) -> Bool { lhs.status == rhs.status }
+    package static func == (lhs: CTAPError, rhs: CTAPError) -> Bool { lhs.status == rhs.status }
 }

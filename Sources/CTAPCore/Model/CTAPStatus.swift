@@ -1,5 +1,5 @@
 /// A CTAP status byte: the first byte of every CTAP2 response.
-public enum CTAPStatus: UInt8, Sendable, Equatable, CaseIterable {
+package enum CTAPStatus: UInt8, Sendable, Equatable, CaseIterable {
     case ok = 0x00
     case invalidCommand = 0x01
     case invalidParameter = 0x02

@@ -3,18 +3,18 @@ import FlashStore
 /// Random bytes for the authenticator, injected so that tests are deterministic.
 ///
 /// The bridge passes `SystemRandomNumberGenerator`; tests pass a seeded generator.
-public struct EntropySource: Sendable {
+package struct EntropySource: Sendable {
     private var generator: any RandomNumberGenerator & Sendable
 
-    public init(_ generator: some RandomNumberGenerator & Sendable) {
+    package init(_ generator: some RandomNumberGenerator & Sendable) {
         self.generator = generator
     }
 
     /// The operating system's cryptographically secure generator.
-    public static var system: EntropySource { EntropySource(SystemRandomNumberGenerator()) }
+    package static var system: EntropySource { EntropySource(SystemRandomNumberGenerator()) }
 
     /// Returns `count` random bytes.
-    public mutating func bytes(_ count: Int) -> [UInt8] {
+    package mutating func bytes(_ count: Int) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(count + 8)
         while out.count < count {
@@ -28,15 +28,15 @@ public struct EntropySource: Sendable {
     }
 
     /// Returns a random 64-bit value.
-    public mutating func next() -> UInt64 { generator.next() }
+    package mutating func next() -> UInt64 { generator.next() }
 }
 
 /// A small deterministic generator for tests and reproducible runs: FlashStore's SplitMix64 under the name the
 /// authenticator's users know. Not for production keys.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
+package struct SeededGenerator: RandomNumberGenerator, Sendable {
     var splitMix: SplitMix64
 
-    public init(seed: UInt64) { splitMix = SplitMix64(seed: seed) }
+    package init(seed: UInt64) { splitMix = SplitMix64(seed: seed) }
 
-    public mutating func next() -> UInt64 { splitMix.next() }
+    package mutating func next() -> UInt64 { splitMix.next() }
 }

@@ -5,29 +5,29 @@
 /// leaves out is neither advertised in getInfo nor answered (a command of a version the profile lacks is
 /// CTAP1_ERR_INVALID_COMMAND, an extension it lacks is ignored, a PIN protocol it lacks is
 /// CTAP1_ERR_INVALID_PARAMETER, an algorithm it lacks is never chosen).
-public struct KeyProfile: Sendable, Equatable {
-    public var name: String
+package struct KeyProfile: Sendable, Equatable {
+    package var name: String
     /// getInfo versions: a subset of `U2F_V2`, `FIDO_2_0`, `FIDO_2_1_PRE`, `FIDO_2_1`.
-    public var versions: [String]
+    package var versions: [String]
     /// Extensions the key knows (nil: every one fidosim implements).
-    public var extensions: [String]?
+    package var extensions: [String]?
     /// PIN/UV auth protocols, in getInfo order.
-    public var pinUvAuthProtocols: [Int]
+    package var pinUvAuthProtocols: [Int]
     /// Credential algorithms, in preference order.
-    public var algorithms: [CredentialAlgorithm]
+    package var algorithms: [CredentialAlgorithm]
     /// getInfo maxCredentialCountInList: longer allow and exclude lists are refused with CTAP2_ERR_LIMIT_EXCEEDED.
-    public var maxCredentialCountInList: Int
+    package var maxCredentialCountInList: Int
     /// A quirk of some keys: the user's displayName is not stored with a discoverable credential.
-    public var dropsDisplayName: Bool
+    package var dropsDisplayName: Bool
     /// Quirk: these CTAP2 command bytes always answer the given status byte.
-    public var forcedStatus: [UInt8: UInt8]
+    package var forcedStatus: [UInt8: UInt8]
     /// Quirk: allow and exclude lists longer than maxCredentialCountInList are refused (CTAP2_ERR_LIMIT_EXCEEDED)
     /// instead of searched.
-    public var rejectsLargeLists: Bool
+    package var rejectsLargeLists: Bool
     /// How the key behaves where CTAP versions differ or the specification leaves a choice.
-    public var behaviour: ProfileBehaviour
+    package var behaviour: ProfileBehaviour
 
-    public init(
+    package init(
         name: String = "fidosim",
         versions: [String] = KeyProfile.allVersions,
         extensions: [String]? = nil,
@@ -51,17 +51,17 @@ public struct KeyProfile: Sendable, Equatable {
         self.forcedStatus = forcedStatus
     }
 
-    public static let allVersions = ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
+    package static let allVersions = ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
     /// Every extension fidosim implements.
-    public static var allExtensions: [String] { ExtensionName.supported }
+    package static var allExtensions: [String] { ExtensionName.supported }
 
     /// fidosim with everything it implements.
-    public static let fidosim = KeyProfile()
+    package static let fidosim = KeyProfile()
 
-    public var speaksCTAP2: Bool { versions.contains("FIDO_2_0") }
-    public var speaksU2F: Bool { versions.contains("U2F_V2") }
-    public var ctap21: Bool { versions.contains("FIDO_2_1") }
-    public var ctap21Preview: Bool { versions.contains("FIDO_2_1_PRE") }
+    package var speaksCTAP2: Bool { versions.contains("FIDO_2_0") }
+    package var speaksU2F: Bool { versions.contains("U2F_V2") }
+    package var ctap21: Bool { versions.contains("FIDO_2_1") }
+    package var ctap21Preview: Bool { versions.contains("FIDO_2_1_PRE") }
 
     /// Whether a command byte exists for this profile.
     func allows(_ command: CTAPCommand) -> Bool {
@@ -75,7 +75,7 @@ public struct KeyProfile: Sendable, Equatable {
     func allows(extension name: String) -> Bool { extensions?.contains(name) ?? true }
 
     /// Why a profile is not consistent, or nil.
-    public var problem: String? {
+    package var problem: String? {
         if versions.isEmpty { return "no versions" }
         if let unknown = versions.first(where: { !Self.allVersions.contains($0) }) {
             return "unknown version \(unknown)"

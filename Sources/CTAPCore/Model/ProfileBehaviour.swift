@@ -2,9 +2,9 @@
 /// (firmware-spec/profiles.md; each choice and what known keys do: commands.md, "Where the specification leaves a
 /// choice"). The defaults are fidosim's own: CTAP 2.1 as written, and where it leaves a choice, what most current
 /// keys do.
-public struct ProfileBehaviour: Sendable, Equatable {
+package struct ProfileBehaviour: Sendable, Equatable {
     /// What a PIN token is and what getPinToken (clientPIN 0x05) hands out.
-    public enum PinTokenModel: String, Sendable, CaseIterable {
+    package enum PinTokenModel: String, Sendable, CaseIterable {
         /// CTAP 2.0 §5.5.4: one pinToken per power-up, returned by every getPinToken, good for any number of
         /// requests for any RP until a power cycle or a PIN change; there are no permissions.
         case powerUp
@@ -17,7 +17,7 @@ public struct ProfileBehaviour: Sendable, Equatable {
     }
 
     /// What getPINRetries answers on a key without a PIN.
-    public enum RetriesWithoutPIN: String, Sendable, CaseIterable {
+    package enum RetriesWithoutPIN: String, Sendable, CaseIterable {
         /// The retry count (8): CTAP 2.1 §6.5.5.2 has no condition on a PIN being set.
         case count
         /// CTAP2_ERR_PIN_NOT_SET.
@@ -25,7 +25,7 @@ public struct ProfileBehaviour: Sendable, Equatable {
     }
 
     /// Which version's rules apply to the options map of makeCredential and getAssertion.
-    public enum OptionRules: String, Sendable, CaseIterable {
+    package enum OptionRules: String, Sendable, CaseIterable {
         /// CTAP 2.0 §5.1, §5.2: "up" is not an option of makeCredential and "rk" not one of getAssertion; either,
         /// present with any value, is CTAP2_ERR_INVALID_OPTION.
         case ctap20 = "ctap2.0"
@@ -39,7 +39,7 @@ public struct ProfileBehaviour: Sendable, Equatable {
     }
 
     /// The status of a named PIN/UV auth protocol the key does not support.
-    public enum UnsupportedProtocolStatus: String, Sendable, CaseIterable {
+    package enum UnsupportedProtocolStatus: String, Sendable, CaseIterable {
         /// CTAP 2.1: CTAP1_ERR_INVALID_PARAMETER.
         case invalidParameter
         /// CTAP 2.0 §5.1 step 4, §5.2 step 4: CTAP2_ERR_PIN_AUTH_INVALID.
@@ -49,7 +49,7 @@ public struct ProfileBehaviour: Sendable, Equatable {
     }
 
     /// The status of setPIN on a key that has a PIN.
-    public enum SetPINWhenSetStatus: String, Sendable, CaseIterable {
+    package enum SetPINWhenSetStatus: String, Sendable, CaseIterable {
         /// CTAP 2.0 §5.5.5 and 2.1 §6.5.5.5: CTAP2_ERR_PIN_AUTH_INVALID.
         case pinAuthInvalid
         /// CTAP2_ERR_NOT_ALLOWED (solo 1, trussed, pico-fido, and the fido2-tests suite).
@@ -59,7 +59,7 @@ public struct ProfileBehaviour: Sendable, Equatable {
     }
 
     /// Where an hmac-secret salt of the wrong size is caught.
-    public enum SaltLengthCheck: String, Sendable, CaseIterable {
+    package enum SaltLengthCheck: String, Sendable, CaseIterable {
         /// After saltAuth is verified and saltEnc decrypted: CTAP1_ERR_INVALID_PARAMETER (CTAP 2.1 §12.5 wording).
         case afterDecryption
         /// On the wire, before anything else (saltEnc not 32/64 bytes in protocol 1, 48/80 in protocol 2):
@@ -67,24 +67,24 @@ public struct ProfileBehaviour: Sendable, Equatable {
         case onTheWire
     }
 
-    public var pinToken: PinTokenModel
+    package var pinToken: PinTokenModel
     /// In the CTAP 2.1 token model, the preview commands (0x40, 0x41) accept a getPinToken token, as FIDO_2_1_PRE
     /// platforms send it (pico-fido); false: they need the permission, as 0x0A and 0x09 always do (trussed,
     /// OpenSK, canokey). The other token models always accept it.
-    public var previewAcceptsPinToken: Bool
-    public var pinRetriesWithoutPIN: RetriesWithoutPIN
+    package var previewAcceptsPinToken: Bool
+    package var pinRetriesWithoutPIN: RetriesWithoutPIN
     /// makeCredUvNotRqd (CTAP 2.1 §6.1.2 step 8): once a PIN is set, a non-discoverable credential may still be
     /// made without a token. False: every makeCredential without one is CTAP2_ERR_PUAT_REQUIRED, the byte CTAP 2.0
     /// calls CTAP2_ERR_PIN_REQUIRED (§5.1 step 7), and getInfo says makeCredUvNotRqd false where it has the option.
-    public var makeCredUvNotRqd: Bool
-    public var optionRules: OptionRules
+    package var makeCredUvNotRqd: Bool
+    package var optionRules: OptionRules
     /// The clientPIN subcommands that exist; the others are unknown subcommands.
-    public var clientPINSubcommands: [Int]
-    public var unsupportedProtocol: UnsupportedProtocolStatus
-    public var setPINWhenSet: SetPINWhenSetStatus
-    public var saltLength: SaltLengthCheck
+    package var clientPINSubcommands: [Int]
+    package var unsupportedProtocol: UnsupportedProtocolStatus
+    package var setPINWhenSet: SetPINWhenSetStatus
+    package var saltLength: SaltLengthCheck
 
-    public init(
+    package init(
         pinToken: PinTokenModel = .permissions,
         previewAcceptsPinToken: Bool = false,
         pinRetriesWithoutPIN: RetriesWithoutPIN = .count,
@@ -107,12 +107,12 @@ public struct ProfileBehaviour: Sendable, Equatable {
     }
 
     /// Every clientPIN subcommand of CTAP 2.1.
-    public static let allClientPINSubcommands = [1, 2, 3, 4, 5, 6, 7, 9]
+    package static let allClientPINSubcommands = [1, 2, 3, 4, 5, 6, 7, 9]
     /// The clientPIN subcommands of CTAP 2.0 (§5.5).
-    public static let ctap20ClientPINSubcommands = [1, 2, 3, 4, 5]
+    package static let ctap20ClientPINSubcommands = [1, 2, 3, 4, 5]
 
     /// A CTAP 2.0 key as the 2.0 text describes it.
-    public static let ctap20 = ProfileBehaviour(
+    package static let ctap20 = ProfileBehaviour(
         pinToken: .powerUp,
         makeCredUvNotRqd: false,
         optionRules: .ctap20,
@@ -123,7 +123,7 @@ public struct ProfileBehaviour: Sendable, Equatable {
     /// A FIDO_2_1_PRE key: getPinToken tokens without permissions, CTAP 2.0's clientPIN subcommands (the numbers of
     /// the preview's UV subcommands changed in CTAP 2.1, so none are offered), no makeCredUvNotRqd (its getInfo has
     /// no such option, which CTAP 2.1 §6.1.2 step 8 reads as false), CTAP 2.1's other rules.
-    public static let ctap21Preview = ProfileBehaviour(
+    package static let ctap21Preview = ProfileBehaviour(
         pinToken: .withoutPermissions,
         makeCredUvNotRqd: false,
         clientPINSubcommands: ctap20ClientPINSubcommands
@@ -131,7 +131,7 @@ public struct ProfileBehaviour: Sendable, Equatable {
 
     /// What a key of these versions does unless its profile says otherwise: CTAP 2.0's rules without
     /// FIDO_2_1(_PRE), the preview's with FIDO_2_1_PRE alone, fidosim's own with FIDO_2_1.
-    public static func forVersions(_ versions: [String]) -> ProfileBehaviour {
+    package static func forVersions(_ versions: [String]) -> ProfileBehaviour {
         if versions.contains("FIDO_2_1") { return ProfileBehaviour() }
         if versions.contains("FIDO_2_1_PRE") { return .ctap21Preview }
         return .ctap20

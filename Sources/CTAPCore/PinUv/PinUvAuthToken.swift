@@ -1,22 +1,22 @@
 /// Permissions of a pinUvAuthToken (CTAP 2.1 §6.5.5.7).
-public struct PinUvPermissions: OptionSet, Sendable, Equatable {
-    public let rawValue: Int
-    public init(rawValue: Int) { self.rawValue = rawValue }
+package struct PinUvPermissions: OptionSet, Sendable, Equatable {
+    package let rawValue: Int
+    package init(rawValue: Int) { self.rawValue = rawValue }
 
     /// mc: makeCredential.
-    public static let makeCredential = PinUvPermissions(rawValue: 0x01)
+    package static let makeCredential = PinUvPermissions(rawValue: 0x01)
     /// ga: getAssertion.
-    public static let getAssertion = PinUvPermissions(rawValue: 0x02)
+    package static let getAssertion = PinUvPermissions(rawValue: 0x02)
     /// cm: credential management.
-    public static let credentialManagement = PinUvPermissions(rawValue: 0x04)
+    package static let credentialManagement = PinUvPermissions(rawValue: 0x04)
     /// be: bio enrollment.
-    public static let bioEnrollment = PinUvPermissions(rawValue: 0x08)
+    package static let bioEnrollment = PinUvPermissions(rawValue: 0x08)
     /// lbw: large blob write.
-    public static let largeBlobWrite = PinUvPermissions(rawValue: 0x10)
+    package static let largeBlobWrite = PinUvPermissions(rawValue: 0x10)
     /// acfg: authenticator configuration.
-    public static let authenticatorConfiguration = PinUvPermissions(rawValue: 0x20)
+    package static let authenticatorConfiguration = PinUvPermissions(rawValue: 0x20)
     /// pcmr: persistent read-only credential management (CTAP 2.2).
-    public static let persistentCredentialManagementReadOnly = PinUvPermissions(rawValue: 0x40)
+    package static let persistentCredentialManagementReadOnly = PinUvPermissions(rawValue: 0x40)
 }
 
 /// The pinUvAuthToken and its state (CTAP 2.1 §6.5.2.1): one token shared by both PIN/UV auth protocols,

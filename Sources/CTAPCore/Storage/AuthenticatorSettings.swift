@@ -2,26 +2,26 @@ import CTAPCBOR
 import Crypto
 
 /// The settings authenticatorConfig changes, kept in the storage; reset restores the defaults.
-public struct AuthenticatorSettings: Sendable, Equatable {
+package struct AuthenticatorSettings: Sendable, Equatable {
     /// The shortest PIN accepted, in Unicode code points (CTAP 2.1 default 4; only ever raised).
-    public var minPINLength = 4
+    package var minPINLength = 4
     /// RP IDs that may read minPINLength through the minPinLength extension (besides the configured ones).
-    public var minPinLengthRPIDs: [String] = []
+    package var minPinLengthRPIDs: [String] = []
     /// A PIN change is required before the next token is handed out.
-    public var forcePINChange = false
+    package var forcePINChange = false
     /// Every makeCredential and getAssertion needs user verification; U2F is off.
-    public var alwaysUv = false
+    package var alwaysUv = false
     /// enableEnterpriseAttestation has run: makeCredential may return enterprise attestation.
-    public var enterpriseAttestation = false
+    package var enterpriseAttestation = false
     /// The PIN complexity policy (CTAP 2.2) is on: new PINs may not be one repeated character or a run.
-    public var pinComplexityPolicy = false
+    package var pinComplexityPolicy = false
     /// Built-in user verifications since the PIN was last entered (CTAP 2.2 uvCountSinceLastPinEntry).
-    public var uvCountSinceLastPinEntry = 0
+    package var uvCountSinceLastPinEntry = 0
 
-    public init() {}
+    package init() {}
 
     /// The record encoding: a CBOR map of the members that differ from the defaults.
-    public var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         var map: [CBORValue: CBORValue] = [:]
         if minPINLength != 4 { map[1] = CBORValue(minPINLength) }
         if !minPinLengthRPIDs.isEmpty { map[2] = .array(minPinLengthRPIDs.map { .textString($0) }) }
@@ -34,7 +34,7 @@ public struct AuthenticatorSettings: Sendable, Equatable {
     }
 
     /// Decodes a record; nil when it is not a settings map of this format.
-    public init?(encoded bytes: [UInt8]) {
+    package init?(encoded bytes: [UInt8]) {
         guard let map = (try? CBORDecoder.decode(bytes))?.mapValue else { return nil }
         if let value = map[1] {
             guard let n = value.intValue, (4...63).contains(n) else { return nil }
@@ -58,7 +58,7 @@ public struct AuthenticatorSettings: Sendable, Equatable {
 
     /// Whether `pin` breaks the complexity policy: one character repeated, or a run of consecutive code points
     /// going up or down ("1234", "98765", "abcd").
-    public static func isTooSimple(_ pin: String) -> Bool {
+    package static func isTooSimple(_ pin: String) -> Bool {
         let scalars = pin.unicodeScalars.map(\.value)
         guard scalars.count > 1 else { return true }
         let steps = Set(zip(scalars.dropFirst(), scalars).map { Int64($0) - Int64($1) })
@@ -67,17 +67,17 @@ public struct AuthenticatorSettings: Sendable, Equatable {
 }
 
 /// An enrolled fingerprint of the simulated sensor: its template id and the name the user gave it.
-public struct FingerprintTemplate: Sendable, Equatable {
-    public var id: [UInt8]
-    public var name: String?
+package struct FingerprintTemplate: Sendable, Equatable {
+    package var id: [UInt8]
+    package var name: String?
 
-    public init(id: [UInt8], name: String? = nil) {
+    package init(id: [UInt8], name: String? = nil) {
         self.id = id
         self.name = name
     }
 
     /// The record encoding of a list of templates: a CBOR array of `{1: id, 2?: name}`.
-    public static func encode(_ templates: [FingerprintTemplate]) -> [UInt8] {
+    package static func encode(_ templates: [FingerprintTemplate]) -> [UInt8] {
         CBORValue.array(
             templates.map { t in
                 var map: [CBORValue: CBORValue] = [1: .byteString(t.id)]
@@ -88,7 +88,7 @@ public struct FingerprintTemplate: Sendable, Equatable {
     }
 
     /// Decodes a list of templates; nil when the record is not one.
-    public static func decode(_ bytes: [UInt8]) -> [FingerprintTemplate]? {
+    package static func decode(_ bytes: [UInt8]) -> [FingerprintTemplate]? {
         guard let array = (try? CBORDecoder.decode(bytes))?.arrayValue else { return nil }
         var out: [FingerprintTemplate] = []
         for entry in array {
@@ -100,17 +100,17 @@ public struct FingerprintTemplate: Sendable, Equatable {
 }
 
 /// The serialized large-blob array (CTAP 2.1 §6.10.3): a CBOR array followed by LEFT(SHA-256(array), 16).
-public enum LargeBlobArray {
+package enum LargeBlobArray {
     /// The array of a new or reset key: an empty CBOR array and its checksum.
-    public static let initial: [UInt8] = [0x80] + Array(SHA256.hash(data: [0x80]).prefix(16))
+    package static let initial: [UInt8] = [0x80] + Array(SHA256.hash(data: [0x80]).prefix(16))
 
     /// LEFT(SHA-256(body), 16): the checksum that follows the CBOR array.
-    public static func checksum(_ body: [UInt8]) -> [UInt8] {
+    package static func checksum(_ body: [UInt8]) -> [UInt8] {
         Array(SHA256.hash(data: body).prefix(16))
     }
 
     /// Whether `bytes` ends in the checksum of what precedes it.
-    public static func isIntact(_ bytes: [UInt8]) -> Bool {
+    package static func isIntact(_ bytes: [UInt8]) -> Bool {
         guard bytes.count >= 17 else { return false }
         let body = bytes.dropLast(16)
         return constantTimeEqual(Array(SHA256.hash(data: Array(body)).prefix(16)), Array(bytes.suffix(16)))

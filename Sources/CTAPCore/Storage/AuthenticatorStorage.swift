@@ -2,7 +2,7 @@
 ///
 /// Implementations commit each mutation before returning, so that a caller can rely on the order of
 /// persistence (a signature counter is committed before the signature that carries it is released).
-public protocol AuthenticatorStorage: Sendable {
+package protocol AuthenticatorStorage: Sendable {
     /// The 32-byte secret that seals credential ids; replaced by ``wipe(newDeviceSecret:)``.
     var deviceSecret: [UInt8] { get }
     /// The current value of the global signature counter.
@@ -84,39 +84,39 @@ public protocol AuthenticatorStorage: Sendable {
 }
 
 extension AuthenticatorStorage {
-    public var damage: [String] { [] }
+    package var damage: [String] { [] }
 
     // Scans of `residentCredentials`, for storages without an index (storages with one answer without a scan).
 
-    public func residentCredential(id: [UInt8]) -> ResidentCredential? {
+    package func residentCredential(id: [UInt8]) -> ResidentCredential? {
         residentCredentials.first { $0.id == id }
     }
 
-    public var residentCount: Int { residentCredentials.count }
+    package var residentCount: Int { residentCredentials.count }
 
-    public var discoverableCount: Int { residentCredentials.count(where: \.discoverable) }
+    package var discoverableCount: Int { residentCredentials.count(where: \.discoverable) }
 
-    public var newestCreationSerial: UInt64 { residentCredentials.map(\.creationSerial).max() ?? 0 }
+    package var newestCreationSerial: UInt64 { residentCredentials.map(\.creationSerial).max() ?? 0 }
 
-    public func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential] {
+    package func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential] {
         residentCredentials.filter { $0.rpIdHash == rpIdHash }
     }
 
-    public func discoverableCredential(rpIdHash: [UInt8], userId: [UInt8]) -> ResidentCredential? {
+    package func discoverableCredential(rpIdHash: [UInt8], userId: [UInt8]) -> ResidentCredential? {
         residentCredentials.first { $0.discoverable && $0.rpIdHash == rpIdHash && $0.user.id == userId }
     }
 }
 
 /// A batch attestation identity as the key keeps it.
-public struct BatchAttestationKey: Sendable, Equatable {
+package struct BatchAttestationKey: Sendable, Equatable {
     /// The raw P-256 scalar that signs attestation statements.
-    public var privateKey: [UInt8]
+    package var privateKey: [UInt8]
     /// The leaf certificate (DER), sent in x5c.
-    public var certificate: [UInt8]
+    package var certificate: [UInt8]
     /// The root certificate (DER) that signed the leaf, for metadata statements.
-    public var rootCertificate: [UInt8]
+    package var rootCertificate: [UInt8]
 
-    public init(privateKey: [UInt8], certificate: [UInt8], rootCertificate: [UInt8]) {
+    package init(privateKey: [UInt8], certificate: [UInt8], rootCertificate: [UInt8]) {
         self.privateKey = privateKey
         self.certificate = certificate
         self.rootCertificate = rootCertificate
@@ -124,66 +124,66 @@ public struct BatchAttestationKey: Sendable, Equatable {
 }
 
 /// A PIN as the key keeps it: never the PIN itself.
-public struct StoredPIN: Sendable, Equatable {
+package struct StoredPIN: Sendable, Equatable {
     /// The most PIN attempts: after this many wrong PINs in a row the PIN blocks until reset.
-    public static let maxRetries = 8
+    package static let maxRetries = 8
     /// The most built-in user verification attempts (fingerprint mismatches) before UV blocks.
-    public static let maxUvRetries = 5
+    package static let maxUvRetries = 5
 
     /// The left 16 bytes of SHA-256 of the PIN's UTF-8 bytes.
-    public var hash: [UInt8]
+    package var hash: [UInt8]
     /// The PIN's length in Unicode code points (checked against a raised minimum PIN length).
-    public var codePoints: Int
+    package var codePoints: Int
 
-    public init(hash: [UInt8], codePoints: Int) {
+    package init(hash: [UInt8], codePoints: Int) {
         self.hash = hash
         self.codePoints = codePoints
     }
 }
 
 /// Storage held in memory: state survives a power cycle of the simulated key, not the process.
-public struct MemoryStorage: AuthenticatorStorage {
+package struct MemoryStorage: AuthenticatorStorage {
     /// The most discoverable credentials this storage holds.
-    public let capacity: Int
-    public private(set) var deviceSecret: [UInt8]
-    public private(set) var signCounter: UInt32 = 0
-    public private(set) var residentCredentials: [ResidentCredential] = []
-    public private(set) var pin: StoredPIN?
-    public private(set) var pinRetries = StoredPIN.maxRetries
-    public private(set) var settings = AuthenticatorSettings()
-    public private(set) var largeBlobArray = LargeBlobArray.initial
-    public private(set) var fingerprints: [FingerprintTemplate] = []
-    public private(set) var uvRetries = StoredPIN.maxUvRetries
-    public private(set) var persistentToken: [UInt8]?
-    public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
-    public private(set) var batchAttestation: BatchAttestationKey?
+    package let capacity: Int
+    package private(set) var deviceSecret: [UInt8]
+    package private(set) var signCounter: UInt32 = 0
+    package private(set) var residentCredentials: [ResidentCredential] = []
+    package private(set) var pin: StoredPIN?
+    package private(set) var pinRetries = StoredPIN.maxRetries
+    package private(set) var settings = AuthenticatorSettings()
+    package private(set) var largeBlobArray = LargeBlobArray.initial
+    package private(set) var fingerprints: [FingerprintTemplate] = []
+    package private(set) var uvRetries = StoredPIN.maxUvRetries
+    package private(set) var persistentToken: [UInt8]?
+    package private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
+    package private(set) var batchAttestation: BatchAttestationKey?
     private var attestationKey: [UInt8]?
     private var attestationCertificate: [UInt8]?
 
-    public init(deviceSecret: [UInt8], capacity: Int = 100) {
+    package init(deviceSecret: [UInt8], capacity: Int = 100) {
         precondition(deviceSecret.count == 32, "device secret must be 32 bytes")
         self.deviceSecret = deviceSecret
         self.capacity = capacity
     }
 
-    public var remainingDiscoverableCredentials: Int { max(0, capacity - residentCredentials.count) }
+    package var remainingDiscoverableCredentials: Int { max(0, capacity - residentCredentials.count) }
 
-    public var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? {
+    package var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? {
         guard let attestationKey, let attestationCertificate else { return nil }
         return (attestationKey, attestationCertificate)
     }
 
-    public mutating func incrementSignCounter() throws(CTAPError) -> UInt32 {
+    package mutating func incrementSignCounter() throws(CTAPError) -> UInt32 {
         guard signCounter < UInt32.max else { throw CTAPError(.other, "signature counter exhausted") }
         signCounter += 1
         return signCounter
     }
 
-    public mutating func raiseSignCounter(to value: UInt32) throws(CTAPError) {
+    package mutating func raiseSignCounter(to value: UInt32) throws(CTAPError) {
         signCounter = max(signCounter, value)
     }
 
-    public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
+    package mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
         let replaces = residentCredentials.contains { $0.id == credential.id || $0.replaces(credential) }
         guard replaces || residentCredentials.count < capacity else {
             throw CTAPError(.keyStoreFull, "memory storage holds \(capacity) credentials")
@@ -193,55 +193,55 @@ public struct MemoryStorage: AuthenticatorStorage {
     }
 
     @discardableResult
-    public mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
+    package mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
         let before = residentCredentials.count
         residentCredentials.removeAll { $0.id == id }
         return residentCredentials.count != before
     }
 
-    public mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
+    package mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
         attestationKey = privateKey
         attestationCertificate = certificate
     }
 
-    public mutating func setBatchAttestation(_ key: BatchAttestationKey) throws(CTAPError) {
+    package mutating func setBatchAttestation(_ key: BatchAttestationKey) throws(CTAPError) {
         batchAttestation = key
     }
 
-    public mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {
+    package mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {
         self.pin = pin
         pinRetries = StoredPIN.maxRetries
     }
 
-    public mutating func setPinRetries(_ retries: Int) throws(CTAPError) {
+    package mutating func setPinRetries(_ retries: Int) throws(CTAPError) {
         pinRetries = retries
     }
 
-    public mutating func setSettings(_ settings: AuthenticatorSettings) throws(CTAPError) {
+    package mutating func setSettings(_ settings: AuthenticatorSettings) throws(CTAPError) {
         self.settings = settings
     }
 
-    public mutating func setLargeBlobArray(_ array: [UInt8]) throws(CTAPError) {
+    package mutating func setLargeBlobArray(_ array: [UInt8]) throws(CTAPError) {
         largeBlobArray = array
     }
 
-    public mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError) {
+    package mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError) {
         fingerprints = templates
     }
 
-    public mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
+    package mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
         enterpriseAttestationKey = (privateKey, certificate)
     }
 
-    public mutating func setUvRetries(_ retries: Int) throws(CTAPError) {
+    package mutating func setUvRetries(_ retries: Int) throws(CTAPError) {
         uvRetries = retries
     }
 
-    public mutating func setPersistentToken(_ token: [UInt8]) throws(CTAPError) {
+    package mutating func setPersistentToken(_ token: [UInt8]) throws(CTAPError) {
         persistentToken = token
     }
 
-    public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
+    package mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         residentCredentials.removeAll()
         settings = AuthenticatorSettings()
         largeBlobArray = LargeBlobArray.initial

@@ -3,7 +3,7 @@ import FlashStore
 // What the mount found damaged, and the reset that can be done in steps on a full store (the mount itself is
 // FlashStorage's initialiser).
 extension FlashStorage {
-    public var damage: [String] {
+    package var damage: [String] {
         store.recovery.damage.map(\.description)
             + damagedCredentials.map {
                 "credential record 0x\(String($0, radix: 16, uppercase: true)) is damaged: that credential is not used"

@@ -1,87 +1,87 @@
 import CTAPCBOR
 import Crypto
-import FlashStore
+package import FlashStore
 
 /// A problem with the persistent state that stops the key from starting, with a message for the user.
-public struct StorageError: Error, CustomStringConvertible, Sendable {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct StorageError: Error, CustomStringConvertible, Sendable {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Record keys of the authenticator's state in the flash store (firmware-spec/storage.md, "Records").
-public enum StorageKey {
+package enum StorageKey {
     /// Format of the records below: 1 byte, currently 1.
-    public static let recordFormat: UInt16 = 0x0001
+    package static let recordFormat: UInt16 = 0x0001
     /// The 32-byte device secret that seals credential ids.
-    public static let deviceSecret: UInt16 = 0x0002
+    package static let deviceSecret: UInt16 = 0x0002
     /// The signature counter, 4 bytes big endian.
-    public static let signCounter: UInt16 = 0x0003
+    package static let signCounter: UInt16 = 0x0003
     /// The U2F attestation private key (32 bytes) and certificate (DER).
-    public static let u2fAttestationKey: UInt16 = 0x0004
-    public static let u2fAttestationCertificate: UInt16 = 0x0005
+    package static let u2fAttestationKey: UInt16 = 0x0004
+    package static let u2fAttestationCertificate: UInt16 = 0x0005
     /// The device serial, 8 bytes, made once and kept across resets (the uhid serial number).
-    public static let serial: UInt16 = 0x0006
+    package static let serial: UInt16 = 0x0006
     /// The enterprise attestation private key (32 bytes) and certificate (DER), kept across resets.
-    public static let enterpriseAttestationKey: UInt16 = 0x0007
-    public static let enterpriseAttestationCertificate: UInt16 = 0x0008
+    package static let enterpriseAttestationKey: UInt16 = 0x0007
+    package static let enterpriseAttestationCertificate: UInt16 = 0x0008
     /// The batch attestation private key (32 bytes), its leaf certificate and root certificate (DER), kept across
     /// resets.
-    public static let batchAttestationKey: UInt16 = 0x0009
-    public static let batchAttestationCertificate: UInt16 = 0x000A
-    public static let batchAttestationRoot: UInt16 = 0x000B
+    package static let batchAttestationKey: UInt16 = 0x0009
+    package static let batchAttestationCertificate: UInt16 = 0x000A
+    package static let batchAttestationRoot: UInt16 = 0x000B
     /// The PIN: the left 16 bytes of SHA-256(PIN) followed by its length in code points (1 byte).
-    public static let pin: UInt16 = 0x0010
+    package static let pin: UInt16 = 0x0010
     /// PIN attempts left, 1 byte.
-    public static let pinRetries: UInt16 = 0x0011
+    package static let pinRetries: UInt16 = 0x0011
     /// The large-blob array's header: the slot that holds it (1 byte, 0 or 1) and its length (4 bytes big endian).
-    public static let largeBlobHeader: UInt16 = 0x0012
+    package static let largeBlobHeader: UInt16 = 0x0012
     /// The settings of authenticatorConfig (``AuthenticatorSettings/encoded``).
-    public static let settings: UInt16 = 0x0013
+    package static let settings: UInt16 = 0x0013
     /// The enrolled fingerprints (``FingerprintTemplate/encode(_:)``).
-    public static let fingerprints: UInt16 = 0x0014
+    package static let fingerprints: UInt16 = 0x0014
     /// Built-in user verification attempts left, 1 byte; absent means the maximum.
-    public static let uvRetries: UInt16 = 0x0015
+    package static let uvRetries: UInt16 = 0x0015
     /// The persistent pinUvAuthToken (CTAP 2.2), 32 bytes.
-    public static let persistentToken: UInt16 = 0x0016
+    package static let persistentToken: UInt16 = 0x0016
     /// Present (1 byte) while a reset that had to be done in steps (a full store) is not finished; mount finishes it.
-    public static let resetInProgress: UInt16 = 0x0017
+    package static let resetInProgress: UInt16 = 0x0017
     /// Large-blob chunks: slot 0 in 0x0100...0x017F, slot 1 in 0x0180...0x01FF, chunk i at the slot's base + i.
-    public static let largeBlobSlots: [UInt16] = [0x0100, 0x0180]
-    public static let largeBlobChunksPerSlot: UInt16 = 0x80
+    package static let largeBlobSlots: [UInt16] = [0x0100, 0x0180]
+    package static let largeBlobChunksPerSlot: UInt16 = 0x80
 
     /// Whether `key` holds a large-blob chunk (of either slot).
     static func isLargeBlobChunk(_ key: UInt16) -> Bool {
         largeBlobSlots.contains { key >= $0 && key < $0 + largeBlobChunksPerSlot }
     }
     /// Discoverable credentials, one record each, in keys 0x1000...0xFFFE.
-    public static let firstCredential: UInt16 = 0x1000
-    public static let lastCredential: UInt16 = 0xFFFE
+    package static let firstCredential: UInt16 = 0x1000
+    package static let lastCredential: UInt16 = 0xFFFE
 }
 
 /// The authenticator's persistent state in a log-structured flash store.
 ///
 /// Every mutation is committed to flash before the method returns; a replaced discoverable credential is
 /// rewritten under its record key in one store operation, so a power cut leaves the old or the new one.
-public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
-    public private(set) var store: FlashKVStore<Device>
-    public private(set) var deviceSecret: [UInt8]
-    public private(set) var signCounter: UInt32
-    public private(set) var serial: [UInt8]
+package struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
+    package private(set) var store: FlashKVStore<Device>
+    package private(set) var deviceSecret: [UInt8]
+    package private(set) var signCounter: UInt32
+    package private(set) var serial: [UInt8]
     /// What RAM keeps of the stored credentials; a credential itself is decoded from its record when a request
     /// needs it.
     var index = CredentialIndex()
     /// The summary of each stored credential, by record key.
     var residents: [UInt16: ResidentSummary] { index.residents }
     var attestation: (privateKey: [UInt8], certificate: [UInt8])?
-    public private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
-    public private(set) var batchAttestation: BatchAttestationKey?
-    public private(set) var pin: StoredPIN?
-    public private(set) var pinRetries: Int
-    public private(set) var settings = AuthenticatorSettings()
-    public private(set) var largeBlobArray = LargeBlobArray.initial
-    public private(set) var fingerprints: [FingerprintTemplate] = []
-    public private(set) var uvRetries = StoredPIN.maxUvRetries
-    public private(set) var persistentToken: [UInt8]?
+    package private(set) var enterpriseAttestationKey: (privateKey: [UInt8], certificate: [UInt8])?
+    package private(set) var batchAttestation: BatchAttestationKey?
+    package private(set) var pin: StoredPIN?
+    package private(set) var pinRetries: Int
+    package private(set) var settings = AuthenticatorSettings()
+    package private(set) var largeBlobArray = LargeBlobArray.initial
+    package private(set) var fingerprints: [FingerprintTemplate] = []
+    package private(set) var uvRetries = StoredPIN.maxUvRetries
+    package private(set) var persistentToken: [UInt8]?
     /// The slot of the current large-blob array; nil while it is the initial one.
     var largeBlobSlot: Int?
 
@@ -89,7 +89,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
 
     /// Mounts the store in `device` (repairing an interrupted operation) and loads the state; a blank flash
     /// is initialised with a new device secret and serial from `entropy`.
-    public init(device: Device, entropy: inout EntropySource) throws(StorageError) {
+    package init(device: Device, entropy: inout EntropySource) throws(StorageError) {
         var store: FlashKVStore<Device>
         do {
             store = try FlashKVStore(mounting: device)
@@ -252,19 +252,19 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     var damagedCredentials: [UInt16] = []
 
     /// Decodes every stored credential from flash.
-    public var residentCredentials: [ResidentCredential] { residents.keys.compactMap(credential(at:)) }
+    package var residentCredentials: [ResidentCredential] { residents.keys.compactMap(credential(at:)) }
 
-    public var residentCount: Int { residents.count }
+    package var residentCount: Int { residents.count }
 
-    public var discoverableCount: Int { residents.values.count(where: \.discoverable) }
+    package var discoverableCount: Int { residents.values.count(where: \.discoverable) }
 
-    public var newestCreationSerial: UInt64 { index.newestSerial }
+    package var newestCreationSerial: UInt64 { index.newestSerial }
 
-    public func residentCredential(id: [UInt8]) -> ResidentCredential? {
+    package func residentCredential(id: [UInt8]) -> ResidentCredential? {
         index.keysById[id].flatMap(credential(at:))
     }
 
-    public func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential] {
+    package func residentCredentials(rpIdHash: [UInt8]) -> [ResidentCredential] {
         let tag = ResidentSummary.tag(rpIdHash)
         return residents.compactMap { key, summary in
             guard summary.rpTag == tag, let credential = credential(at: key), credential.rpIdHash == rpIdHash else {
@@ -274,7 +274,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         }
     }
 
-    public func discoverableCredential(rpIdHash: [UInt8], userId: [UInt8]) -> ResidentCredential? {
+    package func discoverableCredential(rpIdHash: [UInt8], userId: [UInt8]) -> ResidentCredential? {
         discoverableKey(rpIdHash: rpIdHash, userId: userId).flatMap(credential(at:))
     }
 
@@ -304,15 +304,15 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         try store.withDevice(body)
     }
 
-    public var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { attestation }
+    package var u2fAttestation: (privateKey: [UInt8], certificate: [UInt8])? { attestation }
 
     /// How many more discoverable credentials of typical size fit: a record of 270 bytes is a credential with a
     /// 64-byte user id and name for a short rpId.
-    public var remainingDiscoverableCredentials: Int {
+    package var remainingDiscoverableCredentials: Int {
         store.capacity.remaining(valueLength: 270)
     }
 
-    public mutating func incrementSignCounter() throws(CTAPError) -> UInt32 {
+    package mutating func incrementSignCounter() throws(CTAPError) -> UInt32 {
         guard signCounter < UInt32.max else { throw CTAPError(.other, "signature counter exhausted") }
         let next = signCounter + 1
         try write([.insert(key: StorageKey.signCounter, value: AuthenticatorData.bigEndian(next))])
@@ -320,13 +320,13 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         return next
     }
 
-    public mutating func raiseSignCounter(to value: UInt32) throws(CTAPError) {
+    package mutating func raiseSignCounter(to value: UInt32) throws(CTAPError) {
         guard value > signCounter else { return }
         try write([.insert(key: StorageKey.signCounter, value: AuthenticatorData.bigEndian(value))])
         signCounter = value
     }
 
-    public mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
+    package mutating func storeResident(_ credential: ResidentCredential) throws(CTAPError) {
         let sameId = index.keysById[credential.id]
         let replaced =
             credential.discoverable ? discoverableKey(rpIdHash: credential.rpIdHash, userId: credential.user.id) : nil
@@ -350,14 +350,14 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     }
 
     @discardableResult
-    public mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
+    package mutating func deleteResident(id: [UInt8]) throws(CTAPError) -> Bool {
         guard let key = index.keysById[id] else { return false }
         try write([.remove(key: key)])
         index.deleted(key: key, id: id)
         return true
     }
 
-    public mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
+    package mutating func setU2FAttestation(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
         try write([
             .insert(key: StorageKey.u2fAttestationKey, value: privateKey),
             .insert(key: StorageKey.u2fAttestationCertificate, value: certificate),
@@ -365,7 +365,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         attestation = (privateKey, certificate)
     }
 
-    public mutating func setBatchAttestation(_ key: BatchAttestationKey) throws(CTAPError) {
+    package mutating func setBatchAttestation(_ key: BatchAttestationKey) throws(CTAPError) {
         try write([
             .insert(key: StorageKey.batchAttestationKey, value: key.privateKey),
             .insert(key: StorageKey.batchAttestationCertificate, value: key.certificate),
@@ -374,7 +374,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         batchAttestation = key
     }
 
-    public mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {
+    package mutating func setPIN(_ pin: StoredPIN) throws(CTAPError) {
         try write([
             .insert(key: StorageKey.pin, value: pin.hash + [UInt8(clamping: pin.codePoints)]),
             .insert(key: StorageKey.pinRetries, value: [UInt8(StoredPIN.maxRetries)]),
@@ -383,12 +383,12 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         pinRetries = StoredPIN.maxRetries
     }
 
-    public mutating func setPinRetries(_ retries: Int) throws(CTAPError) {
+    package mutating func setPinRetries(_ retries: Int) throws(CTAPError) {
         try write([.insert(key: StorageKey.pinRetries, value: [UInt8(clamping: retries)])])
         pinRetries = retries
     }
 
-    public mutating func setSettings(_ settings: AuthenticatorSettings) throws(CTAPError) {
+    package mutating func setSettings(_ settings: AuthenticatorSettings) throws(CTAPError) {
         try write([.insert(key: StorageKey.settings, value: settings.encoded)])
         self.settings = settings
     }
@@ -396,7 +396,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
     /// Writes the new array's chunks into the free slot (several store operations), then switches the header to
     /// it in one operation, then drops the old slot's chunks. A cut before the switch leaves the old array (the
     /// new chunks are dropped at the next mount); a cut after it, the new one.
-    public mutating func setLargeBlobArray(_ array: [UInt8]) throws(CTAPError) {
+    package mutating func setLargeBlobArray(_ array: [UInt8]) throws(CTAPError) {
         let slot = largeBlobSlot == 0 ? 1 : 0
         let base = StorageKey.largeBlobSlots[slot]
         let chunkSize = min(1024, store.maxValueLength)
@@ -433,7 +433,7 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         }
     }
 
-    public mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
+    package mutating func setEnterpriseAttestationKey(privateKey: [UInt8], certificate: [UInt8]) throws(CTAPError) {
         try write([
             .insert(key: StorageKey.enterpriseAttestationKey, value: privateKey),
             .insert(key: StorageKey.enterpriseAttestationCertificate, value: certificate),
@@ -441,22 +441,22 @@ public struct FlashStorage<Device: FlashDevice>: AuthenticatorStorage {
         enterpriseAttestationKey = (privateKey, certificate)
     }
 
-    public mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError) {
+    package mutating func setFingerprints(_ templates: [FingerprintTemplate]) throws(CTAPError) {
         try write([.insert(key: StorageKey.fingerprints, value: FingerprintTemplate.encode(templates))])
         fingerprints = templates
     }
 
-    public mutating func setUvRetries(_ retries: Int) throws(CTAPError) {
+    package mutating func setUvRetries(_ retries: Int) throws(CTAPError) {
         try write([.insert(key: StorageKey.uvRetries, value: [UInt8(clamping: retries)])])
         uvRetries = retries
     }
 
-    public mutating func setPersistentToken(_ token: [UInt8]) throws(CTAPError) {
+    package mutating func setPersistentToken(_ token: [UInt8]) throws(CTAPError) {
         try write([.insert(key: StorageKey.persistentToken, value: token)])
         persistentToken = token
     }
 
-    public mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
+    package mutating func wipe(newDeviceSecret: [UInt8]) throws(CTAPError) {
         do {
             try Self.reset(&store, newDeviceSecret: newDeviceSecret)
         } catch {

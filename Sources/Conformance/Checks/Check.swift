@@ -1,7 +1,7 @@
 import FIDOClient
 
 /// The groups checks belong to, in the order a run takes them.
-public enum CheckGroup: String, CaseIterable, Sendable, Codable {
+package enum CheckGroup: String, CaseIterable, Sendable, Codable {
     case hid
     case info
     case u2f
@@ -15,7 +15,7 @@ public enum CheckGroup: String, CaseIterable, Sendable, Codable {
     case extensions
     case reset
 
-    public var title: String {
+    package var title: String {
         switch self {
         case .hid: "CTAPHID transport"
         case .info: "authenticatorGetInfo"
@@ -34,7 +34,7 @@ public enum CheckGroup: String, CaseIterable, Sendable, Codable {
 }
 
 /// What a check needs before it can run; a check whose needs are not met is skipped, saying which.
-public enum Requirement: Sendable, Equatable {
+package enum Requirement: Sendable, Equatable {
     /// It erases or changes what the key holds (reset, a PIN, lockout, stored credentials): `--allow-destructive`.
     case destructive
     /// It needs the key to refuse a touch or to be held waiting, which only a control socket can do in reasonable time.
@@ -57,12 +57,12 @@ public enum Requirement: Sendable, Equatable {
 }
 
 /// A check fails with what was expected and what came back.
-public struct CheckFailure: Error, Sendable {
-    public var message: String
-    public var expected: String?
-    public var actual: String?
+package struct CheckFailure: Error, Sendable {
+    package var message: String
+    package var expected: String?
+    package var actual: String?
 
-    public init(_ message: String, expected: String? = nil, actual: String? = nil) {
+    package init(_ message: String, expected: String? = nil, actual: String? = nil) {
         self.message = message
         self.expected = expected
         self.actual = actual
@@ -70,22 +70,22 @@ public struct CheckFailure: Error, Sendable {
 }
 
 /// A check decides at run time that it cannot apply to this key.
-public struct CheckSkip: Error, Sendable {
-    public var reason: String
-    public init(_ reason: String) { self.reason = reason }
+package struct CheckSkip: Error, Sendable {
+    package var reason: String
+    package init(_ reason: String) { self.reason = reason }
 }
 
 /// One conformance check: what it tests, where the spec says so, and how.
-public struct ConformanceCheck: Sendable {
-    public var id: String
-    public var group: CheckGroup
+package struct ConformanceCheck: Sendable {
+    package var id: String
+    package var group: CheckGroup
     /// The section of the specification that states the behaviour, e.g. "CTAP 2.1 §11.2.9.1.3".
-    public var section: String
-    public var title: String
-    public var requirements: [Requirement]
-    public var run: @Sendable (ConformanceContext) throws -> Void
+    package var section: String
+    package var title: String
+    package var requirements: [Requirement]
+    package var run: @Sendable (ConformanceContext) throws -> Void
 
-    public init(
+    package init(
         _ id: String,
         _ group: CheckGroup,
         _ section: String,
@@ -102,26 +102,26 @@ public struct ConformanceCheck: Sendable {
     }
 }
 
-public enum CheckStatus: String, Sendable, Codable {
+package enum CheckStatus: String, Sendable, Codable {
     case passed
     case failed
     case skipped
 }
 
 /// The outcome of one check.
-public struct CheckResult: Sendable {
-    public var id: String
-    public var group: CheckGroup
-    public var section: String
-    public var title: String
-    public var status: CheckStatus
-    public var message: String?
-    public var expected: String?
-    public var actual: String?
-    public var milliseconds: Double
+package struct CheckResult: Sendable {
+    package var id: String
+    package var group: CheckGroup
+    package var section: String
+    package var title: String
+    package var status: CheckStatus
+    package var message: String?
+    package var expected: String?
+    package var actual: String?
+    package var milliseconds: Double
 
     /// The result as `fidosim conform` prints it: the verdict, the check and its section, then why.
-    public var line: String {
+    package var line: String {
         let mark =
             switch status {
             case .passed: "pass"
@@ -140,7 +140,7 @@ public struct CheckResult: Sendable {
 }
 
 /// Why a run stops before its checks: a wrong PIN, too few PIN retries left. Nothing else was sent to the key.
-public struct ConformanceStop: Error, Sendable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct ConformanceStop: Error, Sendable, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -1,5 +1,5 @@
 import ControlClient
-import ControlProtocol
+package import ControlProtocol
 
 /// A fidosim key: touches approved, refused or held through its control socket, power cycles by command.
 package final class ControlSocketOperator: DeviceOperator {

@@ -1,5 +1,5 @@
 /// Who acts on the key where a request needs a person: a touch, a refusal, a replug.
-public protocol DeviceOperator: AnyObject {
+package protocol DeviceOperator: AnyObject {
     /// True when the runner can make the key act without a person (fidosim through its control socket).
     var isAutomatic: Bool { get }
     /// A request that needs a touch comes next; `what` says which.

@@ -1,19 +1,19 @@
 import CTAPCBOR
 import Console
 import ControlProtocol
-import FIDOClient
-import HIDAPIDevice
+package import FIDOClient
+package import HIDAPIDevice
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Who touches, refuses and replugs the key during a run: a fidosim key's control socket, or a person.
-public enum OperatorChoice {
+package enum OperatorChoice {
     /// The socket given (`--control`, or `--name`'s default socket) if any; else the default socket `defaultPath`
     /// when the key behind it is the one at `address` (the same AAGUID and, over UDP, the same port); else a person.
     /// `fidosimAAGUID` says whether a key is a fidosim key, whose socket was then not found.
-    public static func choose(
+    package static func choose(
         noControl: Bool,
         socket: String?,
         defaultPath: String,
@@ -60,6 +60,6 @@ public enum OperatorChoice {
 }
 
 /// No operator can be chosen without a person at a terminal; the description says what to give instead.
-public struct OperatorChoiceError: Error, CustomStringConvertible {
-    public var description: String
+package struct OperatorChoiceError: Error, CustomStringConvertible {
+    package var description: String
 }

@@ -1,23 +1,23 @@
-import CTAPCBOR
-import FIDOClient
+package import CTAPCBOR
+package import FIDOClient
 
 /// Requests and checks of answers that several checks share.
 extension ConformanceContext {
-    public static let rpId = "conform.fidosim.test"
-    public static let otherRpId = "other.fidosim.test"
+    package static let rpId = "conform.fidosim.test"
+    package static let otherRpId = "other.fidosim.test"
 
     /// A credential list as a platform sends it: no longer than maxCredentialCountInList, keeping the last entries
     /// (the checks put the credential that matters last).
-    public func limited(_ ids: [[UInt8]]) -> [[UInt8]] {
+    package func limited(_ ids: [[UInt8]]) -> [[UInt8]] {
         guard let limit = info.maxCredentialCountInList, limit > 0, ids.count > limit else { return ids }
         return Array(ids.suffix(limit))
     }
 
-    public func descriptor(_ id: [UInt8]) -> CBORValue {
+    package func descriptor(_ id: [UInt8]) -> CBORValue {
         .map(["type": "public-key", "id": .byteString(id)])
     }
 
-    public func expect(_ response: CTAPResponse, _ status: UInt8, _ what: String) throws {
+    package func expect(_ response: CTAPResponse, _ status: UInt8, _ what: String) throws {
         guard response.status == status else {
             throw CheckFailure(
                 what,
@@ -27,11 +27,11 @@ extension ConformanceContext {
         }
     }
 
-    public func expectOK(_ response: CTAPResponse, _ what: String) throws {
+    package func expectOK(_ response: CTAPResponse, _ what: String) throws {
         try expect(response, CTAPStatusCode.ok, what)
     }
 
-    public func require(_ condition: Bool, _ message: String, expected: String? = nil, actual: String? = nil) throws {
+    package func require(_ condition: Bool, _ message: String, expected: String? = nil, actual: String? = nil) throws {
         guard condition else { throw CheckFailure(message, expected: expected, actual: actual) }
     }
 
@@ -43,7 +43,7 @@ extension ConformanceContext {
     }
 
     /// The parameters of an authenticatorMakeCredential request.
-    public func makeCredentialParameters(
+    package func makeCredentialParameters(
         rpId: String = ConformanceContext.rpId,
         userId: [UInt8],
         clientDataHash: [UInt8],
@@ -69,7 +69,7 @@ extension ConformanceContext {
     }
 
     /// makeCredential, with user verification through the PIN when the key needs it. The caller checks the status.
-    public func makeCredential(
+    package func makeCredential(
         rpId: String = ConformanceContext.rpId,
         userId: [UInt8] = randomBytes(16),
         algorithms: [Int] = [-7],
@@ -105,7 +105,7 @@ extension ConformanceContext {
     /// Reads and verifies a successful makeCredential answer: the attestation object's fields, the rpIdHash, the
     /// flags, the credential key and the attestation statement (OpenSSL).
     @discardableResult
-    public func madeCredential(
+    package func madeCredential(
         _ response: CTAPResponse,
         rpId: String = ConformanceContext.rpId,
         clientDataHash: [UInt8],
@@ -163,7 +163,7 @@ extension ConformanceContext {
 
     /// Makes and verifies a credential, remembered under `name`.
     @discardableResult
-    public func makeVerifiedCredential(
+    package func makeVerifiedCredential(
         _ name: String,
         rpId: String = ConformanceContext.rpId,
         discoverable: Bool = false,
@@ -183,13 +183,13 @@ extension ConformanceContext {
     }
 
     /// A credential an earlier check made, or a new one made now.
-    public func credential(_ name: String, discoverable: Bool = false) throws -> MadeCredential {
+    package func credential(_ name: String, discoverable: Bool = false) throws -> MadeCredential {
         if let made = credentials[name] { return made }
         return try makeVerifiedCredential(name, discoverable: discoverable).credential
     }
 
     /// getAssertion; `verify` adds the PIN's user verification. The caller checks the status.
-    public func getAssertion(
+    package func getAssertion(
         rpId: String = ConformanceContext.rpId,
         allow: [[UInt8]]? = nil,
         up: Bool? = nil,
@@ -223,7 +223,7 @@ extension ConformanceContext {
     /// Reads and verifies a successful getAssertion or getNextAssertion answer against the credentials it may come
     /// from: the credential ID, the rpIdHash, and the signature over authData || clientDataHash (OpenSSL).
     @discardableResult
-    public func verifiedAssertion(
+    package func verifiedAssertion(
         _ response: CTAPResponse,
         rpId: String = ConformanceContext.rpId,
         clientDataHash: [UInt8],
@@ -270,10 +270,10 @@ extension ConformanceContext {
     }
 
     /// A PIN/UV auth protocol the key supports (two when it has both).
-    public var pinProtocol: Int { info.pinUvAuthProtocols.contains(2) ? 2 : (info.pinUvAuthProtocols.first ?? 1) }
+    package var pinProtocol: Int { info.pinUvAuthProtocols.contains(2) ? 2 : (info.pinUvAuthProtocols.first ?? 1) }
 
     /// A token with `permissions` (CTAP 2.1) or from getPinToken (2.0 keys).
-    public func token(permissions: Int, rpId: String? = nil, version: Int? = nil) throws -> [UInt8] {
+    package func token(permissions: Int, rpId: String? = nil, version: Int? = nil) throws -> [UInt8] {
         guard let pin else { throw CheckSkip("needs the key's PIN") }
         let pinClient = ClientPIN(client: client, version: version ?? pinProtocol)
         let result = try pinClient.token(
@@ -292,7 +292,7 @@ extension ConformanceContext {
     }
 
     /// A U2F request that needs a touch: repeated while the key answers CONDITIONS_NOT_SATISFIED, as U2F clients do.
-    public func u2fWithTouch(_ apdu: [UInt8], what: String) throws -> (data: [UInt8], status: UInt16) {
+    package func u2fWithTouch(_ apdu: [UInt8], what: String) throws -> (data: [UInt8], status: UInt16) {
         try deviceOperator.touchNeeded(what)
         let start = CTAPHIDClient.nowMs()
         while true {

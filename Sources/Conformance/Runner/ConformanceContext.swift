@@ -1,35 +1,35 @@
-import CTAPCBOR
-import FIDOClient
+package import CTAPCBOR
+package import FIDOClient
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// What a check works with: the key, the operator, what earlier checks learned.
-public final class ConformanceContext {
-    public private(set) var client: CTAP2Client
-    public var hid: CTAPHIDClient { client.hid }
-    public let deviceOperator: any DeviceOperator
+package final class ConformanceContext {
+    package private(set) var client: CTAP2Client
+    package var hid: CTAPHIDClient { client.hid }
+    package let deviceOperator: any DeviceOperator
     let open: () throws -> CTAPHIDClient
-    public private(set) var info: AuthenticatorInfo
-    public let allowDestructive: Bool
+    package private(set) var info: AuthenticatorInfo
+    package let allowDestructive: Bool
     /// The PIN the key has, when the runner knows it.
-    public var pin: String?
+    package var pin: String?
     /// Milliseconds (monotonic) of the last power-up the runner caused or saw.
-    public private(set) var poweredUpAtMs: Double
+    package private(set) var poweredUpAtMs: Double
     /// Credentials made by earlier checks, by a name the checks agree on.
-    public var credentials: [String: MadeCredential] = [:]
+    package var credentials: [String: MadeCredential] = [:]
     /// Notes a check leaves for the report (the figures it measured).
-    public var notes: [String] = []
+    package var notes: [String] = []
     /// What the key chose where the specification leaves a choice (firmware-spec/commands.md, "Where the
     /// specification leaves a choice"): reported, never a failure.
-    public var observations: [String] = []
+    package var observations: [String] = []
 
     /// Records a choice the key made.
-    public func observe(_ text: String) { observations.append(text) }
+    package func observe(_ text: String) { observations.append(text) }
 
-    public static let firstPIN = "31415926"
-    public static let secondPIN = "27182818"
+    package static let firstPIN = "31415926"
+    package static let secondPIN = "27182818"
 
     init(
         open: @escaping () throws -> CTAPHIDClient,
@@ -56,22 +56,22 @@ public final class ConformanceContext {
     }
 
     /// Whether the key speaks CTAP2 (CTAPHID_INIT's CBOR capability).
-    public var speaksCTAP2: Bool { hid.info?.cbor != false }
+    package var speaksCTAP2: Bool { hid.info?.cbor != false }
 
     /// getInfo again (after a change of PIN, options or a reset).
-    public func refreshInfo() throws {
+    package func refreshInfo() throws {
         info = try Self.info(client)
     }
 
     /// A new channel on the same transport, for checks about several channels.
-    public func newChannel() throws -> CTAPHIDClient {
+    package func newChannel() throws -> CTAPHIDClient {
         let other = CTAPHIDClient(channel: hid.channel)
         try other.initialize()
         return other
     }
 
     /// Unplug and plug back in (through the operator), then reopen the key and allocate a channel.
-    public func powerCycle() throws {
+    package func powerCycle() throws {
         try deviceOperator.powerCycle()
         var lastError: (any Error)?
         for _ in 0..<50 {
@@ -106,13 +106,13 @@ public final class ConformanceContext {
     // MARK: Requests checks share
 
     /// A CTAP2 request; the operator hears about touches when `touch` says one is needed.
-    public func send(_ command: UInt8, _ parameters: CBORValue?, touch: String? = nil) throws -> CTAPResponse {
+    package func send(_ command: UInt8, _ parameters: CBORValue?, touch: String? = nil) throws -> CTAPResponse {
         if let touch { try deviceOperator.touchNeeded(touch) }
         return try client.send(command, parameters)
     }
 
     /// pinUvAuthParam (8) and pinUvAuthProtocol (9) of makeCredential for a request, when the key has a PIN the runner knows.
-    public func userVerification(
+    package func userVerification(
         permission: Int,
         rpId: String?,
         clientDataHash: [UInt8]
@@ -140,13 +140,13 @@ public final class ConformanceContext {
 }
 
 /// A credential a check made, with what is needed to use it again.
-public struct MadeCredential: Sendable {
-    public var rpId: String
-    public var id: [UInt8]
-    public var publicKey: COSEPublicKey
-    public var userId: [UInt8]
-    public var signCount: UInt32
-    public var discoverable: Bool
+package struct MadeCredential: Sendable {
+    package var rpId: String
+    package var id: [UInt8]
+    package var publicKey: COSEPublicKey
+    package var userId: [UInt8]
+    package var signCount: UInt32
+    package var discoverable: Bool
 }
 
 func sleepMs(_ ms: Int) {

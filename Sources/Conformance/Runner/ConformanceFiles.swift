@@ -5,13 +5,13 @@ import Glibc
 #endif
 
 /// A file of a run that cannot be read or written; the description says which and why.
-public struct ConformanceFileError: Error, CustomStringConvertible {
-    public var description: String
+package struct ConformanceFileError: Error, CustomStringConvertible {
+    package var description: String
 }
 
 extension ConformanceReport {
     /// Writes `report.json` and `report.md` into `directory`, creating it if needed.
-    public func write(to directory: String) throws(ConformanceFileError) {
+    package func write(to directory: String) throws(ConformanceFileError) {
         if mkdir(directory, 0o755) != 0 && errno != EEXIST {
             throw ConformanceFileError(description: "--report \(directory): \(String(cString: strerror(errno)))")
         }
@@ -27,8 +27,8 @@ extension ConformanceReport {
 }
 
 /// The PIN a run is given in a file (`--pin-file`): its first line.
-public enum PINFile {
-    public static func firstLine(of path: String) throws(ConformanceFileError) -> String {
+package enum PINFile {
+    package static func firstLine(of path: String) throws(ConformanceFileError) -> String {
         guard let file = fopen(path, "r") else {
             throw ConformanceFileError(description: "--pin-file \(path): \(String(cString: strerror(errno)))")
         }

@@ -1,17 +1,17 @@
 import CTAPCBOR
-import ControlProtocol
+package import ControlProtocol
 import FIDOClient
 
 /// Who was tested: getInfo and CTAPHID_INIT as the key answered them.
-public struct DeviceIdentity: Sendable {
-    public var address: String
-    public var aaguid: String
-    public var versions: [String]
-    public var extensions: [String]
-    public var options: [String: Bool]
-    public var pinUvAuthProtocols: [Int]
-    public var deviceVersion: String?
-    public var capabilities: UInt8?
+package struct DeviceIdentity: Sendable {
+    package var address: String
+    package var aaguid: String
+    package var versions: [String]
+    package var extensions: [String]
+    package var options: [String: Bool]
+    package var pinUvAuthProtocols: [Int]
+    package var deviceVersion: String?
+    package var capabilities: UInt8?
 
     init(address: String, info: AuthenticatorInfo, hid: HIDInitResponse?) {
         self.address = address
@@ -33,26 +33,26 @@ public struct DeviceIdentity: Sendable {
 }
 
 /// The results of a run, as JSON and Markdown.
-public struct ConformanceReport: Sendable {
-    public var device: DeviceIdentity
-    public var results: [CheckResult]
-    public var notes: [String]
+package struct ConformanceReport: Sendable {
+    package var device: DeviceIdentity
+    package var results: [CheckResult]
+    package var notes: [String]
     /// The key's choices where the specification leaves one.
-    public var observations: [String] = []
-    public var allowDestructive: Bool
-    public var seconds: Double
+    package var observations: [String] = []
+    package var allowDestructive: Bool
+    package var seconds: Double
     /// The key stopped answering during the run: the checks after that were not run.
-    public var stoppedAnswering = false
+    package var stoppedAnswering = false
 
-    public func count(_ status: CheckStatus, in group: CheckGroup? = nil) -> Int {
+    package func count(_ status: CheckStatus, in group: CheckGroup? = nil) -> Int {
         results.filter { $0.status == status && (group == nil || $0.group == group) }.count
     }
 
-    public var failed: Int { count(.failed) }
+    package var failed: Int { count(.failed) }
 
     var groups: [CheckGroup] { CheckGroup.allCases.filter { group in results.contains { $0.group == group } } }
 
-    public var json: JSONValue {
+    package var json: JSONValue {
         var device: [String: JSONValue] = [
             "address": .string(self.device.address), "aaguid": .string(self.device.aaguid),
             "versions": .array(self.device.versions.map { .string($0) }),
@@ -94,7 +94,7 @@ public struct ConformanceReport: Sendable {
         ])
     }
 
-    public var markdown: String {
+    package var markdown: String {
         func cell(_ text: String) -> String {
             text.map { $0 == "|" ? "\\|" : ($0 == "\n" ? " " : String($0)) }.joined()
         }

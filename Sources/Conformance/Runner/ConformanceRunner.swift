@@ -1,15 +1,15 @@
-import FIDOClient
+package import FIDOClient
 
 /// Runs checks against one key and collects a report.
-public final class ConformanceRunner {
-    public struct Options: Sendable {
-        public var allowDestructive = false
+package final class ConformanceRunner {
+    package struct Options: Sendable {
+        package var allowDestructive = false
         /// Only these groups (all when nil).
-        public var groups: Set<CheckGroup>?
+        package var groups: Set<CheckGroup>?
         /// The PIN the key already has.
-        public var pin: String?
+        package var pin: String?
 
-        public init(allowDestructive: Bool = false, groups: Set<CheckGroup>? = nil, pin: String? = nil) {
+        package init(allowDestructive: Bool = false, groups: Set<CheckGroup>? = nil, pin: String? = nil) {
             self.allowDestructive = allowDestructive
             self.groups = groups
             self.pin = pin
@@ -22,7 +22,7 @@ public final class ConformanceRunner {
     let deviceOperator: any DeviceOperator
     let progress: (CheckResult) -> Void
 
-    public init(
+    package init(
         checks: [ConformanceCheck] = ConformanceSuite.all,
         options: Options,
         deviceOperator: any DeviceOperator,
@@ -37,7 +37,7 @@ public final class ConformanceRunner {
     }
 
     /// The checks a run with these options takes, in order.
-    public var selected: [ConformanceCheck] {
+    package var selected: [ConformanceCheck] {
         let order = CheckGroup.allCases
         let chosen = checks.filter { options.groups?.contains($0.group) ?? true }
         let changesState = chosen.contains { $0.group != .hid && $0.group != .info }
@@ -53,7 +53,7 @@ public final class ConformanceRunner {
             .map(\.element)
     }
 
-    public func run(device: String) throws -> ConformanceReport {
+    package func run(device: String) throws -> ConformanceReport {
         let started = CTAPHIDClient.nowMs()
         let context = try ConformanceContext(
             open: open,

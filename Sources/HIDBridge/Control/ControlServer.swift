@@ -5,8 +5,8 @@ import Glibc
 #endif
 
 /// Why a control socket could not be opened.
-public struct ControlSocketError: Error, CustomStringConvertible, Sendable {
-    public var description: String
+package struct ControlSocketError: Error, CustomStringConvertible, Sendable {
+    package var description: String
 
     init(_ description: String) { self.description = description }
 
@@ -23,18 +23,18 @@ public struct ControlSocketError: Error, CustomStringConvertible, Sendable {
 /// most ``maxClients`` connections (the one idle longest makes room when it has been idle a minute, otherwise the
 /// newcomer is refused), at most ``maxPendingOutput`` bytes queued for a client, and a subscriber more than
 /// ``maxPendingEvents`` bytes behind on its events is dropped (the others get a `clientDropped` event).
-public final class ControlServer {
-    public static let maxPendingOutput = 16 << 20
-    public static let maxPendingEvents = 64 << 10
+package final class ControlServer {
+    package static let maxPendingOutput = 16 << 20
+    package static let maxPendingEvents = 64 << 10
     /// At most 64 clients, and never so many that they would take the descriptors the key needs (a process with
     /// few descriptors, `ulimit -n`, admits fewer).
-    public static let maxClients: Int = {
+    package static let maxClients: Int = {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < 1 << 20 else { return 64 }
         return max(1, min(64, (Int(limit.rlim_cur) - 32) / 2))
     }()
     /// How long a client must have been idle to make room for a new one when every place is taken.
-    public static let idleLimit: Duration = .seconds(60)
+    package static let idleLimit: Duration = .seconds(60)
     /// Refused connections whose refusal is still being read, at most this many (the rest are closed at once).
     static let maxRefused = 64
 
@@ -51,7 +51,7 @@ public final class ControlServer {
         var pending: Int { output.count - sent }
     }
 
-    public let path: String
+    package let path: String
     let listener: Int32
     var clients: [Client] = []
     let clock = ContinuousClock()
@@ -68,7 +68,7 @@ public final class ControlServer {
 
     /// Creates the socket at `path`, creating its directory (0700) when missing. A stale socket left by a
     /// process that ended is replaced; one that still answers is not.
-    public init(path: String) throws(ControlSocketError) {
+    package init(path: String) throws(ControlSocketError) {
         guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
             throw ControlSocketError(
                 "the control socket path \(path) is longer than 107 bytes; choose a shorter --control"

@@ -2,7 +2,7 @@ import CTAPCore
 import CTAPHID
 import Console
 import HIDAPIDevice
-import Logging
+package import Logging
 
 #if canImport(Glibc)
 import CProcessControl

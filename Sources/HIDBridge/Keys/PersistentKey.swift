@@ -1,8 +1,8 @@
 import CTAPCBOR
-import CTAPCore
+package import CTAPCore
 import Console
 import FlashImage
-import FlashStore
+package import FlashStore
 import SystemPackage
 
 #if canImport(Glibc)

@@ -1,6 +1,6 @@
 import CTAPCBOR
-import CTAPCore
-import ControlProtocol
+package import CTAPCore
+package import ControlProtocol
 
 /// A key profile as a JSON file: the built-in ones (BuiltInProfiles.swift), or a user's own.
 ///

@@ -9,7 +9,7 @@ import Glibc
 /// which prints the notification's id and then the key of the action the person chose, or only the id when the
 /// notification was dismissed. A request answered another way closes its notification: SIGINT makes notify-send
 /// close it and exit (SIGTERM would leave it on the screen, answering nobody).
-public final class DesktopNotifier {
+package final class DesktopNotifier {
     struct Shown {
         var serial: Int
         var pid: pid_t
@@ -41,7 +41,7 @@ public final class DesktopNotifier {
     var now: Duration { clock.now - start }
 
     /// Whether notifications can be shown here (a session bus and notify-send).
-    public static func isAvailable() -> Bool { DesktopNotifier() != nil }
+    package static func isAvailable() -> Bool { DesktopNotifier() != nil }
 
     /// A session bus is named by DBUS_SESSION_BUS_ADDRESS, or is the user bus at $XDG_RUNTIME_DIR/bus.
     static func sessionBusReachable(environment: (String) -> String?) -> Bool {

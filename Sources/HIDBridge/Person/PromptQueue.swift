@@ -88,7 +88,7 @@ extension String {
 extension PresencePrompt {
     /// What the request is, for a person: `makeCredential for example.com (user bob)`, every name escaped so that
     /// a relying party cannot write control sequences to the owner's terminal.
-    public var personText: String {
+    package var personText: String {
         var text = command
         if let rpId { text += " for " + TerminalText.escape(rpId) }
         if let userName { text += " (user " + TerminalText.escape(userName) + ")" }

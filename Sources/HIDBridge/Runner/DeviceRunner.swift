@@ -1,7 +1,7 @@
 import CTAPCore
 import Console
 import ControlProtocol
-import Logging
+package import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -17,8 +17,8 @@ let powerCycleRequests = Atomic<Int>(0)
 
 /// The I/O loop of one or several virtual keys: moves reports, keeps time, asks the user, serves the control
 /// sockets. It runs on the calling thread until SIGINT or SIGTERM; the keys it owns are touched by nothing else.
-public final class DeviceRunner {
-    public let slots: [SlotIO]
+package final class DeviceRunner {
+    package let slots: [SlotIO]
     let logger: Logger
     /// How long the loop keeps polling without sleeping after it handled something (`serve --busy-poll`).
     /// Waking a sleeping thread when a datagram arrives from another core costs tens of microseconds on some
@@ -28,7 +28,7 @@ public final class DeviceRunner {
     /// The person at the terminal (and on the desktop) who answers the keys' touch requests.
     let prompter: Prompter
 
-    public init(slots: [SlotIO], logger: Logger, busyPoll: Duration = .zero, notifications: Bool = false) {
+    package init(slots: [SlotIO], logger: Logger, busyPoll: Duration = .zero, notifications: Bool = false) {
         self.slots = slots
         self.logger = logger
         self.busyPoll = busyPoll
@@ -36,7 +36,7 @@ public final class DeviceRunner {
     }
 
     /// One key.
-    public convenience init(
+    package convenience init(
         key: VirtualKey,
         transport: any ReportTransport,
         logger: Logger,
@@ -46,7 +46,7 @@ public final class DeviceRunner {
     }
 
     /// Installs the SIGINT/SIGTERM handlers that end ``run()`` and the SIGUSR1 handler that power-cycles the keys.
-    public static func installSignalHandlers() {
+    package static func installSignalHandlers() {
         for sig in [SIGINT, SIGTERM] {
             signal(sig) { _ in stopRequested.store(true, ordering: .relaxed) }
         }
@@ -59,7 +59,7 @@ public final class DeviceRunner {
     }
 
     /// Serves until SIGINT or SIGTERM.
-    public func run() {
+    package func run() {
         let clock = ContinuousClock()
         var awakeUntil = clock.now
         while !stopRequested.load(ordering: .relaxed) {

@@ -1,9 +1,9 @@
-import CTAPCBOR
-import ControlProtocol
+package import CTAPCBOR
+package import ControlProtocol
 
 /// authenticatorGetInfo as JSON, with the member names of CTAP 2.2 §6.4 (the form FIDO metadata statements use
 /// for `authenticatorGetInfo`): the AAGUID as 32 hex digits, other byte strings as base64url.
-public enum GetInfoJSON {
+package enum GetInfoJSON {
     static let names: [Int: String] = [
         0x01: "versions", 0x02: "extensions", 0x03: "aaguid", 0x04: "options", 0x05: "maxMsgSize",
         0x06: "pinUvAuthProtocols", 0x07: "maxCredentialCountInList", 0x08: "maxCredentialIdLength",
@@ -16,7 +16,7 @@ public enum GetInfoJSON {
     ]
 
     /// The getInfo map as a JSON object; unknown keys keep their number as the name.
-    public static func json(_ info: CBORValue) -> JSONValue {
+    package static func json(_ info: CBORValue) -> JSONValue {
         guard let map = info.mapValue else { return .object([:]) }
         var out: [String: JSONValue] = [:]
         for (key, value) in map {

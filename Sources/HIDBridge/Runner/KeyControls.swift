@@ -1,29 +1,29 @@
-import ControlProtocol
+package import ControlProtocol
 
 /// The switches and armed faults of a ``VirtualKey`` that the control plane sets.
-public struct KeyControls: Sendable, Equatable {
+package struct KeyControls: Sendable, Equatable {
     /// What a finger on the simulated sensor does: true matches, false does not; nil lets the presence mode decide.
-    public var userVerified: Bool?
+    package var userVerified: Bool?
     /// The presence mode to return to after an "approve the next request only".
-    public var presenceAfterNext: PresenceMode?
+    package var presenceAfterNext: PresenceMode?
     /// Reports from the host still to drop.
-    public var dropInbound = 0
+    package var dropInbound = 0
     /// Reports to the host still to drop.
-    public var dropOutbound = 0
+    package var dropOutbound = 0
 
     /// A status fault still armed.
-    public struct StatusFault: Sendable, Equatable {
-        public var target: FaultTarget
-        public var status: UInt16
-        public var remaining: Int
+    package struct StatusFault: Sendable, Equatable {
+        package var target: FaultTarget
+        package var status: UInt16
+        package var remaining: Int
     }
 
-    public var statusFaults: [StatusFault] = []
+    package var statusFaults: [StatusFault] = []
 
-    public init() {}
+    package init() {}
 
     /// Arms a status fault, replacing one armed for the same target.
-    public mutating func add(target: FaultTarget, status: UInt16, count: Int) {
+    package mutating func add(target: FaultTarget, status: UInt16, count: Int) {
         statusFaults.removeAll { $0.target == target }
         statusFaults.append(StatusFault(target: target, status: status, remaining: count))
     }

@@ -1,17 +1,17 @@
 import CTAPCore
-import ControlProtocol
+package import ControlProtocol
 
 extension KeySlot {
     /// A control command's answer, and what the loop must do for it.
-    public struct ControlReply: Sendable {
-        public var result: Result<JSONValue, ControlError>
-        public var effects: [SlotEffect] = []
+    package struct ControlReply: Sendable {
+        package var result: Result<JSONValue, ControlError>
+        package var effects: [SlotEffect] = []
     }
 
     /// Carries out one control command of a client; `subscribed` is that client's subscription. The commands about
     /// the slot (subscriptions, power cycles, status) are handled here, the rest by the key; `trace` opens a file,
     /// so the loop handles it.
-    public mutating func control(_ command: ControlCommand, subscribed: inout Bool, now: Duration) -> ControlReply {
+    package mutating func control(_ command: ControlCommand, subscribed: inout Bool, now: Duration) -> ControlReply {
         switch command {
         case .subscribe:
             subscribed = true

@@ -1,27 +1,27 @@
 import CTAPCBOR
 import CTAPCore
 import ControlProtocol
-import Logging
+package import Logging
 
 /// One virtual key in the I/O loop, without the I/O: its state machine, the state of its plug, and what it asks of
 /// the loop. Events and the time go in, ``SlotEffect`` values come out; a test drives it with any clock.
 ///
 /// The loop (``DeviceRunner``) owns the transport, the control socket and the trace, and carries out the effects.
-public struct KeySlot: Sendable {
-    public internal(set) var key: VirtualKey
+package struct KeySlot: Sendable {
+    package internal(set) var key: VirtualKey
     /// The key's name, as prompts show it.
-    public let name: String
+    package let name: String
     /// Where the key can be reached (the transport's summary), for `status`.
-    public let transportSummary: String
+    package let transportSummary: String
     let logger: Logger
     /// Whether the control plane has subscribers: events are made only then.
-    public var listening = false
+    package var listening = false
     /// How many SIGUSR1 power cycles this key has done.
     var powerCyclesSeen = 0
     /// While the key is unplugged (control `powerCycle` with `offMs`): when it is plugged back in.
-    public internal(set) var unpluggedUntil: Duration?
+    package internal(set) var unpluggedUntil: Duration?
 
-    public init(key: VirtualKey, name: String = "default", transportSummary: String = "", logger: Logger) {
+    package init(key: VirtualKey, name: String = "default", transportSummary: String = "", logger: Logger) {
         self.key = key
         self.name = name
         self.transportSummary = transportSummary
@@ -29,25 +29,25 @@ public struct KeySlot: Sendable {
     }
 
     /// Whether a trace is being written (the loop sets it with the trace).
-    public var tracing: Bool {
+    package var tracing: Bool {
         get { key.traceMessages }
         set { key.traceMessages = newValue }
     }
 
     /// The earliest time ``tick(now:powerCycles:)`` has work to do.
-    public var nextDeadline: Duration? {
+    package var nextDeadline: Duration? {
         let next = key.nextDeadline
         return unpluggedUntil.map { until in next.map { min($0, until) } ?? until } ?? next
     }
 
     /// Whether a CTAP2 request of this key waits for the person.
-    public var waitsForPerson: Bool { key.pendingPrompt != nil }
+    package var waitsForPerson: Bool { key.pendingPrompt != nil }
 
     /// Whether the person at the terminal answers this key's touch requests.
-    public var prompts: Bool { if case .prompt = key.presence { true } else { false } }
+    package var prompts: Bool { if case .prompt = key.presence { true } else { false } }
 
     /// What the transport delivered.
-    public mutating func receive(_ event: TransportEvent, now: Duration) -> [SlotEffect] {
+    package mutating func receive(_ event: TransportEvent, now: Duration) -> [SlotEffect] {
         switch event {
         case .report(let report):
             // An unplugged key hears nothing (UDP datagrams still arrive).
@@ -65,7 +65,7 @@ public struct KeySlot: Sendable {
 
     /// Lets time pass: a power cycle asked by a signal (`powerCycles` is the count of SIGUSR1 so far), the end of
     /// an unplugged spell, keepalives, timeouts and automatic touches.
-    public mutating func tick(now: Duration, powerCycles: Int) -> [SlotEffect] {
+    package mutating func tick(now: Duration, powerCycles: Int) -> [SlotEffect] {
         var out: [SlotEffect] = []
         if powerCycles != powerCyclesSeen {
             powerCyclesSeen = powerCycles
@@ -76,7 +76,7 @@ public struct KeySlot: Sendable {
     }
 
     /// Unplugs and re-plugs the key: the transport's device goes away and returns, volatile state is cleared.
-    public mutating func powerCycle(now: Duration) -> [SlotEffect] {
+    package mutating func powerCycle(now: Duration) -> [SlotEffect] {
         key.powerCycle(now: now)
         let plug: SlotEffect = unpluggedUntil != nil ? .plug : .replug
         unpluggedUntil = nil
@@ -85,7 +85,7 @@ public struct KeySlot: Sendable {
     }
 
     /// Unplugs the key for `milliseconds` (or until the next power cycle), then plugs it back in as a power cycle.
-    public mutating func unplug(milliseconds: Int, now: Duration) -> [SlotEffect] {
+    package mutating func unplug(milliseconds: Int, now: Duration) -> [SlotEffect] {
         var out: [SlotEffect] = []
         if unpluggedUntil == nil {
             key.powerCycle(now: now)
@@ -97,10 +97,10 @@ public struct KeySlot: Sendable {
     }
 
     /// The person touched the key.
-    public mutating func touch(now: Duration) -> [SlotEffect] { effects(of: key.touch(now: now), now: now) }
+    package mutating func touch(now: Duration) -> [SlotEffect] { effects(of: key.touch(now: now), now: now) }
 
     /// The person refused the request waiting for a touch.
-    public mutating func refuse(now: Duration) -> [SlotEffect] { effects(of: key.refuse(now: now), now: now) }
+    package mutating func refuse(now: Duration) -> [SlotEffect] { effects(of: key.refuse(now: now), now: now) }
 
     /// An event for the control plane's subscribers; its fields are built only when someone listens.
     func event(_ name: String, now: Duration, _ fields: () -> [String: JSONValue] = { [:] }) -> [SlotEffect] {

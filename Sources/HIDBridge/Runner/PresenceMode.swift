@@ -1,5 +1,5 @@
 /// How the simulated user answers a request for user presence.
-public enum PresenceMode: Sendable, Equatable, CustomStringConvertible {
+package enum PresenceMode: Sendable, Equatable, CustomStringConvertible {
     /// Touch the key after a short delay (at least one UPNEEDED keepalive goes out first).
     case approve(after: Duration)
     /// Refuse every touch (CTAP2_ERR_OPERATION_DENIED, U2F conditions-not-satisfied).
@@ -8,10 +8,10 @@ public enum PresenceMode: Sendable, Equatable, CustomStringConvertible {
     case prompt
 
     /// The default delay before an automatic answer.
-    public static let defaultDelay: Duration = .milliseconds(200)
+    package static let defaultDelay: Duration = .milliseconds(200)
 
     /// Parses `approve`, `deny`, `prompt` or `delay:MS` (approve after MS milliseconds).
-    public init?(argument: String, approveDelay: Duration = PresenceMode.defaultDelay) {
+    package init?(argument: String, approveDelay: Duration = PresenceMode.defaultDelay) {
         switch argument {
         case "approve": self = .approve(after: approveDelay)
         case "deny": self = .deny(after: approveDelay)
@@ -24,7 +24,7 @@ public enum PresenceMode: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .approve(let d): "approve after \(d)"
         case .deny(let d): "deny after \(d)"

@@ -1,8 +1,8 @@
-import CTAPCore
-import ControlProtocol
+package import CTAPCore
+package import ControlProtocol
 
 /// Something the I/O loop does for a ``KeySlot``: the slot decides, the loop carries it out, in order.
-public enum SlotEffect: Equatable, Sendable {
+package enum SlotEffect: Equatable, Sendable {
     /// Send the reports of one answer together (one system call over UDP).
     case send([[UInt8]])
     /// Take the key's device away until ``plug``.

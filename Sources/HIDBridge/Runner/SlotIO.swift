@@ -1,7 +1,7 @@
 import CTAPCore
 import Console
 import ControlProtocol
-import Logging
+package import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -11,8 +11,8 @@ import Glibc
 /// what the slot decides.
 ///
 /// Only the loop that owns it touches it.
-public final class SlotIO {
-    public internal(set) var slot: KeySlot
+package final class SlotIO {
+    package internal(set) var slot: KeySlot
     let transport: any ReportTransport
     /// The control plane's socket, if the key has one.
     let control: ControlServer?
@@ -20,11 +20,11 @@ public final class SlotIO {
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
     /// The trace being written, if any (`--trace`, or the control command `trace`).
-    public var tracer: TraceWriter? {
+    package var tracer: TraceWriter? {
         didSet { slot.tracing = tracer != nil }
     }
 
-    public init(
+    package init(
         key: VirtualKey,
         transport: any ReportTransport,
         logger: Logger,

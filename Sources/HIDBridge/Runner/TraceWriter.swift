@@ -7,16 +7,16 @@ import Glibc
 #endif
 
 /// A whole CTAP message the key received or sent, for traces.
-public struct TraceMessage: Equatable, Sendable {
+package struct TraceMessage: Equatable, Sendable {
     /// True for a request from the host, false for the key's response.
-    public var fromHost: Bool
-    public var channel: UInt32
+    package var fromHost: Bool
+    package var channel: UInt32
     /// `CTAPHID_CBOR` (0x10) or `CTAPHID_MSG` (0x03).
-    public var command: UInt8
-    public var payload: [UInt8]
+    package var command: UInt8
+    package var payload: [UInt8]
 
     /// One line for people: the CTAP2 command or status and the CBOR in diagnostic notation, or the U2F APDU.
-    public var decoded: String {
+    package var decoded: String {
         let channelText = "channel " + String(channel, radix: 16)
         if command == 0x03 {
             return "\(fromHost ? "U2F request" : "U2F response") \(Hex.string(payload)) (\(channelText))"
@@ -39,22 +39,22 @@ public struct TraceMessage: Equatable, Sendable {
 /// Records every HID report with its time and direction, and each decoded CTAP request and response: as JSON
 /// lines, or as pcapng that Wireshark and tshark open (link type USER0 with one 64-byte report per packet,
 /// the direction in epb_flags, the decoded message as the packet comment).
-public final class TraceWriter {
-    public enum Format: String, Sendable, CaseIterable {
+package final class TraceWriter {
+    package enum Format: String, Sendable, CaseIterable {
         case jsonl, pcapng
 
         /// pcapng for `.pcapng`/`.pcap` paths, JSON lines otherwise.
-        public init(path: String) {
+        package init(path: String) {
             self = path.hasSuffix(".pcapng") || path.hasSuffix(".pcap") ? .pcapng : .jsonl
         }
     }
 
-    public struct Failure: Error, CustomStringConvertible, Sendable {
-        public var description: String
+    package struct Failure: Error, CustomStringConvertible, Sendable {
+        package var description: String
     }
 
-    public let path: String
-    public let format: Format
+    package let path: String
+    package let format: Format
     let fd: Int32
     /// pcapng: the last report from the host, written once we know whether a request ends with it.
     var heldInbound: (time: UInt64, report: [UInt8])?
@@ -64,7 +64,7 @@ public final class TraceWriter {
     /// Creates (or truncates) `path` with mode 0600. A trace holds what the key exchanged in clear (large-blob
     /// keys and arrays, PIN protocol ciphertexts with their shared secrets' context), so an existing file is made
     /// 0600 too, and a symbolic link is refused rather than followed (it could point at another user's file).
-    public init(path: String, format: Format? = nil) throws(Failure) {
+    package init(path: String, format: Format? = nil) throws(Failure) {
         self.path = path
         self.format = format ?? Format(path: path)
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -92,7 +92,7 @@ public final class TraceWriter {
         return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec / 1000)
     }
 
-    public func report(_ report: [UInt8], fromHost: Bool) {
+    package func report(_ report: [UInt8], fromHost: Bool) {
         let time = Self.now()
         switch format {
         case .jsonl:
@@ -111,7 +111,7 @@ public final class TraceWriter {
         }
     }
 
-    public func message(_ message: TraceMessage) {
+    package func message(_ message: TraceMessage) {
         switch format {
         case .jsonl:
             var fields: [String: JSONValue] = [
@@ -139,7 +139,7 @@ public final class TraceWriter {
     }
 
     /// Writes what is held back (pcapng).
-    public func flush() {
+    package func flush() {
         if let held = heldInbound {
             writePacket(time: held.time, report: held.report, inbound: true, comment: nil)
             heldInbound = nil

@@ -1,12 +1,12 @@
 import CTAPCBOR
-import CTAPCore
-import ControlProtocol
+package import CTAPCore
+package import ControlProtocol
 
 extension VirtualKey {
     /// Carries out a control command that concerns the key alone (power cycles, subscriptions and the transport
     /// part of `status` belong to the I/O loop). Returns the result, or an error, and the reports the command
     /// caused (a touch answers the pending request).
-    public mutating func execute(
+    package mutating func execute(
         _ command: ControlCommand,
         now: Duration
     ) -> (
@@ -189,7 +189,7 @@ extension VirtualKey {
     }
 
     /// Imports a credential given in WebDriver's shape; the error says whether the parameters or the key failed.
-    public static func add(_ p: CredentialParameters, to authenticator: inout Authenticator) throws(ControlError) {
+    package static func add(_ p: CredentialParameters, to authenticator: inout Authenticator) throws(ControlError) {
         let credential = ManagedCredential(
             id: p.credentialId,
             rpId: p.rpId,
@@ -228,7 +228,7 @@ extension VirtualKey {
     }
 
     /// A credential in WebDriver's Credential Parameters shape, plus its algorithm.
-    public static func json(_ c: ManagedCredential) -> JSONValue {
+    package static func json(_ c: ManagedCredential) -> JSONValue {
         var members: [String: JSONValue] = [
             "credentialId": .string(Base64URL.encode(c.id)),
             "isResidentCredential": .boolean(c.discoverable),

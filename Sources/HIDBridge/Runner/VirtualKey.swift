@@ -1,8 +1,8 @@
-import CTAPCore
-import CTAPHID
+package import CTAPCore
+package import CTAPHID
 
 /// Something the I/O loop must do for a ``VirtualKey``.
-public enum KeyOutput: Equatable, Sendable {
+package enum KeyOutput: Equatable, Sendable {
     /// Send one 64-byte report to the host.
     case report([UInt8])
     /// A request waits for the user (in prompt mode, ask the person at the terminal to touch the key).
@@ -16,16 +16,16 @@ public enum KeyOutput: Equatable, Sendable {
 }
 
 /// A request the key answered: what was asked, the answer, and the credential involved.
-public struct RequestRecord: Equatable, Sendable, CustomStringConvertible {
+package struct RequestRecord: Equatable, Sendable, CustomStringConvertible {
     /// The CTAP2 command's name (`makeCredential`, …), `U2F register`/`U2F authenticate`/`U2F INS xx`.
-    public var command: String
+    package var command: String
     /// The CTAP2 status name (`ok`, `operationDenied`, …) or the U2F status word in hex.
-    public var status: String
+    package var status: String
     /// True when a fault injected by the control plane gave the answer.
-    public var injected: Bool = false
-    public var activity: CredentialActivity?
+    package var injected: Bool = false
+    package var activity: CredentialActivity?
 
-    public var description: String {
+    package var description: String {
         "\(command) -> \(status)\(injected ? " (injected)" : "")"
     }
 }
@@ -34,14 +34,14 @@ public struct RequestRecord: Equatable, Sendable, CustomStringConvertible {
 ///
 /// Reports and time go in, reports and prompts come out; the I/O loop only moves bytes and sleeps until
 /// ``nextDeadline``.
-public struct VirtualKey: Sendable {
-    public private(set) var hid: CTAPHIDMachine
-    public internal(set) var authenticator: Authenticator
-    public var presence: PresenceMode
+package struct VirtualKey: Sendable {
+    package private(set) var hid: CTAPHIDMachine
+    package internal(set) var authenticator: Authenticator
+    package var presence: PresenceMode
     /// How long a prompt waits for a touch before the request fails with USER_ACTION_TIMEOUT.
-    public var presenceTimeout: Duration = .seconds(30)
+    package var presenceTimeout: Duration = .seconds(30)
     /// How long a touch given in prompt mode stays valid for the next U2F request.
-    public var u2fTouchValidity: Duration = .seconds(10)
+    package var u2fTouchValidity: Duration = .seconds(10)
 
     struct PresenceWait: Sendable {
         var channel: UInt32
@@ -54,11 +54,11 @@ public struct VirtualKey: Sendable {
     var lastTouch: Duration?
     var inFlight: (name: String, u2f: Bool)?
     /// The control plane's faults and switches (see ``KeyControls``).
-    public var controls = KeyControls()
+    package var controls = KeyControls()
     /// Emit ``KeyOutput/traced(_:)`` for every CTAP request and response.
-    public var traceMessages = false
+    package var traceMessages = false
     /// Requests answered since start, by command name.
-    public private(set) var requestCounts: [String: Int] = [:]
+    package private(set) var requestCounts: [String: Int] = [:]
 
     static func describe(command: CTAPHIDCommand, payload: [UInt8]) -> String {
         if command == .msg {
@@ -92,22 +92,22 @@ public struct VirtualKey: Sendable {
         CTAPStatus(rawValue: UInt8(byte)).map { "\($0)" } ?? "0x" + String(byte, radix: 16)
     }
 
-    public init(hid: CTAPHIDMachine, authenticator: Authenticator, presence: PresenceMode) {
+    package init(hid: CTAPHIDMachine, authenticator: Authenticator, presence: PresenceMode) {
         self.hid = hid
         self.authenticator = authenticator
         self.presence = presence
     }
 
     /// The earliest time ``tick(now:)`` has work to do.
-    public var nextDeadline: Duration? {
+    package var nextDeadline: Duration? {
         [hid.nextDeadline, waiting?.deadline].compactMap { $0 }.min()
     }
 
     /// The request waiting for a touch, if any.
-    public var pendingPrompt: PresencePrompt? { waiting == nil ? nil : authenticator.pendingPrompt }
+    package var pendingPrompt: PresencePrompt? { waiting == nil ? nil : authenticator.pendingPrompt }
 
     /// A report from the host.
-    public mutating func receive(report: [UInt8], now: Duration) -> [KeyOutput] {
+    package mutating func receive(report: [UInt8], now: Duration) -> [KeyOutput] {
         if controls.dropInbound > 0 {
             controls.dropInbound -= 1
             return []
@@ -116,7 +116,7 @@ public struct VirtualKey: Sendable {
     }
 
     /// Lets time pass: keepalives, timeouts, automatic touches.
-    public mutating func tick(now: Duration) -> [KeyOutput] {
+    package mutating func tick(now: Duration) -> [KeyOutput] {
         var out: [KeyOutput] = []
         if let wait = waiting, now >= wait.deadline {
             waiting = nil
@@ -127,7 +127,7 @@ public struct VirtualKey: Sendable {
     }
 
     /// The person touched the key (prompt mode, or the control plane).
-    public mutating func touch(now: Duration) -> [KeyOutput] {
+    package mutating func touch(now: Duration) -> [KeyOutput] {
         guard let wait = waiting else {
             lastTouch = now
             return []
@@ -137,7 +137,7 @@ public struct VirtualKey: Sendable {
     }
 
     /// The person refused the request waiting for a touch (`n` at the terminal, Deny on the desktop prompt).
-    public mutating func refuse(now: Duration) -> [KeyOutput] {
+    package mutating func refuse(now: Duration) -> [KeyOutput] {
         guard let wait = waiting else { return [] }
         waiting = nil
         return answer(authenticator.resume(userAnswer(.denied), now: now), channel: wait.channel, now: now)
@@ -152,7 +152,7 @@ public struct VirtualKey: Sendable {
     }
 
     /// Changes how the simulated user answers; a request already waiting keeps its answer.
-    public mutating func setPresence(_ mode: PresenceMode, once: Bool = false) {
+    package mutating func setPresence(_ mode: PresenceMode, once: Bool = false) {
         if once {
             controls.presenceAfterNext = controls.presenceAfterNext ?? presence
         } else {
@@ -170,7 +170,7 @@ public struct VirtualKey: Sendable {
     }
 
     /// Unplugs and re-plugs the key: volatile state goes, persistent state stays.
-    public mutating func powerCycle(now: Duration) {
+    package mutating func powerCycle(now: Duration) {
         hid.powerCycle()
         authenticator.powerCycle(now: now)
         waiting = nil

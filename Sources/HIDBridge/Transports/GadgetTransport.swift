@@ -9,18 +9,18 @@ import Glibc
 /// USB, binds usbhid, and sees a hidraw security key; fidosim reads and writes the function's `/dev/hidgN`. This is
 /// how the firmware runs on a board with a USB device controller; on a PC, `dummy_hcd` is a loopback controller
 /// whose host side is the same kernel.
-public final class GadgetTransport: ReportTransport {
-    public let gadget: String
-    public let udc: String
-    public let node: String
+package final class GadgetTransport: ReportTransport {
+    package let gadget: String
+    package let udc: String
+    package let node: String
     let fd: Int32
-    public var descriptor: Int32 { fd }
-    public var summary: String { "gadget \(node) (USB device controller \(udc), configfs \(gadget))" }
+    package var descriptor: Int32 { fd }
+    package var summary: String { "gadget \(node) (USB device controller \(udc), configfs \(gadget))" }
 
     static let configfs = "/sys/kernel/config/usb_gadget"
 
     /// Creates the gadget `fidosim-NAME` and binds it to `udc` (default: the first controller listed).
-    public init(name: String, info: UHIDDeviceInfo, udc requested: String? = nil) throws(TransportError) {
+    package init(name: String, info: UHIDDeviceInfo, udc requested: String? = nil) throws(TransportError) {
         guard Self.isDirectory(Self.configfs) else {
             throw TransportError(
                 "\(Self.configfs) is missing: load the gadget framework and mount configfs (modprobe libcomposite; "
@@ -61,7 +61,7 @@ public final class GadgetTransport: ReportTransport {
         Self.remove(gadget: gadget)
     }
 
-    public func receive() -> TransportEvent? {
+    package func receive() -> TransportEvent? {
         var buffer = [UInt8](repeating: 0, count: 64)
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard n > 0 else { return nil }
@@ -70,7 +70,7 @@ public final class GadgetTransport: ReportTransport {
 
     /// Writes one input report. The function holds one report until the host polls for it: while the previous one
     /// is still queued the write would block, so it is retried for up to a second (a host that stopped reading).
-    public func send(_ report: [UInt8]) {
+    package func send(_ report: [UInt8]) {
         for _ in 0..<1000 {
             let n = report.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if n == report.count || (n < 0 && errno != EAGAIN && errno != EINTR) { return }
@@ -80,7 +80,7 @@ public final class GadgetTransport: ReportTransport {
     }
 
     /// A soft disconnect: unbind the controller and bind it again; the host sees the device go and come back.
-    public func replug() throws(TransportError) {
+    package func replug() throws(TransportError) {
         try Self.writeFile("\(gadget)/UDC", Array("\n".utf8))
         try Self.writeFile("\(gadget)/UDC", Array(udc.utf8))
     }

@@ -1,5 +1,5 @@
 import Dispatch
-import HIDAPIDevice
+package import HIDAPIDevice
 import Synchronization
 import SystemPackage
 
@@ -19,13 +19,13 @@ final class SharedHIDChannel: @unchecked Sendable {
 /// The key served through a real HID device opened with hidapi: a bridge board that relays 64-byte reports between
 /// fidosim and the machine it is plugged into (where it is the security key). Reports the board delivers are the
 /// host's output reports; what fidosim writes goes back to the host as input reports.
-public final class HIDAPITransport: ReportTransport {
+package final class HIDAPITransport: ReportTransport {
     let shared: SharedHIDChannel
     let queue: UHIDEventQueue
-    public let summary: String
+    package let summary: String
 
     /// Opens the board by `VID:PID` (hexadecimal) or by a hidapi path (`/dev/hidrawN`).
-    public init(device: String, backend: HIDBackend = .hidraw) throws(TransportError) {
+    package init(device: String, backend: HIDBackend = .hidraw) throws(TransportError) {
         let channel: HIDDevice
         do {
             if let (vendor, product) = Self.parseVIDPID(device) {
@@ -47,7 +47,7 @@ public final class HIDAPITransport: ReportTransport {
     deinit { shared.stopped.store(true, ordering: .relaxed) }
 
     /// `VID:PID` in hexadecimal (`1209:0001`), or nil for anything else.
-    public static func parseVIDPID(_ text: String) -> (UInt16, UInt16)? {
+    package static func parseVIDPID(_ text: String) -> (UInt16, UInt16)? {
         DeviceAddress.parseVIDPID(text)
     }
 
@@ -63,18 +63,18 @@ public final class HIDAPITransport: ReportTransport {
         }
     }
 
-    public var descriptor: Int32 { queue.wakeRead.rawValue }
+    package var descriptor: Int32 { queue.wakeRead.rawValue }
 
-    public func receive() -> TransportEvent? {
+    package func receive() -> TransportEvent? {
         guard let report = queue.next() else { return nil }
         if report.isEmpty { return .note("hid: the device stopped answering (unplugged?)") }
         return .report(report)
     }
 
-    public func send(_ report: [UInt8]) {
+    package func send(_ report: [UInt8]) {
         try? shared.channel.send(report)
     }
 
     /// A bridge board stays plugged in: a power cycle restarts the firmware only.
-    public func replug() throws(TransportError) {}
+    package func replug() throws(TransportError) {}
 }

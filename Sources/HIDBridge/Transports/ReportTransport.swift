@@ -1,5 +1,5 @@
 /// What a transport delivered.
-public enum TransportEvent: Equatable, Sendable {
+package enum TransportEvent: Equatable, Sendable {
     /// One 64-byte report from the host (shorter or longer ones are passed on for the framing layer to judge).
     case report([UInt8])
     /// The host asked for a power cycle (UDP's magic datagram).
@@ -9,7 +9,7 @@ public enum TransportEvent: Equatable, Sendable {
 }
 
 /// A device-side transport of 64-byte HID reports, polled by ``DeviceRunner``.
-public protocol ReportTransport: AnyObject {
+package protocol ReportTransport: AnyObject {
     /// The file descriptor to poll for input.
     var descriptor: Int32 { get }
     /// Where the key can be reached, for the start-up line and `status`.
@@ -31,16 +31,16 @@ public protocol ReportTransport: AnyObject {
 }
 
 extension ReportTransport {
-    public func receiveAll() -> [TransportEvent] {
+    package func receiveAll() -> [TransportEvent] {
         var events: [TransportEvent] = []
         while let event = receive() { events.append(event) }
         return events
     }
 
-    public func send(batch reports: [[UInt8]]) {
+    package func send(batch reports: [[UInt8]]) {
         for report in reports { send(report) }
     }
 
-    public func unplug() throws(TransportError) {}
-    public func plug() throws(TransportError) { try replug() }
+    package func unplug() throws(TransportError) {}
+    package func plug() throws(TransportError) { try replug() }
 }

@@ -1,18 +1,18 @@
 /// A UDP sender: IPv4 address and port, both in host byte order.
-public struct UDPPeer: Hashable, Sendable, CustomStringConvertible {
-    public var address: UInt32
-    public var port: UInt16
+package struct UDPPeer: Hashable, Sendable, CustomStringConvertible {
+    package var address: UInt32
+    package var port: UInt16
 
-    public init(address: UInt32, port: UInt16) {
+    package init(address: UInt32, port: UInt16) {
         self.address = address
         self.port = port
     }
 
-    public var description: String {
+    package var description: String {
         "\(address >> 24).\(address >> 16 & 0xFF).\(address >> 8 & 0xFF).\(address & 0xFF):\(port)"
     }
 
-    public var isLoopback: Bool { address >> 24 == 127 }
+    package var isLoopback: Bool { address >> 24 == 127 }
 }
 
 /// Who hears the key's answers on UDP, where every client shares one socket: a transaction's reports go only to the
@@ -21,7 +21,7 @@ public struct UDPPeer: Hashable, Sendable, CustomStringConvertible {
 /// transaction (on USB the kernel gives each open device its own reports; UDP has no such thing).
 ///
 /// Pure: reports, senders and time in; what to do with them out.
-public struct UDPRouter: Sendable {
+package struct UDPRouter: Sendable {
     struct Claim: Sendable {
         var peer: UDPPeer
         /// The key owes this peer an answer on the channel.
@@ -32,7 +32,7 @@ public struct UDPRouter: Sendable {
         var lastActivity: Duration
     }
 
-    public enum Inbound: Equatable, Sendable {
+    package enum Inbound: Equatable, Sendable {
         /// Hand the report to the key.
         case deliver
         /// Answer the sender with this report (CHANNEL_BUSY) instead.
@@ -45,11 +45,11 @@ public struct UDPRouter: Sendable {
     /// A transaction whose channel has been silent this long no longer holds it (the key answers every request,
     /// sends keepalives while it works, and times a half-sent message out within seconds; this only frees a
     /// channel whose request the key had no answer for).
-    public var silenceLimit: Duration = .seconds(5)
+    package var silenceLimit: Duration = .seconds(5)
     /// The most channels remembered; beyond it the least recently active ones that owe nothing are forgotten.
-    public var maxClaims = 1024
+    package var maxClaims = 1024
 
-    public init() {}
+    package init() {}
 
     static let keepalive: UInt8 = 0xBB
     static let cancel: UInt8 = 0x91
@@ -60,7 +60,7 @@ public struct UDPRouter: Sendable {
     }
 
     /// A report from `peer`.
-    public mutating func inbound(_ report: [UInt8], from peer: UDPPeer, now: Duration) -> Inbound {
+    package mutating func inbound(_ report: [UInt8], from peer: UDPPeer, now: Duration) -> Inbound {
         guard report.count >= 5 else { return .ignore }
         let channel = Self.channel(report)
         if let claim = claims[channel], claim.peer != peer, claim.busy, now - claim.lastActivity < silenceLimit {
@@ -81,7 +81,7 @@ public struct UDPRouter: Sendable {
     }
 
     /// Where a report from the key goes; nil when no one is waiting on its channel.
-    public mutating func outbound(_ report: [UInt8], now: Duration) -> UDPPeer? {
+    package mutating func outbound(_ report: [UInt8], now: Duration) -> UDPPeer? {
         guard report.count >= 5 else { return nil }
         let channel = Self.channel(report)
         guard var claim = claims[channel] else { return nil }
@@ -102,7 +102,7 @@ public struct UDPRouter: Sendable {
 
     /// The key was unplugged: it owes no one an answer any more. Who spoke last on each channel is kept, so the
     /// answer to a request that came right after the power cycle still finds its sender.
-    public mutating func release() {
+    package mutating func release() {
         for channel in claims.keys {
             claims[channel]?.busy = false
             claims[channel]?.remaining = 0
@@ -122,10 +122,10 @@ public struct UDPRouter: Sendable {
 
 /// Which local user owns the socket a datagram came from, read from `/proc/net/udp` and `/proc/net/udp6` (the
 /// kernel lists every UDP socket with its local address, port and owner's uid).
-public enum UDPSocketOwners {
+package enum UDPSocketOwners {
     /// The uids of the sockets bound to `peer`'s port on its address, on any address, or on IPv6's any or
     /// IPv4-mapped address; empty when no local socket has that port (a remote sender, or one already closed).
-    public static func uids(of peer: UDPPeer, udp: String, udp6: String) -> [UInt32] {
+    package static func uids(of peer: UDPPeer, udp: String, udp6: String) -> [UInt32] {
         var uids: [UInt32] = []
         for line in udp.split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ")

@@ -8,22 +8,22 @@ import Darwin
 #endif
 
 /// An error from a transport, with a message that says what to do.
-public struct TransportError: Error, CustomStringConvertible, Sendable {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct TransportError: Error, CustomStringConvertible, Sendable {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Who a key's UDP socket listens to (`serve`); a plain socket (a client's, a test's) has none.
-public struct UDPKeyPolicy: Sendable {
+package struct UDPKeyPolicy: Sendable {
     /// Accept datagrams from sockets of other local users (`--udp-any-user`); by default only the key's own
     /// user's sockets are heard.
-    public var anyUser = false
+    package var anyUser = false
     /// The power-cycle datagram unplugs the key (`--udp-power-cycle`).
-    public var powerCycleDatagram = true
+    package var powerCycleDatagram = true
     /// Senders that are not local sockets are heard (`--allow-remote` with a non-loopback `--host`).
-    public var remote = false
+    package var remote = false
 
-    public init(anyUser: Bool = false, powerCycleDatagram: Bool = true, remote: Bool = false) {
+    package init(anyUser: Bool = false, powerCycleDatagram: Bool = true, remote: Bool = false) {
         self.anyUser = anyUser
         self.powerCycleDatagram = powerCycleDatagram
         self.remote = remote
@@ -36,16 +36,16 @@ public struct UDPKeyPolicy: Sendable {
 /// A key's socket (with a ``UDPKeyPolicy``) sends each transaction's answer only to the sender of its
 /// initialization packet (``UDPRouter``) and hears only its own user's sockets; a plain socket answers the latest
 /// sender.
-public final class UDPTransport: ReportTransport {
-    public let host: String
-    public let port: UInt16
+package final class UDPTransport: ReportTransport {
+    package let host: String
+    package let port: UInt16
     let fd: Int32
     var peer = sockaddr_in()
     var hasPeer = false
     /// Whether batches go out with UDP segmentation offload; cleared when the kernel refuses it.
     var segments: Bool
     /// Nil for a plain socket.
-    public let policy: UDPKeyPolicy?
+    package let policy: UDPKeyPolicy?
     var router = UDPRouter()
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
@@ -55,7 +55,7 @@ public final class UDPTransport: ReportTransport {
     var lastRefusalNote: Duration?
 
     /// Binds a UDP socket on `host:port` (IPv4 dotted quad or `localhost`).
-    public init(host: String, port: UInt16, policy: UDPKeyPolicy? = nil) throws(TransportError) {
+    package init(host: String, port: UInt16, policy: UDPKeyPolicy? = nil) throws(TransportError) {
         self.host = host
         self.policy = policy
         start = clock.now
@@ -100,18 +100,18 @@ public final class UDPTransport: ReportTransport {
     deinit { close(fd) }
 
     /// The file descriptor to poll for incoming datagrams.
-    public var descriptor: Int32 { fd }
+    package var descriptor: Int32 { fd }
 
     /// The exact datagram that power-cycles the key (solo1's simulation convention).
-    public static let powerCycleDatagram: [UInt8] = Hex.bytes(
+    package static let powerCycleDatagram: [UInt8] = Hex.bytes(
         "ac1052ca95e569de69e02ebff333485f13f9b2da34c5a8a340526697a9ab2e0b"
             + "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc"
     )!
 
-    public var summary: String { "udp \(host):\(port)" }
+    package var summary: String { "udp \(host):\(port)" }
 
     /// Reads one datagram without blocking: a report, or the power-cycle datagram.
-    public func receive() -> TransportEvent? {
+    package func receive() -> TransportEvent? {
         guard policy != nil else { return receiveDatagram().map(Self.event) }
         if pending.isEmpty { pending = receiveAll() }
         return pending.isEmpty ? nil : pending.removeFirst()
@@ -129,7 +129,7 @@ public final class UDPTransport: ReportTransport {
     /// (and one more only when a full batch came back), where reading them one by one took a call for each and a
     /// last one to find the queue empty. On a plain socket the latest sender becomes the peer, as with
     /// ``receive()``; a key's socket passes each datagram through its policy and router.
-    public func receiveAll() -> [TransportEvent] {
+    package func receiveAll() -> [TransportEvent] {
         let stride = Self.receiveStride
         let batch = Self.receiveBatch
         var events: [TransportEvent] = []
@@ -205,11 +205,11 @@ public final class UDPTransport: ReportTransport {
     private var froms = [sockaddr_in](repeating: sockaddr_in(), count: receiveBatch)
 
     /// Nothing to unplug on UDP; no transaction survives the power cycle.
-    public func replug() throws(TransportError) { router.release() }
+    package func replug() throws(TransportError) { router.release() }
 
     /// Reads one datagram without blocking; nil when none is waiting. Oversized datagrams are truncated
     /// to 65 bytes so that the framing layer sees and drops them.
-    public func receiveDatagram() -> [UInt8]? {
+    package func receiveDatagram() -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 65)
         var from = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -227,12 +227,12 @@ public final class UDPTransport: ReportTransport {
     }
 
     /// Sends one report: to the latest sender (a plain socket) or to the client whose transaction it belongs to.
-    public func send(_ report: [UInt8]) { send(batch: [report]) }
+    package func send(_ report: [UInt8]) { send(batch: [report]) }
 
     /// Sends the reports together: the peer, woken by the first, finds the rest already queued instead of
     /// sleeping and waking again for each. A plain socket sends to the latest sender; a key's socket sends each
     /// report to the client whose transaction it belongs to.
-    public func send(batch reports: [[UInt8]]) {
+    package func send(batch reports: [[UInt8]]) {
         guard policy != nil else {
             guard hasPeer else { return }
             return send(group: reports, to: peer)
@@ -299,13 +299,13 @@ public final class UDPTransport: ReportTransport {
 
 extension UDPTransport {
     /// Sends one datagram to `127.0.0.1:port` and makes it the peer (for tests and local tools).
-    public func sendTo(port: UInt16, _ bytes: [UInt8]) throws(TransportError) {
+    package func sendTo(port: UInt16, _ bytes: [UInt8]) throws(TransportError) {
         setLoopbackPeer(port: port)
         send(bytes)
     }
 
     /// Sends the reports to `127.0.0.1:port` in one system call and makes it the peer.
-    public func sendTo(port: UInt16, batch reports: [[UInt8]]) {
+    package func sendTo(port: UInt16, batch reports: [[UInt8]]) {
         setLoopbackPeer(port: port)
         send(batch: reports)
     }

@@ -10,24 +10,24 @@ import Glibc
 #endif
 
 /// How the virtual key presents itself on the USB bus.
-public struct UHIDDeviceInfo: Sendable, Equatable {
+package struct UHIDDeviceInfo: Sendable, Equatable {
     /// The product name the kernel and browsers show.
-    public var name: String
+    package var name: String
     /// USB vendor id; the default 0x1209 is the pid.codes open-source vendor id.
-    public var vendorID: UInt32
+    package var vendorID: UInt32
     /// USB product id; the default 0xF1D0 is fidosim's.
-    public var productID: UInt32
+    package var productID: UInt32
     /// Device release number.
-    public var version: UInt32
+    package var version: UInt32
     /// HID country code.
-    public var country: UInt32
+    package var country: UInt32
     /// The serial number (uniq): stable per flash image so a host sees the same key after a restart.
-    public var serial: String
+    package var serial: String
 
-    public static let defaultVendorID: UInt32 = 0x1209
-    public static let defaultProductID: UInt32 = 0xF1D0
+    package static let defaultVendorID: UInt32 = 0x1209
+    package static let defaultProductID: UInt32 = 0xF1D0
 
-    public init(
+    package init(
         name: String = "fidosim virtual FIDO2 key",
         vendorID: UInt32 = UHIDDeviceInfo.defaultVendorID,
         productID: UInt32 = UHIDDeviceInfo.defaultProductID,
@@ -45,7 +45,7 @@ public struct UHIDDeviceInfo: Sendable, Equatable {
 
     /// The HID report descriptor of a FIDO key: usage page 0xF1D0, usage 0x01, 64-byte input and output
     /// reports, no report ids.
-    public static let reportDescriptor: [UInt8] = [
+    package static let reportDescriptor: [UInt8] = [
         0x06, 0xD0, 0xF1,  // Usage Page (FIDO Alliance)
         0x09, 0x01,  // Usage (CTAPHID)
         0xA1, 0x01,  // Collection (Application)
@@ -202,14 +202,14 @@ final class UHIDEventQueue: Sendable {
 ///
 /// The kernel removes the device when the file descriptor closes, so a crashed simulator leaves nothing
 /// behind.
-public final class UHIDTransport: ReportTransport {
-    public let path: String
-    public let info: UHIDDeviceInfo
+package final class UHIDTransport: ReportTransport {
+    package let path: String
+    package let info: UHIDDeviceInfo
     let fd: Int32
     let queue: UHIDEventQueue
 
     /// Opens the uhid character device and creates the key.
-    public init(path: String = "/dev/uhid", info: UHIDDeviceInfo) throws(TransportError) {
+    package init(path: String = "/dev/uhid", info: UHIDDeviceInfo) throws(TransportError) {
         self.path = path
         self.info = info
         let fd = open(path, O_RDWR | O_CLOEXEC)
@@ -251,12 +251,12 @@ public final class UHIDTransport: ReportTransport {
     }
 
     /// True when `path` can be opened for writing (what `--transport auto` checks).
-    public static func isUsable(path: String = "/dev/uhid") -> Bool {
+    package static func isUsable(path: String = "/dev/uhid") -> Bool {
         access(path, W_OK) == 0
     }
 
-    public var descriptor: Int32 { queue.wakeRead.rawValue }
-    public var summary: String { "uhid \(path) (\(info.name), serial \(info.serial))" }
+    package var descriptor: Int32 { queue.wakeRead.rawValue }
+    package var summary: String { "uhid \(path) (\(info.name), serial \(info.serial))" }
 
     func create() throws(TransportError) {
         try write(UHIDEvent.create2(info))
@@ -269,7 +269,7 @@ public final class UHIDTransport: ReportTransport {
         }
     }
 
-    public func receive() -> TransportEvent? {
+    package func receive() -> TransportEvent? {
         guard let event = queue.next() else { return nil }
         let n = event.count
         guard n >= 4 else { return .note("uhid: short event") }
@@ -295,7 +295,7 @@ public final class UHIDTransport: ReportTransport {
         }
     }
 
-    public func send(_ report: [UInt8]) {
+    package func send(_ report: [UInt8]) {
         pacer.wait()
         _ = try? write(UHIDEvent.input2(report))
     }
@@ -307,16 +307,16 @@ public final class UHIDTransport: ReportTransport {
     var pacer = ReportPacer(burst: 32, intervalNs: 1_000_000)
 
     /// Destroys and re-creates the device: the hidraw node goes away and comes back, as on a real replug.
-    public func replug() throws(TransportError) {
+    package func replug() throws(TransportError) {
         try unplug()
         try plug()
     }
 
-    public func unplug() throws(TransportError) {
+    package func unplug() throws(TransportError) {
         try write(UHIDEvent.destroy())
     }
 
-    public func plug() throws(TransportError) {
+    package func plug() throws(TransportError) {
         try create()
     }
 }
