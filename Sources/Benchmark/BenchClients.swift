@@ -134,14 +134,10 @@ struct BenchVirtualKey {
 
     init() throws {
         var entropy = EntropySource.system
-        let authenticator = try Authenticator(
+        key = try KeyFactory().makeKey(
+            profile: try ProfileFile.load("fidosim"),
             storage: MemoryStorage(deviceSecret: entropy.bytes(32), capacity: 1_000_000),
             entropy: entropy,
-            now: .zero
-        )
-        key = VirtualKey(
-            hid: CTAPHIDMachine(channelSeed: 1),
-            authenticator: authenticator,
             presence: .approve(after: .zero)
         )
     }

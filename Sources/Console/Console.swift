@@ -16,3 +16,19 @@ enum Console {
         _ = try? stream.writeAll(Array((line + "\n").utf8))
     }
 }
+
+/// A line for people that a library returns instead of printing: the command that called it prints it.
+package enum ConsoleLine: Equatable, Sendable {
+    /// For standard output (status lines scripts wait for).
+    case out(String)
+    /// For standard error (warnings).
+    case error(String)
+
+    /// Prints the line where it belongs.
+    package func print() {
+        switch self {
+        case .out(let line): printLine(line)
+        case .error(let line): printError(line)
+        }
+    }
+}

@@ -338,7 +338,14 @@ struct Serve: ParsableCommand {
         let factory = keyFactory()
         for spec in specs {
             do {
-                slots.append(try factory.makeSlot(spec, transport: chosen, several: specs.count > 1, logger: logger))
+                let (slot, lines) = try factory.makeSlot(
+                    spec,
+                    transport: chosen,
+                    several: specs.count > 1,
+                    logger: logger
+                )
+                for line in lines { line.print() }
+                slots.append(slot)
             } catch let error as KeyStartError where !error.aboutKey {
                 printError("fidosim: \(error)")
                 throw ExitCode(1)

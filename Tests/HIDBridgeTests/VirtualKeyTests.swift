@@ -16,15 +16,16 @@ struct KeyHarness {
     var now: Duration = .zero
     let channel: UInt32 = 0x0102_0304
 
+    /// The key `serve` would build (the factory's defaults, the built-in profile), over memory and seeded entropy.
     init(presence: PresenceMode, resetWindow: Bool = true) throws {
-        let storage = MemoryStorage(deviceSecret: Array(repeating: 7, count: 32))
-        let authenticator = try Authenticator(
-            configuration: AuthenticatorConfiguration(resetWindowEnabled: resetWindow),
-            storage: storage,
+        var factory = KeyFactory()
+        factory.resetWindow = resetWindow
+        key = try factory.makeKey(
+            profile: try ProfileFile.load("fidosim"),
+            storage: MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)),
             entropy: EntropySource(SeededGenerator(seed: 42)),
-            now: .zero
+            presence: presence
         )
-        key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 9), authenticator: authenticator, presence: presence)
     }
 
     /// The reports of one message on `channel`.

@@ -1,6 +1,6 @@
-import CTAPCore
+package import CTAPCore
 import CTAPHID
-import Console
+package import Console
 import HIDAPIDevice
 package import Logging
 
@@ -29,16 +29,16 @@ package struct KeySpec: Sendable {
     package var profile: String
 
     package init(
-        name: String,
-        flash: String,
-        port: UInt16,
-        serial: String?,
-        control: String,
-        trace: String?,
-        presence: String?,
-        uv: String,
-        enrolledFingers: Int,
-        profile: String
+        name: String = "default",
+        flash: String = "memory",
+        port: UInt16 = 0,
+        serial: String? = nil,
+        control: String = "off",
+        trace: String? = nil,
+        presence: String? = nil,
+        uv: String = "none",
+        enrolledFingers: Int = 0,
+        profile: String = "fidosim"
     ) {
         self.name = name
         self.flash = flash
@@ -130,15 +130,15 @@ package struct KeyFactory {
         host == "localhost" || host.hasPrefix("127.")
     }
 
-    /// Opens one key's image, device, authenticator, control socket and trace.
+    /// Opens one key's image, device, authenticator, control socket and trace; returns it with the lines that tell
+    /// the person what started (serve prints them).
     package func makeSlot(
         _ spec: KeySpec,
         transport chosen: TransportChoice,
         several: Bool,
         logger: Logger
-    ) throws
-        -> SlotIO
-    {
+    ) throws -> (SlotIO, [ConsoleLine]) {
+        var lines: [ConsoleLine] = []
         let presenceArgument = spec.presence ?? (chosen == .udp ? "approve" : "prompt")
         guard let mode = PresenceMode(argument: presenceArgument, approveDelay: presenceDelay) else {
             throw KeyStartError("unknown presence '\(presenceArgument)'", aboutKey: true)
@@ -171,7 +171,7 @@ package struct KeyFactory {
             } catch {
                 throw KeyStartError("\(error)")
             }
-            printLine("fidosim: control socket \(spec.control)")
+            lines.append(.out("fidosim: control socket \(spec.control)"))
         }
         let device: any ReportTransport
         do {
@@ -200,9 +200,11 @@ package struct KeyFactory {
                     policy: UDPKeyPolicy(anyUser: udpAnyUser, powerCycleDatagram: udpPowerCycle, remote: allowRemote)
                 )
                 if !Self.isLoopback(host) {
-                    printError(
-                        "fidosim: warning: listening on udp \(host):\(spec.port): any machine that reaches this address "
-                            + "can use the key (no touch is asked in approve mode)"
+                    lines.append(
+                        .error(
+                            "fidosim: warning: listening on udp \(host):\(spec.port): any machine that reaches this address "
+                                + "can use the key (no touch is asked in approve mode)"
+                        )
                     )
                 }
             }
@@ -211,7 +213,64 @@ package struct KeyFactory {
         }
 
         // Every write goes through the fault switch of the control plane (a failed flash write on demand).
-        let storage = FaultInjectingStorage(persistent.storage)
+        let key = try makeKey(
+            spec,
+            profile: profileFile,
+            storage: FaultInjectingStorage(persistent.storage),
+            entropy: entropy,
+            presence: mode,
+            transport: chosen
+        )
+        if !enterpriseRPs.isEmpty && key.authenticator.storage.batchAttestation == nil {
+            lines.append(
+                .error(
+                    "fidosim: --ep-rp: this key has no batch attestation, so it offers no enterprise attestation (ep) "
+                        + "until one is provisioned: fidosim attestation provision --name \(spec.name)"
+                )
+            )
+        }
+        // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
+        let defaulted = spec.presence == nil && chosen != .udp ? ", the default on \(chosen.rawValue)" : ""
+        var named = several ? "key \(spec.name), " : ""
+        if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
+        lines.append(
+            .out(
+                "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))"
+            )
+        )
+        if chosen != .udp, case .approve = mode {
+            lines.append(
+                .error(
+                    "fidosim: warning: presence \(mode) on \(chosen.rawValue): any local program that can open the key "
+                        + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key"
+                )
+            )
+        }
+        // With several keys, the terminal's answer goes to the key that asked.
+        let slot = SlotIO(key: key, transport: device, logger: logger, control: server, name: spec.name)
+        if let trace = spec.trace {
+            do {
+                slot.tracer = try TraceWriter(path: trace)
+            } catch {
+                throw KeyStartError("\(error)")
+            }
+            lines.append(.out("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))"))
+        }
+        return (slot, lines)
+    }
+
+    /// The key itself, without I/O: the authenticator with `spec`'s profile and options over `storage`, and its
+    /// CTAPHID machine. `serve` builds every key through it; the bench and the tests build theirs with it over
+    /// memory. `transport` decides the default largest message (uhid's output queue is short).
+    package func makeKey(
+        _ spec: KeySpec = KeySpec(),
+        profile profileFile: ProfileFile,
+        storage: any AuthenticatorStorage,
+        entropy: EntropySource,
+        presence mode: PresenceMode,
+        transport chosen: TransportChoice = .udp
+    ) throws(KeyStartError) -> VirtualKey {
+        var entropy = entropy
         // The kernel's uhid output queue holds 32 reports and never blocks the writer: a host that writes a longer
         // message faster than this process reads loses reports. 1200 bytes (21 reports) is also what common
         // hardware keys announce.
@@ -241,12 +300,6 @@ package struct KeyFactory {
         } catch {
             throw KeyStartError("cannot start the authenticator: \(error)", aboutKey: true)
         }
-        if !enterpriseRPs.isEmpty && authenticator.storage.batchAttestation == nil {
-            printError(
-                "fidosim: --ep-rp: this key has no batch attestation, so it offers no enterprise attestation (ep) "
-                    + "until one is provisioned: fidosim attestation provision --name \(spec.name)"
-            )
-        }
         // A key without CTAP2 lacks the CBOR capability; one without U2F says NMSG.
         var capabilities = CTAPHIDConfiguration.capabilityWink
         if profileFile.profile.speaksCTAP2 { capabilities |= CTAPHIDConfiguration.capabilityCBOR }
@@ -257,29 +310,6 @@ package struct KeyFactory {
         )
         var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
         key.presenceTimeout = presenceTimeout
-        // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
-        let defaulted = spec.presence == nil && chosen != .udp ? ", the default on \(chosen.rawValue)" : ""
-        var named = several ? "key \(spec.name), " : ""
-        if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
-        printLine(
-            "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))"
-        )
-        if chosen != .udp, case .approve = mode {
-            printError(
-                "fidosim: warning: presence \(mode) on \(chosen.rawValue): any local program that can open the key "
-                    + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key"
-            )
-        }
-        // With several keys, the terminal's answer goes to the key that asked.
-        let slot = SlotIO(key: key, transport: device, logger: logger, control: server, name: spec.name)
-        if let trace = spec.trace {
-            do {
-                slot.tracer = try TraceWriter(path: trace)
-            } catch {
-                throw KeyStartError("\(error)")
-            }
-            printLine("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))")
-        }
-        return slot
+        return key
     }
 }
