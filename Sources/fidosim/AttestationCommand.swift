@@ -108,7 +108,7 @@ struct AttestationCommand: ParsableCommand {
                         organization: organization,
                         country: country.uppercased()
                     )
-                    try usage { try KeyFiles.writePrivate(path, file, replace: false) }
+                    try usage { () throws(KeySetupError) in try KeyFiles.writePrivate(path, file, replace: false) }
                     shared = "; the new batch is in \(path) (0600: it holds the root's key) for the batch's other keys"
                 }
             }
@@ -124,7 +124,7 @@ struct AttestationCommand: ParsableCommand {
                 ]
             )
             let path = rootOut ?? KeyFiles.dataDirectory + "/" + key.name + "-attestation-root.pem"
-            try usage {
+            try usage { () throws(KeySetupError) in
                 try KeyFiles.writePrivate(
                     path,
                     BatchAttestation.pem(certificate: batch.rootCertificate),

@@ -95,7 +95,7 @@ struct CredentialsCommand: ParsableCommand {
                 document = cxf
                 if skipped > 0 { note = " (\(skipped) non-discoverable left out: CXF holds passkeys only)" }
             }
-            try usage {
+            try usage { () throws(KeySetupError) in
                 try KeyFiles.writePrivate(output, document.prettyEncoded, replace: force)
             }
             let count = format == .cxf ? credentials.count { $0["isResidentCredential"] == true } : credentials.count
@@ -119,7 +119,7 @@ struct CredentialsCommand: ParsableCommand {
         var file: String
 
         func run() throws {
-            let text = try usage { try KeyFiles.read(file) }
+            let text = try usage { () throws(KeySetupError) in try KeyFiles.read(file) }
             let document: JSONValue
             do {
                 document = try JSONParser.parse(text)

@@ -37,10 +37,10 @@ struct ProfilesCommand: ParsableCommand {
 }
 
 /// Runs `body`; a key's file that is not right is a usage error (exit code 64), like the command's own checks.
-func usage<T>(_ body: () throws -> T) throws -> T {
+func usage<T>(_ body: () throws(KeySetupError) -> T) throws -> T {
     do {
         return try body()
-    } catch let error as KeySetupError {
+    } catch {
         throw ValidationError(error.message)
     }
 }

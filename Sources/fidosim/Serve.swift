@@ -312,9 +312,9 @@ struct Serve: ParsableCommand {
             profile: profile
         )
         if let config {
-            return try usage { try ServeConfig.load(config, base: base) }
+            return try usage { () throws(KeySetupError) in try ServeConfig.load(config, base: base) }
         }
-        return try usage { try base.copies(count: keys, flash: flash, control: control) }
+        return try usage { () throws(KeySetupError) in try base.copies(count: keys, flash: flash, control: control) }
     }
 
     func run() throws {
