@@ -25,7 +25,6 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,7 @@ import fido2.hid  # noqa: E402
 from fido2.hid.base import HidDescriptor  # noqa: E402
 
 from fidosim_control import FidosimControl  # noqa: E402
-from udp_device import REPORT_SIZE, UdpCtapHidConnection, wait_until_ready  # noqa: E402
+from udp_device import REPORT_SIZE, UdpCtapHidConnection, free_udp_port, wait_until_ready  # noqa: E402
 
 EP_RP_ID = "ep.example.com"
 
@@ -87,12 +86,6 @@ def pytest_addoption(parser):
 
 def fidosim_binary() -> str:
     return os.environ.get("FIDOSIM_BIN", str(REPO / ".build" / "debug" / "fidosim"))
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Key:

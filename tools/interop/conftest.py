@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ for path in (HERE, HERE.parent / "control"):  # make `import udp_device`, `impor
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from udp_device import open_udp_device, power_cycle, wait_until_ready  # noqa: E402
+from udp_device import free_udp_port, open_udp_device, power_cycle, wait_until_ready  # noqa: E402,F401
 
 REPO = HERE.parents[1]
 HOST = "127.0.0.1"
@@ -44,12 +43,6 @@ def pytest_configure(config):
 def fidosim_binary() -> Path:
     env = os.environ.get("FIDOSIM_BIN")
     return Path(env).expanduser().absolute() if env else REPO / ".build" / "debug" / "fidosim"
-
-
-def free_udp_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _merge_args(base: list[str], extra: list[str]) -> list[str]:

@@ -7,6 +7,7 @@ byte) in each direction; the simulator answers to the sender's address.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import struct
 import time
@@ -25,6 +26,32 @@ POWER_CYCLE = bytes.fromhex(
     "394d8d04973c134005be1a0140bff6045bb26eb77a73eaa47813f6b49a7250dc"
 )
 assert len(POWER_CYCLE) == REPORT_SIZE
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_udp_port(host: str = DEFAULT_HOST) -> int:
+    """A UDP port a key may bind: one outside the kernel's ephemeral range, so that no client socket opened
+    meanwhile (each gets an ephemeral port) can take it between this check and the key's bind."""
+    low, high = _ephemeral_range()
+    candidates = range(20000, low) if low > 21000 else range(high + 1, 65536)
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.choice(candidates)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free UDP port outside the ephemeral range")
 
 
 class UdpReadTimeout(TimeoutError):

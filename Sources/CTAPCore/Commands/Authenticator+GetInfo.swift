@@ -43,9 +43,11 @@ extension Authenticator {
             0x05: CBORValue(configuration.maxMessageSize),
             0x06: .array(PinUvAuthProtocol.supported.map { CBORValue($0.rawValue) }),
             0x07: 8,  // maxCredentialCountInList
-            0x08: CBORValue(CredentialID.length),  // maxCredentialIdLength
+            0x08: CBORValue(maxCredentialIdLength),
             0x09: ["usb"],
-            0x0A: [["alg": -7, "type": "public-key"], ["alg": -8, "type": "public-key"]],
+            0x0A: .array(
+                configuration.profile.algorithms.map { ["alg": CBORValue($0.rawValue), "type": "public-key"] }
+            ),
             0x0B: CBORValue(configuration.maxLargeBlobArray),
             0x0C: .boolean(settings.forcePINChange),
             0x0D: CBORValue(minPINLength),
@@ -80,9 +82,6 @@ extension Authenticator {
         map[0x02] = extensions.isEmpty ? nil : .array(extensions.map { .textString($0) })
         map[0x06] = .array(profile.pinUvAuthProtocols.map { CBORValue($0) })
         map[0x07] = CBORValue(profile.maxCredentialCountInList)
-        map[0x0A] = .array(
-            profile.algorithms.map { ["alg": CBORValue($0.rawValue), "type": "public-key"] }
-        )
         guard !profile.ctap21 else { return }
         for key in map.keys where (key.intValue ?? 0) >= 0x09 { map[key] = nil }
         if case .map(let options)? = map[0x04] {
@@ -92,6 +91,12 @@ extension Authenticator {
             }
             map[0x04] = .map(options.filter { key, _ in key.textValue.map(kept.contains) ?? false })
         }
+    }
+
+    /// maxCredentialIdLength: the longest id of the profile's algorithms (``CredentialID``); 63 with ES256 and
+    /// EdDSA only, as before fidosim had others. Imported credentials may keep longer ids of their own.
+    var maxCredentialIdLength: Int {
+        configuration.profile.algorithms.map(CredentialID.length).max() ?? CredentialID.length(.es256)
     }
 
     /// The device identifier: 16 bytes from the device secret, so stable across power cycles and new after reset.

@@ -3,14 +3,19 @@ import Crypto
 /// Self-contained credential ids: the private key sealed with AES-256-GCM under a key derived from the
 /// device secret, bound to the rpIdHash (or U2F application parameter).
 ///
-/// Layout (63 bytes): `version (0x01) | nonce (12) | ciphertext (34) | tag (16)`; the plaintext is
-/// `flags | algorithm (1 = ES256, 2 = EdDSA) | private key (32)`, the additional data is
-/// `version | rpIdHash`. Flags: bit 0 discoverable, bits 1–2 the credProtect level (0 means level 1),
-/// bit 3 made with hmac-secret, bit 4 thirdPartyPayment. Anything that does not open (tampered, truncated, foreign, from before a reset)
-/// is simply not a credential of this key.
+/// Layout: `version (0x01) | nonce (12) | ciphertext (2 + key) | tag (16)`; the plaintext is
+/// `flags | algorithm byte | private key`, the additional data is `version | rpIdHash`. The private key is the
+/// algorithm's raw key (``CredentialAlgorithm/rawKeyLength``: 32 bytes, 48 for P-384, 66 for P-521), so an id is
+/// 63, 79 or 97 bytes. Flags: bit 0 discoverable, bits 1–2 the credProtect level (0 means level 1), bit 3 made with
+/// hmac-secret, bit 4 thirdPartyPayment. Anything that does not open (tampered, truncated, foreign, from before a
+/// reset) is simply not a credential of this key.
 struct CredentialID {
     static let version: UInt8 = 0x01
-    static let length = 1 + 12 + 34 + 16
+    /// Everything but the key: version, nonce, flags, algorithm byte, tag.
+    static let overhead = 1 + 12 + 2 + 16
+
+    /// The length of an id of `algorithm`.
+    static func length(_ algorithm: CredentialAlgorithm) -> Int { overhead + algorithm.rawKeyLength }
 
     struct Contents: Equatable {
         var isResident: Bool
@@ -21,11 +26,24 @@ struct CredentialID {
         var thirdPartyPayment: Bool = false
     }
 
+    /// The algorithm byte of the plaintext; the ids of versions before ES384 used 1 and 2 already.
     static func algorithmByte(_ algorithm: CredentialAlgorithm) -> UInt8 {
         switch algorithm {
         case .es256: 1
         case .edDSA: 2
+        case .es384: 3
+        case .es512: 4
+        case .esp256: 5
+        case .esp384: 6
+        case .esp512: 7
+        case .ed25519: 8
+        case .mlDSA65: 9
+        case .mlDSA87: 10
         }
+    }
+
+    static func algorithm(byte: UInt8) -> CredentialAlgorithm? {
+        CredentialAlgorithm.allCases.first { algorithmByte($0) == byte }
     }
 
     /// Derives the sealing key from the device secret.
@@ -65,23 +83,19 @@ struct CredentialID {
     }
 
     static func open(_ id: [UInt8], rpIdHash: [UInt8], key: SymmetricKey) -> Contents? {
-        guard id.count == length, id[0] == version else { return nil }
+        guard id.count > overhead, id[0] == version else { return nil }
         guard
             let box = try? AES.GCM.SealedBox(
                 nonce: AES.GCM.Nonce(data: id[1..<13]),
-                ciphertext: id[13..<47],
-                tag: id[47..<63]
+                ciphertext: id[13..<(id.count - 16)],
+                tag: id[(id.count - 16)...]
             ),
             let plain = try? AES.GCM.open(box, using: key, authenticating: [version] + rpIdHash)
         else { return nil }
         let bytes = Array(plain)
-        guard bytes.count == 34, bytes[0] & ~0x1F == 0 else { return nil }
-        let algorithm: CredentialAlgorithm
-        switch bytes[1] {
-        case 1: algorithm = .es256
-        case 2: algorithm = .edDSA
-        default: return nil
-        }
+        guard bytes[0] & ~0x1F == 0, let algorithm = algorithm(byte: bytes[1]),
+            bytes.count == 2 + algorithm.rawKeyLength
+        else { return nil }
         let flags = bytes[0]
         return Contents(
             isResident: flags & 0x01 != 0,

@@ -13,12 +13,75 @@ package struct UserEntity: Sendable, Equatable {
     }
 }
 
-/// A signature algorithm of credentials, by its COSE identifier.
+/// A signature algorithm of credentials, by its COSE identifier (IANA COSE Algorithms; RFC 9864 for the fully
+/// specified ones, RFC 9964 for ML-DSA). `allCases` is fidosim's order of preference in getInfo.
 package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
-    /// ECDSA over P-256 with SHA-256.
+    /// ECDSA with SHA-256 (polymorphic: the key says P-256).
     case es256 = -7
-    /// Ed25519 (COSE EdDSA).
+    /// EdDSA (polymorphic: the key says Ed25519).
     case edDSA = -8
+    /// ECDSA with SHA-384 on P-384.
+    case es384 = -35
+    /// ECDSA with SHA-512 on P-521.
+    case es512 = -36
+    /// ECDSA on P-256 with SHA-256, fully specified (RFC 9864).
+    case esp256 = -9
+    /// ECDSA on P-384 with SHA-384, fully specified.
+    case esp384 = -51
+    /// ECDSA on P-521 with SHA-512, fully specified.
+    case esp512 = -52
+    /// Ed25519, fully specified.
+    case ed25519 = -19
+    /// ML-DSA-65 (FIPS 204), empty context.
+    case mlDSA65 = -49
+    /// ML-DSA-87 (FIPS 204), empty context.
+    case mlDSA87 = -50
+
+    /// The name a profile file uses (the COSE registry's).
+    package var name: String {
+        switch self {
+        case .es256: "ES256"
+        case .edDSA: "EdDSA"
+        case .es384: "ES384"
+        case .es512: "ES512"
+        case .esp256: "ESP256"
+        case .esp384: "ESP384"
+        case .esp512: "ESP512"
+        case .ed25519: "Ed25519"
+        case .mlDSA65: "ML-DSA-65"
+        case .mlDSA87: "ML-DSA-87"
+        }
+    }
+
+    package init?(name: String) {
+        guard let known = Self.allCases.first(where: { $0.name == name }) else { return nil }
+        self = known
+    }
+
+    /// The key behind the algorithm: the curve of the ECDSA ones, or the scheme.
+    enum KeyKind: Sendable, Equatable {
+        case p256, p384, p521, ed25519, mlDSA65, mlDSA87
+    }
+
+    var keyKind: KeyKind {
+        switch self {
+        case .es256, .esp256: .p256
+        case .es384, .esp384: .p384
+        case .es512, .esp512: .p521
+        case .edDSA, .ed25519: .ed25519
+        case .mlDSA65: .mlDSA65
+        case .mlDSA87: .mlDSA87
+        }
+    }
+
+    /// The length of the raw private key as stored: the ECDSA scalar, the Ed25519 seed or the ML-DSA seed.
+    package var rawKeyLength: Int {
+        switch keyKind {
+        case .p256, .ed25519, .mlDSA65, .mlDSA87: 32
+        case .p384: 48
+        case .p521: 66
+        }
+    }
 }
 
 /// The credProtect level of a credential (CTAP 2.1 §12.1).
@@ -40,7 +103,7 @@ package struct ResidentCredential: Sendable, Equatable {
     package var rpId: String
     package var rpIdHash: [UInt8]
     package var user: UserEntity
-    /// The raw private key: a P-256 scalar or an Ed25519 seed (32 bytes).
+    /// The raw private key: the ECDSA scalar or the Ed25519 or ML-DSA seed (``CredentialAlgorithm/rawKeyLength``).
     package var privateKey: [UInt8]
     /// Creation order: larger is newer.
     package var creationSerial: UInt64

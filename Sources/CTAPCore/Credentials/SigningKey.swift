@@ -3,49 +3,111 @@ import Crypto
 
 /// A credential's private key as swift-crypto holds it, ready to sign.
 ///
-/// Making one from raw bytes derives the public key (a scalar multiplication, as costly as a signature), so the
-/// authenticator keeps the keys it used last in a ``SigningKeyCache`` instead of rebuilding them per request.
-/// (A struct of two optionals rather than an enum: a multi-payload enum keeps its case in the references' spare
-/// bits, which LeakSanitizer then cannot follow.)
+/// Making one from raw bytes derives the public key (a scalar multiplication or an ML-DSA key generation, as costly
+/// as a signature), so the authenticator keeps the keys it used last in a ``SigningKeyCache`` instead of rebuilding
+/// them per request. (The key sits behind an existential rather than in a multi-payload enum: such an enum keeps its
+/// case in the references' spare bits, which LeakSanitizer then cannot follow.)
 struct SigningKey: Sendable {
-    private var p256: P256.Signing.PrivateKey?
-    private var ed25519: Curve25519.Signing.PrivateKey?
+    let algorithm: CredentialAlgorithm
+    private let key: any CredentialSigner
 
-    init(_ key: P256.Signing.PrivateKey) { p256 = key }
+    init(_ key: P256.Signing.PrivateKey, algorithm: CredentialAlgorithm = .es256) {
+        self.algorithm = algorithm
+        self.key = key
+    }
 
     init(raw: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) {
+        self.algorithm = algorithm
+        guard raw.count == algorithm.rawKeyLength else {
+            throw CTAPError(
+                .other,
+                "a stored \(algorithm.name) key is \(raw.count) bytes, not \(algorithm.rawKeyLength)"
+            )
+        }
         do {
-            switch algorithm {
-            case .es256: p256 = try P256.Signing.PrivateKey(rawRepresentation: raw)
-            case .edDSA: ed25519 = try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
+            switch algorithm.keyKind {
+            case .p256: key = try P256.Signing.PrivateKey(rawRepresentation: raw)
+            case .p384: key = try P384.Signing.PrivateKey(rawRepresentation: raw)
+            case .p521: key = try P521.Signing.PrivateKey(rawRepresentation: raw)
+            case .ed25519: key = try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
+            case .mlDSA65: key = try MLDSA65.PrivateKey(seedRepresentation: raw, publicKey: nil)
+            case .mlDSA87: key = try MLDSA87.PrivateKey(seedRepresentation: raw, publicKey: nil)
             }
         } catch {
             throw CTAPError(.other, "a stored private key is invalid: \(error)")
         }
     }
 
-    /// The raw private key: a P-256 scalar or an Ed25519 seed.
-    var raw: [UInt8] {
-        if let p256 { return Array(p256.rawRepresentation) }
-        return ed25519.map { Array($0.rawRepresentation) } ?? []
-    }
+    /// The raw private key: the ECDSA scalar, or the Ed25519 or ML-DSA seed.
+    var raw: [UInt8] { key.raw }
 
-    /// The COSE_Key of the public key.
-    var coseKey: CBORValue {
-        if let p256 { return COSEKey.es256(p256.publicKey) }
-        return ed25519.map { COSEKey.edDSA($0.publicKey) } ?? .null
-    }
+    /// The COSE_Key of the public key, with this credential's algorithm.
+    var coseKey: CBORValue { key.coseKey(algorithm) }
 
-    /// A DER ECDSA signature for ES256, a 64-byte Ed25519 signature for EdDSA.
+    /// The signature over `data`: DER ECDSA, a 64-byte Ed25519 signature, or a FIPS 204 ML-DSA signature with the
+    /// empty context (RFC 9964).
     func sign(_ data: [UInt8]) throws(CTAPError) -> [UInt8] {
         do {
-            if let p256 { return Array(try p256.signature(for: data).derRepresentation) }
-            if let ed25519 { return Array(try ed25519.signature(for: data)) }
+            return try key.sign(data)
         } catch {
             throw CTAPError(.other, "signing failed: \(error)")
         }
-        throw CTAPError(.other, "no key to sign with")
     }
+}
+
+/// A swift-crypto private key that signs for credentials.
+protocol CredentialSigner: Sendable {
+    var raw: [UInt8] { get }
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue
+    func sign(_ data: [UInt8]) throws -> [UInt8]
+}
+
+extension P256.Signing.PrivateKey: CredentialSigner {
+    var raw: [UInt8] { Array(rawRepresentation) }
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue {
+        COSEKey.ec2(algorithm, curve: 1, x963: Array(publicKey.x963Representation))
+    }
+    func sign(_ data: [UInt8]) throws -> [UInt8] { Array(try signature(for: data).derRepresentation) }
+}
+
+extension P384.Signing.PrivateKey: CredentialSigner {
+    var raw: [UInt8] { Array(rawRepresentation) }
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue {
+        COSEKey.ec2(algorithm, curve: 2, x963: Array(publicKey.x963Representation))
+    }
+    func sign(_ data: [UInt8]) throws -> [UInt8] { Array(try signature(for: data).derRepresentation) }
+}
+
+extension P521.Signing.PrivateKey: CredentialSigner {
+    var raw: [UInt8] { Array(rawRepresentation) }
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue {
+        COSEKey.ec2(algorithm, curve: 3, x963: Array(publicKey.x963Representation))
+    }
+    func sign(_ data: [UInt8]) throws -> [UInt8] { Array(try signature(for: data).derRepresentation) }
+}
+
+extension Curve25519.Signing.PrivateKey: CredentialSigner {
+    var raw: [UInt8] { Array(rawRepresentation) }
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue {
+        COSEKey.okp(algorithm, x: Array(publicKey.rawRepresentation))
+    }
+    func sign(_ data: [UInt8]) throws -> [UInt8] { Array(try signature(for: data)) }
+}
+
+extension MLDSA65.PrivateKey: CredentialSigner {
+    var raw: [UInt8] { Array(seedRepresentation) }
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue {
+        COSEKey.akp(algorithm, publicKey: Array(publicKey.rawRepresentation))
+    }
+    func sign(_ data: [UInt8]) throws -> [UInt8] { Array(try signature(for: data)) }
+}
+
+extension MLDSA87.PrivateKey: CredentialSigner {
+    var raw: [UInt8] { Array(seedRepresentation) }
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue {
+        COSEKey.akp(algorithm, publicKey: Array(publicKey.rawRepresentation))
+    }
+    func sign(_ data: [UInt8]) throws -> [UInt8] { Array(try signature(for: data)) }
 }
 
 /// The last `capacity` values stored by credential id, oldest dropped first (RAM only).

@@ -304,12 +304,23 @@ package struct Authenticator: Sendable {
 
     /// A fresh key of `algorithm` from the injected entropy.
     mutating func newSigningKey(_ algorithm: CredentialAlgorithm) throws(CTAPError) -> SigningKey {
-        switch algorithm {
-        case .es256: return SigningKey(newPrivateKey())
-        case .edDSA:
+        switch algorithm.keyKind {
+        case .p256: return SigningKey(newPrivateKey(), algorithm: algorithm)
+        case .ed25519, .mlDSA65, .mlDSA87:
+            // A 32-byte seed is a valid key.
             var seed = entropy.bytes(32)
             defer { seed.wipe() }
-            return try SigningKey(raw: seed, algorithm: .edDSA)
+            return try SigningKey(raw: seed, algorithm: algorithm)
+        case .p384, .p521:
+            // A scalar from the entropy, drawn again in the rare case it is not below the group order (P-521's top
+            // seven bits are always zero).
+            for _ in 0..<16 {
+                var scalar = entropy.bytes(algorithm.rawKeyLength)
+                defer { scalar.wipe() }
+                if algorithm.keyKind == .p521 { scalar[0] &= 0x01 }
+                if let key = try? SigningKey(raw: scalar, algorithm: algorithm) { return key }
+            }
+            throw CTAPError(.other, "the entropy source gave no valid \(algorithm.name) key")
         }
     }
 

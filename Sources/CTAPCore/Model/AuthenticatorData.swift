@@ -40,22 +40,27 @@ enum AuthenticatorData {
     }
 }
 
-/// COSE encodings of public keys.
+/// COSE encodings of public keys (RFC 9053 for EC2 and OKP keys, RFC 9964 for AKP keys).
 enum COSEKey {
-    /// The COSE_Key map of an ES256 public key: kty EC2, alg -7, crv P-256, x, y.
-    static func es256(_ key: P256.Signing.PublicKey) -> CBORValue {
-        let point = Array(key.x963Representation)  // 0x04 | x | y
+    /// An EC2 key: kty 2, alg, crv (1 P-256, 2 P-384, 3 P-521), x and y from the uncompressed point 0x04 | x | y.
+    static func ec2(_ algorithm: CredentialAlgorithm, curve: Int, x963 point: [UInt8]) -> CBORValue {
+        let size = (point.count - 1) / 2
         return [
             1: 2,
-            3: -7,
-            -1: 1,
-            -2: .byteString(Array(point[1..<33])),
-            -3: .byteString(Array(point[33..<65])),
+            3: CBORValue(algorithm.rawValue),
+            -1: CBORValue(curve),
+            -2: .byteString(Array(point[1..<(1 + size)])),
+            -3: .byteString(Array(point[(1 + size)...])),
         ]
     }
 
-    /// The COSE_Key map of an Ed25519 public key: kty OKP, alg -8, crv Ed25519, x.
-    static func edDSA(_ key: Curve25519.Signing.PublicKey) -> CBORValue {
-        [1: 1, 3: -8, -1: 6, -2: .byteString(Array(key.rawRepresentation))]
+    /// An OKP key: kty 1, alg, crv Ed25519 (6), x.
+    static func okp(_ algorithm: CredentialAlgorithm, x: [UInt8]) -> CBORValue {
+        [1: 1, 3: CBORValue(algorithm.rawValue), -1: 6, -2: .byteString(x)]
+    }
+
+    /// An AKP key (ML-DSA): kty 7, alg, pub.
+    static func akp(_ algorithm: CredentialAlgorithm, publicKey: [UInt8]) -> CBORValue {
+        [1: 7, 3: CBORValue(algorithm.rawValue), -1: .byteString(publicKey)]
     }
 }

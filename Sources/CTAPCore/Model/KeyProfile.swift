@@ -32,7 +32,7 @@ package struct KeyProfile: Sendable, Equatable {
         versions: [String] = KeyProfile.allVersions,
         extensions: [String]? = nil,
         pinUvAuthProtocols: [Int] = [2, 1],
-        algorithms: [CredentialAlgorithm] = [.es256, .edDSA],
+        algorithms: [CredentialAlgorithm] = CredentialAlgorithm.allCases,
         maxCredentialCountInList: Int = 8,
         dropsDisplayName: Bool = false,
         forcedStatus: [UInt8: UInt8] = [:],

@@ -32,7 +32,7 @@ package enum CredentialRecord {
         guard let record = try? CBORDecoder.decode(bytes), let map = record.mapValue else { return nil }
         guard
             let id = map[1]?.bytesValue, let rpId = map[2]?.textValue, let user = map[3]?.mapValue,
-            let userId = user["id"]?.bytesValue, let key = map[4]?.bytesValue, key.count == 32,
+            let userId = user["id"]?.bytesValue, let key = map[4]?.bytesValue,
             case .unsigned(let serial)? = map[5]
         else { return nil }
         var algorithm = CredentialAlgorithm.es256
@@ -40,6 +40,7 @@ package enum CredentialRecord {
             guard let raw = value.intValue, let known = CredentialAlgorithm(rawValue: raw) else { return nil }
             algorithm = known
         }
+        guard key.count == algorithm.rawKeyLength else { return nil }
         var credProtect = CredProtect.optional
         if let value = map[7] {
             guard let raw = value.intValue, let level = CredProtect(rawValue: UInt8(clamping: raw)) else { return nil }

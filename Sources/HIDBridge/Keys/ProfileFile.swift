@@ -4,8 +4,8 @@ package import ControlProtocol
 
 /// A key profile as a JSON file: the built-in ones (BuiltInProfiles.swift), or a user's own.
 ///
-/// `{"name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms" ("ES256", "EdDSA"),
-/// "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid",
+/// `{"name", "description", "versions", "extensions", "pinUvAuthProtocols",
+/// "algorithms" (COSE names: "ES256", "EdDSA", "ES384", …), "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid",
 /// "quirks": {"dropsDisplayName", "rejectsLargeLists", "forcedStatus": {"makeCredential": 40, …}}}`; every member
 /// but name is optional and defaults to fidosim's.
 package struct ProfileFile {
@@ -106,11 +106,11 @@ package struct ProfileFile {
         }
         if let algorithms = try strings("algorithms") {
             profile.algorithms = try algorithms.map { name in
-                switch name {
-                case "ES256": .es256
-                case "EdDSA": .edDSA
-                default: throw KeySetupError("unknown algorithm \"\(name)\": use ES256 or EdDSA")
+                guard let algorithm = CredentialAlgorithm(name: name) else {
+                    let names = CredentialAlgorithm.allCases.map(\.name).joined(separator: ", ")
+                    throw KeySetupError("unknown algorithm \"\(name)\": use \(names)")
                 }
+                return algorithm
             }
         }
         if let n = try integer("maxCredentialCountInList", 1...64) { profile.maxCredentialCountInList = n }

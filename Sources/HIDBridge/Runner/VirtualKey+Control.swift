@@ -235,7 +235,7 @@ extension VirtualKey {
             "rpId": .string(c.rpId),
             "privateKey": .string(Base64URL.encode(c.privateKey)),
             "signCount": JSONValue(c.signCount),
-            "algorithm": .string(c.algorithm == .es256 ? "ES256" : "EdDSA"),
+            "algorithm": .string(c.algorithm.name),
         ]
         if let handle = c.userHandle { members["userHandle"] = .string(Base64URL.encode(handle)) }
         if let name = c.userName { members["userName"] = .string(name) }

@@ -43,7 +43,7 @@ import Testing
     }
 
     @Test(arguments: [
-        ([-7, -8], -7), ([-8, -7], -8), ([-257, -8], -8), ([-35, -7, -8], -7),
+        ([-7, -8], -7), ([-8, -7], -8), ([-257, -8], -8), ([-1000, -7, -8], -7),
     ])
     func theFirstSupportedAlgorithmWins(offered: [Int], chosen: Int) throws {
         var harness = try Harness()
@@ -54,7 +54,7 @@ import Testing
 
     @Test func noSupportedAlgorithmIsRefused() throws {
         var harness = try Harness()
-        #expect(status(of: harness.cbor(.makeCredential, request([-257, -37, -35]))) == .unsupportedAlgorithm)
+        #expect(status(of: harness.cbor(.makeCredential, request([-1000, -65535, 7]))) == .unsupportedAlgorithm)
         let wrongType = Request.makeCredential().setting(4, [["alg": -8, "type": "private-key"]])
         #expect(status(of: harness.cbor(.makeCredential, wrongType)) == .unsupportedAlgorithm)
     }
