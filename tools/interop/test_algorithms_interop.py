@@ -12,7 +12,7 @@ import hashlib
 import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.credman import CredentialManagement
@@ -42,7 +42,8 @@ except ImportError:  # cryptography before 47
 
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
 
-# COSE id: (name, kty, crv, coordinate size, hash) for the EC2 and OKP keys; ML-DSA: (name, kty, None, public size).
+# COSE id: (name, kty, crv, coordinate size, hash) for the EC2 and OKP keys; ML-DSA: (name, kty, None, public size);
+# RSA: (name, kty, None, modulus size, hash).
 ALGORITHMS = {
     -7: ("ES256", 2, 1, 32, hashes.SHA256),
     -8: ("EdDSA", 1, 6, 32, None),
@@ -54,6 +55,8 @@ ALGORITHMS = {
     -19: ("Ed25519", 1, 6, 32, None),
     -49: ("ML-DSA-65", 7, None, 1952, None),
     -50: ("ML-DSA-87", 7, None, 2592, None),
+    -257: ("RS256", 3, None, 256, hashes.SHA256),
+    -37: ("PS256", 3, None, 256, hashes.SHA256),
 }
 CURVES = {1: ec.SECP256R1, 2: ec.SECP384R1, 3: ec.SECP521R1}
 IDS = [ALGORITHMS[a][0] for a in ALGORITHMS]
@@ -71,6 +74,13 @@ def openssl_verifier(cose: dict, alg: int):
             int.from_bytes(cose[-2], "big"), int.from_bytes(cose[-3], "big"), CURVES[crv]()
         ).public_key()
         return lambda sig, msg: key.verify(sig, msg, ec.ECDSA(hash_type()))
+    if kty == 3:
+        assert set(cose) == {1, 3, -1, -2} and len(cose[-1]) == size and cose[-1][0] != 0 and cose[-2] == b"\x01\x00\x01"
+        key = rsa.RSAPublicNumbers(int.from_bytes(cose[-2], "big"), int.from_bytes(cose[-1], "big")).public_key()
+        if alg == -257:
+            return lambda sig, msg: key.verify(sig, msg, padding.PKCS1v15(), hashes.SHA256())
+        pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32)
+        return lambda sig, msg: key.verify(sig, msg, pss, hashes.SHA256())
     if kty == 1:
         assert set(cose) == {1, 3, -1, -2} and cose[-1] == 6 and len(cose[-2]) == 32
         return Ed25519PublicKey.from_public_bytes(cose[-2]).verify
@@ -125,8 +135,19 @@ def test_fido2server_registers_and_authenticates(sim, alg):
 
 def test_the_first_supported_entry_wins(sim):
     ctap2 = Ctap2(sim.device())
-    att = ctap2.make_credential(new_cdh(), RP, user("order"), params(-257, -51, -7), options={"rk": False})
+    att = ctap2.make_credential(new_cdh(), RP, user("order"), params(-47, -51, -7), options={"rk": False})
     assert att.auth_data.credential_data.public_key[3] == -51
+
+
+def test_a_non_discoverable_rsa_credential_is_kept_on_the_key_and_names_no_user(sim):
+    ctap2 = Ctap2(sim.device())
+    att = ctap2.make_credential(new_cdh(), RP, user("rsa"), params(-257), options={"rk": False})
+    cred_id = att.auth_data.credential_data.credential_id
+    got = ctap2.get_assertion(RP_ID, new_cdh(), [descriptor(cred_id)])
+    assert got.user is None
+    with sim.control() as ctl:
+        (listed,) = ctl.get_credentials()
+    assert listed["credentialId"] == cred_id and listed["isResidentCredential"] is False
 
 
 def test_credential_management_returns_the_attested_key(sim):
@@ -171,6 +192,8 @@ def test_exported_pkcs8_is_the_credentials_key(sim, alg):
     # The exported private key belongs to the attested public key.
     if alg in (-49, -50):
         assert private.public_key().public_bytes_raw() == cose[-1]
+    elif ALGORITHMS[alg][1] == 3:
+        assert private.public_key().public_numbers().n.to_bytes(256, "big") == cose[-1]
     elif ALGORITHMS[alg][1] == 2:
         numbers = private.public_key().public_numbers()
         assert numbers.x.to_bytes(ALGORITHMS[alg][3], "big") == cose[-2]
@@ -180,7 +203,8 @@ def test_exported_pkcs8_is_the_credentials_key(sim, alg):
 
 def generated_keys():
     keys = [("P-384", ec.generate_private_key(ec.SECP384R1()), -35),
-            ("P-521", ec.generate_private_key(ec.SECP521R1()), -36)]
+            ("P-521", ec.generate_private_key(ec.SECP521R1()), -36),
+            ("RSA-2048", rsa.generate_private_key(65537, 2048), -257)]
     if mldsa is not None:
         keys.append(("ML-DSA-65", mldsa.MLDSA65PrivateKey.generate(), -49))
         keys.append(("ML-DSA-87", mldsa.MLDSA87PrivateKey.generate(), -50))
@@ -202,5 +226,7 @@ def test_an_imported_key_signs_for_its_public_key(sim, name, private, alg):
     message = bytes(got.auth_data) + cdh
     if alg in (-49, -50):
         private.public_key().verify(got.signature, message)
+    elif alg == -257:
+        private.public_key().verify(got.signature, message, padding.PKCS1v15(), hashes.SHA256())
     else:
         private.public_key().verify(got.signature, message, ec.ECDSA(ALGORITHMS[alg][4]()))

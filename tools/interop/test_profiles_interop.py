@@ -281,7 +281,7 @@ def test_a_profile_file_of_ones_own(sim, tmp_path):
     ('{"name": "x", "versions": ["FIDO_3"]}', "unknown version FIDO_3"),
     ('{"name": "x", "versions": ["U2F_V2", "FIDO_2_0"]}', "PIN/UV auth protocol 2 needs FIDO_2_1"),
     ('{"name": "x", "extensions": ["teleport"]}', "unknown extension"),
-    ('{"name": "x", "algorithms": ["RS256"]}', "unknown algorithm"),
+    ('{"name": "x", "algorithms": ["RS1"]}', "unknown algorithm"),
     ('{"name": "x", "quirks": {"forcedStatus": {"reboot": 1}}}', "unknown command"),
     ('{"name": "x", "colour": "blue"}', "unknown member"),
     ('not json', "is not JSON"),

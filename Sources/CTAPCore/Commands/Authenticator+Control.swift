@@ -1,5 +1,6 @@
 package import CTAPCBOR
 import Crypto
+import _CryptoExtras
 
 /// A credential as the control plane reads and writes it: everything needed to use it somewhere else.
 package struct ManagedCredential: Sendable, Equatable {
@@ -92,15 +93,19 @@ package enum PrivateKeyEncoding {
         if let key = try? P521.Signing.PrivateKey(derRepresentation: pkcs8) {
             return (Array(key.rawRepresentation), .es512)
         }
+        // RSA: 2048 bits or more (swift-crypto refuses smaller keys), kept as PKCS#1, signing RS256 by default.
+        if let key = try? _RSA.Signing.PrivateKey(derRepresentation: pkcs8), key.keySizeInBits <= 4096 {
+            return (Array(key.derRepresentation), .rs256)
+        }
         throw CTAPError(
             .invalidParameter,
-            "the private key is not a PKCS#8 key of P-256, P-384, P-521, Ed25519 or ML-DSA-65/87 (seed form)"
+            "the private key is not a PKCS#8 key of P-256, P-384, P-521, Ed25519, RSA (2048–4096 bits) or ML-DSA-65/87 (seed form)"
         )
     }
 
     /// The PKCS#8 DER of a raw key.
     package static func encode(key: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) -> [UInt8] {
-        guard key.count == algorithm.rawKeyLength else {
+        guard algorithm.isRawKeyLength(key.count) else {
             throw CTAPError(.other, "a stored \(algorithm.name) key is \(key.count) bytes")
         }
         do {
@@ -111,6 +116,7 @@ package enum PrivateKeyEncoding {
             case .p256: return Array(try P256.Signing.PrivateKey(rawRepresentation: key).derRepresentation)
             case .p384: return Array(try P384.Signing.PrivateKey(rawRepresentation: key).derRepresentation)
             case .p521: return Array(try P521.Signing.PrivateKey(rawRepresentation: key).derRepresentation)
+            case .rsa: return Array(try _RSA.Signing.PrivateKey(derRepresentation: key).pkcs8DERRepresentation)
             }
         } catch {
             throw CTAPError(.other, "a stored \(algorithm.name) key is invalid")

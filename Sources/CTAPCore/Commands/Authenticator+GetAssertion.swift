@@ -37,7 +37,9 @@ struct AssertionCandidate: Sendable {
             algorithm: stored.algorithm,
             credProtect: stored.credProtect,
             hmacSecret: stored.hmacSecret,
-            user: stored.user
+            // A stored non-discoverable credential without a user id (an RSA one, an import without a userHandle)
+            // answers without a user, like one whose id holds its key.
+            user: stored.discoverable || !stored.user.id.isEmpty ? stored.user : nil
         )
         credBlob = stored.credBlob
         largeBlobKey = stored.largeBlobKey

@@ -191,10 +191,12 @@ extension Authenticator {
         defer { rawKey.wipe() }
         let ext = plan.extensions
         let credProtect = ext.credProtect ?? .optional
+        // A key too large for the id (RSA) is stored in flash, discoverable or not; its id carries no key.
+        let stored = plan.resident || plan.algorithm.rawKeyLength == nil
         let credentialId = try CredentialID.seal(
             .init(
                 isResident: plan.resident,
-                privateKey: rawKey,
+                privateKey: plan.algorithm.rawKeyLength == nil ? [] : rawKey,
                 algorithm: plan.algorithm,
                 credProtect: credProtect,
                 hmacSecret: ext.hmacSecret,
@@ -229,14 +231,14 @@ extension Authenticator {
             outputs[.textString(ExtensionName.minPinLength)] = CBORValue(minPINLength)
         }
         let largeBlobKey = ext.largeBlobKey ? entropy.bytes(32) : nil
-        if plan.resident {
+        if stored {
             let serial = storage.newestCreationSerial + 1
             try storage.storeResident(
                 ResidentCredential(
                     id: credentialId,
                     rpId: plan.rpId,
                     rpIdHash: plan.rpIdHash,
-                    user: storedUser(plan.user),
+                    user: plan.resident ? storedUser(plan.user) : UserEntity(id: []),
                     privateKey: rawKey,
                     creationSerial: serial,
                     algorithm: plan.algorithm,
@@ -244,11 +246,12 @@ extension Authenticator {
                     hmacSecret: ext.hmacSecret,
                     credBlob: credBlob,
                     largeBlobKey: largeBlobKey,
-                    thirdPartyPayment: ext.thirdPartyPayment
+                    thirdPartyPayment: ext.thirdPartyPayment,
+                    discoverable: plan.resident
                 )
             )
         }
-        if !plan.resident { rememberCreated(id: credentialId, rpId: plan.rpId) }
+        if !stored { rememberCreated(id: credentialId, rpId: plan.rpId) }
         lastActivity = CredentialActivity(
             rpId: plan.rpId,
             credentialId: credentialId,
@@ -326,7 +329,8 @@ extension Authenticator {
             guard let imported = storage.residentCredential(id: id), imported.rpIdHash == rpIdHash else { return nil }
             return AssertionCandidate(imported)
         }
-        if contents.isResident {
+        if contents.isResident || contents.privateKey.isEmpty {
+            // Discoverable, or a key kept in flash (RSA): only while the credential is stored.
             guard let stored = storage.residentCredential(id: id) else { return nil }
             return AssertionCandidate(stored)
         }

@@ -6,7 +6,8 @@ import Crypto
 /// Layout: `version (0x01) | nonce (12) | ciphertext (2 + key) | tag (16)`; the plaintext is
 /// `flags | algorithm byte | private key`, the additional data is `version | rpIdHash`. The private key is the
 /// algorithm's raw key (``CredentialAlgorithm/rawKeyLength``: 32 bytes, 48 for P-384, 66 for P-521), so an id is
-/// 63, 79 or 97 bytes. Flags: bit 0 discoverable, bits 1–2 the credProtect level (0 means level 1), bit 3 made with
+/// 63, 79 or 97 bytes; an RSA key is too large for an id, so an RSA id (31 bytes) carries none and its credential
+/// is stored in flash even when it is not discoverable. Flags: bit 0 discoverable, bits 1–2 the credProtect level (0 means level 1), bit 3 made with
 /// hmac-secret, bit 4 thirdPartyPayment. Anything that does not open (tampered, truncated, foreign, from before a
 /// reset) is simply not a credential of this key.
 struct CredentialID {
@@ -15,7 +16,7 @@ struct CredentialID {
     static let overhead = 1 + 12 + 2 + 16
 
     /// The length of an id of `algorithm`.
-    static func length(_ algorithm: CredentialAlgorithm) -> Int { overhead + algorithm.rawKeyLength }
+    static func length(_ algorithm: CredentialAlgorithm) -> Int { overhead + algorithm.idKeyLength }
 
     struct Contents: Equatable {
         var isResident: Bool
@@ -39,6 +40,8 @@ struct CredentialID {
         case .ed25519: 8
         case .mlDSA65: 9
         case .mlDSA87: 10
+        case .rs256: 11
+        case .ps256: 12
         }
     }
 
@@ -94,7 +97,7 @@ struct CredentialID {
         else { return nil }
         let bytes = Array(plain)
         guard bytes[0] & ~0x1F == 0, let algorithm = algorithm(byte: bytes[1]),
-            bytes.count == 2 + algorithm.rawKeyLength
+            bytes.count == 2 + algorithm.idKeyLength
         else { return nil }
         let flags = bytes[0]
         return Contents(

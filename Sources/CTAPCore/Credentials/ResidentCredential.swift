@@ -36,6 +36,10 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
     case mlDSA65 = -49
     /// ML-DSA-87 (FIPS 204), empty context.
     case mlDSA87 = -50
+    /// RSASSA-PKCS1-v1_5 with SHA-256, 2048-bit keys.
+    case rs256 = -257
+    /// RSASSA-PSS with SHA-256, MGF1 with SHA-256 and a 32-byte salt, 2048-bit keys.
+    case ps256 = -37
 
     /// The name a profile file uses (the COSE registry's).
     package var name: String {
@@ -50,6 +54,8 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
         case .ed25519: "Ed25519"
         case .mlDSA65: "ML-DSA-65"
         case .mlDSA87: "ML-DSA-87"
+        case .rs256: "RS256"
+        case .ps256: "PS256"
         }
     }
 
@@ -60,7 +66,7 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
 
     /// The key behind the algorithm: the curve of the ECDSA ones, or the scheme.
     enum KeyKind: Sendable, Equatable {
-        case p256, p384, p521, ed25519, mlDSA65, mlDSA87
+        case p256, p384, p521, ed25519, mlDSA65, mlDSA87, rsa
     }
 
     var keyKind: KeyKind {
@@ -71,17 +77,28 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
         case .edDSA, .ed25519: .ed25519
         case .mlDSA65: .mlDSA65
         case .mlDSA87: .mlDSA87
+        case .rs256, .ps256: .rsa
         }
     }
 
-    /// The length of the raw private key as stored: the ECDSA scalar, the Ed25519 seed or the ML-DSA seed.
-    package var rawKeyLength: Int {
+    /// The length of the raw private key as stored: the ECDSA scalar, the Ed25519 seed or the ML-DSA seed; nil for
+    /// RSA, whose stored key is its PKCS#1 DER (about 1,200 bytes at 2048 bits).
+    package var rawKeyLength: Int? {
         switch keyKind {
         case .p256, .ed25519, .mlDSA65, .mlDSA87: 32
         case .p384: 48
         case .p521: 66
+        case .rsa: nil
         }
     }
+
+    /// Whether `count` bytes can be a raw key of this algorithm.
+    package func isRawKeyLength(_ count: Int) -> Bool {
+        rawKeyLength.map { $0 == count } ?? (1...4096).contains(count)
+    }
+
+    /// The bytes of the private key a credential id carries: none for RSA, whose keys stay in flash.
+    var idKeyLength: Int { rawKeyLength ?? 0 }
 }
 
 /// The credProtect level of a credential (CTAP 2.1 §12.1).

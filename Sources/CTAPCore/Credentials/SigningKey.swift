@@ -1,5 +1,6 @@
 import CTAPCBOR
 import Crypto
+import _CryptoExtras
 
 /// A credential's private key as swift-crypto holds it, ready to sign.
 ///
@@ -16,12 +17,17 @@ struct SigningKey: Sendable {
         self.key = key
     }
 
+    init(_ key: _RSA.Signing.PrivateKey, algorithm: CredentialAlgorithm) {
+        self.algorithm = algorithm
+        self.key = RSASigner(key: key)
+    }
+
     init(raw: [UInt8], algorithm: CredentialAlgorithm) throws(CTAPError) {
         self.algorithm = algorithm
-        guard raw.count == algorithm.rawKeyLength else {
+        guard algorithm.isRawKeyLength(raw.count) else {
             throw CTAPError(
                 .other,
-                "a stored \(algorithm.name) key is \(raw.count) bytes, not \(algorithm.rawKeyLength)"
+                "a stored \(algorithm.name) key of \(raw.count) bytes"
             )
         }
         do {
@@ -32,23 +38,24 @@ struct SigningKey: Sendable {
             case .ed25519: key = try Curve25519.Signing.PrivateKey(rawRepresentation: raw)
             case .mlDSA65: key = try MLDSA65.PrivateKey(seedRepresentation: raw, publicKey: nil)
             case .mlDSA87: key = try MLDSA87.PrivateKey(seedRepresentation: raw, publicKey: nil)
+            case .rsa: key = RSASigner(key: try _RSA.Signing.PrivateKey(derRepresentation: raw))
             }
         } catch {
             throw CTAPError(.other, "a stored private key is invalid: \(error)")
         }
     }
 
-    /// The raw private key: the ECDSA scalar, or the Ed25519 or ML-DSA seed.
+    /// The raw private key: the ECDSA scalar, the Ed25519 or ML-DSA seed, or the RSA key's PKCS#1 DER.
     var raw: [UInt8] { key.raw }
 
     /// The COSE_Key of the public key, with this credential's algorithm.
     var coseKey: CBORValue { key.coseKey(algorithm) }
 
-    /// The signature over `data`: DER ECDSA, a 64-byte Ed25519 signature, or a FIPS 204 ML-DSA signature with the
-    /// empty context (RFC 9964).
+    /// The signature over `data`: DER ECDSA, a 64-byte Ed25519 signature, a FIPS 204 ML-DSA signature with the
+    /// empty context (RFC 9964), or an RSA signature (PKCS#1 v1.5 for RS256, PSS for PS256; SHA-256).
     func sign(_ data: [UInt8]) throws(CTAPError) -> [UInt8] {
         do {
-            return try key.sign(data)
+            return try key.sign(data, algorithm)
         } catch {
             throw CTAPError(.other, "signing failed: \(error)")
         }
@@ -60,6 +67,35 @@ protocol CredentialSigner: Sendable {
     var raw: [UInt8] { get }
     func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue
     func sign(_ data: [UInt8]) throws -> [UInt8]
+    func sign(_ data: [UInt8], _ algorithm: CredentialAlgorithm) throws -> [UInt8]
+}
+
+extension CredentialSigner {
+    func sign(_ data: [UInt8], _ algorithm: CredentialAlgorithm) throws -> [UInt8] { try sign(data) }
+}
+
+/// An RSA key: the algorithm picks the padding.
+struct RSASigner: CredentialSigner {
+    let key: _RSA.Signing.PrivateKey
+
+    var raw: [UInt8] { Array(key.derRepresentation) }
+
+    /// An RSA key: kty 3, alg, n and e as unsigned big-endian integers without leading zeros.
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue {
+        guard let primitives = try? key.publicKey.getKeyPrimitives() else { return .null }
+        func unsigned(_ bytes: some Collection<UInt8>) -> [UInt8] { Array(bytes.drop { $0 == 0 }) }
+        return [
+            1: 3, 3: CBORValue(algorithm.rawValue), -1: .byteString(unsigned(primitives.modulus)),
+            -2: .byteString(unsigned(primitives.publicExponent)),
+        ]
+    }
+
+    func sign(_ data: [UInt8]) throws -> [UInt8] { try sign(data, .rs256) }
+
+    func sign(_ data: [UInt8], _ algorithm: CredentialAlgorithm) throws -> [UInt8] {
+        let padding: _RSA.Signing.Padding = algorithm == .ps256 ? .PSS : .insecurePKCS1v1_5
+        return Array(try key.signature(for: data, padding: padding).rawRepresentation)
+    }
 }
 
 extension P256.Signing.PrivateKey: CredentialSigner {

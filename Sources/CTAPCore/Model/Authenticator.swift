@@ -1,5 +1,6 @@
 import CTAPCBOR
 import Crypto
+import _CryptoExtras
 
 /// What the bridge must do next for a request.
 package enum AuthenticatorOutcome: Equatable, Sendable {
@@ -315,12 +316,20 @@ package struct Authenticator: Sendable {
             // A scalar from the entropy, drawn again in the rare case it is not below the group order (P-521's top
             // seven bits are always zero).
             for _ in 0..<16 {
-                var scalar = entropy.bytes(algorithm.rawKeyLength)
+                var scalar = entropy.bytes(algorithm.idKeyLength)
                 defer { scalar.wipe() }
                 if algorithm.keyKind == .p521 { scalar[0] &= 0x01 }
                 if let key = try? SigningKey(raw: scalar, algorithm: algorithm) { return key }
             }
             throw CTAPError(.other, "the entropy source gave no valid \(algorithm.name) key")
+        case .rsa:
+            // BoringSSL's prime generation draws from its own CSPRNG: RSA keys are the one thing the injected entropy
+            // does not decide (security.md).
+            do {
+                return SigningKey(try _RSA.Signing.PrivateKey(keySize: .bits2048), algorithm: algorithm)
+            } catch {
+                throw CTAPError(.other, "RSA key generation failed: \(error)")
+            }
         }
     }
 

@@ -40,7 +40,7 @@ package enum CredentialRecord {
             guard let raw = value.intValue, let known = CredentialAlgorithm(rawValue: raw) else { return nil }
             algorithm = known
         }
-        guard key.count == algorithm.rawKeyLength else { return nil }
+        guard algorithm.isRawKeyLength(key.count) else { return nil }
         var credProtect = CredProtect.optional
         if let value = map[7] {
             guard let raw = value.intValue, let level = CredProtect(rawValue: UInt8(clamping: raw)) else { return nil }

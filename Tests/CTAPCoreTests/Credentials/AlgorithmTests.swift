@@ -4,6 +4,7 @@ import CTAPCoreTesting
 import Crypto
 import FlashStore
 import Testing
+import _CryptoExtras
 
 /// Every credential algorithm beside ES256: its COSE key exactly as the registry gives it, its signatures, its
 /// credential id, its flash record and its PKCS#8 form. (python-fido2 and OpenSSL check the same from outside in
@@ -64,12 +65,26 @@ import Testing
             }
             let key = try MLDSA87.PublicKey(rawRepresentation: pub)
             return { sig, data in sig.count == 4627 && key.isValidSignature(sig, for: data) }
+        case .rs256, .ps256:
+            guard map.count == 4, cose[1] == 3, let n = cose[-1]?.bytesValue, let e = cose[-2]?.bytesValue,
+                n.count == 256, n[0] != 0, e == [0x01, 0x00, 0x01]
+            else { throw HarnessFailure("not a 2048-bit RSA key: \(cose)") }
+            let key = try _RSA.Signing.PublicKey(n: n, e: e)
+            let padding: _RSA.Signing.Padding = algorithm == .ps256 ? .PSS : .insecurePKCS1v1_5
+            return { sig, data in
+                sig.count == 256
+                    && key.isValidSignature(
+                        _RSA.Signing.RSASignature(rawRepresentation: sig),
+                        for: data,
+                        padding: padding
+                    )
+            }
         }
     }
 
     static let idLengths: [CredentialAlgorithm: Int] = [
         .es256: 63, .esp256: 63, .edDSA: 63, .ed25519: 63, .mlDSA65: 63, .mlDSA87: 63,
-        .es384: 79, .esp384: 79, .es512: 97, .esp512: 97,
+        .es384: 79, .esp384: 79, .es512: 97, .esp512: 97, .rs256: 31, .ps256: 31,
     ]
 
     @Test(arguments: CredentialAlgorithm.allCases, [true, false])
@@ -92,7 +107,7 @@ import Testing
 
     @Test(arguments: [
         ([-9, -7], -9), ([-19, -8], -19), ([-36, -35, -7], -36), ([-52, -7], -52), ([-50, -49], -50),
-        ([-257, -37, -51], -51),
+        ([-47, -257, -51], -257), ([-65535, -37], -37),
     ])
     func theFirstSupportedAlgorithmWinsAndIsKept(offered: [Int], chosen: Int) throws {
         var harness = try Harness()
@@ -138,7 +153,7 @@ import Testing
         var fresh = EntropySource(SeededGenerator(seed: 8))
         let remounted = try FlashStorage(device: flash.store.device, entropy: &fresh)
         #expect(remounted.residentCredentials.first?.algorithm == algorithm)
-        #expect(remounted.residentCredentials.first?.privateKey.count == algorithm.rawKeyLength)
+        #expect(remounted.residentCredentials.first.map { algorithm.isRawKeyLength($0.privateKey.count) } == true)
         var again = try Authenticator(storage: remounted, entropy: fresh, now: .zero)
         let ga = [0x02] + CBORValue.map(Request.getAssertion(up: false)).encoded()
         guard case .response(let bytes) = again.handleCBOR(ga, now: .zero) else { throw HarnessFailure("no response") }
@@ -155,8 +170,26 @@ import Testing
         let decoded = try PrivateKeyEncoding.decode(pkcs8: der)
         #expect(decoded.key == stored.privateKey)
         // PKCS#8 names the key, not the COSE identifier: a fully specified one comes back as its polymorphic twin.
-        let family: [CredentialAlgorithm: CredentialAlgorithm] = [.esp256: .es256, .esp384: .es384, .esp512: .es512]
+        let family: [CredentialAlgorithm: CredentialAlgorithm] = [
+            .esp256: .es256, .esp384: .es384, .esp512: .es512, .ps256: .rs256,
+        ]
         #expect(decoded.algorithm == family[algorithm] ?? (algorithm == .ed25519 ? .edDSA : algorithm))
+    }
+
+    @Test(arguments: [CredentialAlgorithm.rs256, .ps256])
+    func aNonDiscoverableRSACredentialIsStoredAndGoesWithAReset(algorithm: CredentialAlgorithm) throws {
+        var harness = try Harness()
+        let registration = try harness.register(request([algorithm.rawValue], rk: false))
+        let stored = try #require(harness.residentCredentials.first)
+        #expect(!stored.discoverable && stored.id == registration.credentialId)
+        // Not discoverable: an empty allow list finds nothing, the id does, and the answer names no user.
+        #expect(status(of: harness.cbor(.getAssertion, Request.getAssertion(up: false))) == .noCredentials)
+        let assertion = try harness.getAssertion(Request.getAssertion(allowList: [registration.credentialId]))
+        #expect(assertion.response[4] == nil)
+        _ = harness.approve(harness.cbor(.reset))
+        #expect(harness.residentCredentials.isEmpty)
+        let again = harness.cbor(.getAssertion, Request.getAssertion(allowList: [registration.credentialId], up: false))
+        #expect(status(of: again) == .noCredentials)
     }
 
     @Test func aTruncatedOrForeignPKCS8KeyIsAClearError() throws {
