@@ -164,15 +164,15 @@ package struct CTAPHIDMachine: Sendable, Equatable {
 
     /// Records what the authenticator is doing for the request in flight, then processes due timers.
     ///
-    /// When the status changes to ``KeepaliveStatus/upNeeded`` one `KEEPALIVE` goes out at once and the next one is
-    /// due an interval later. Ignored while no request is in flight; each request starts as
-    /// ``KeepaliveStatus/processing``.
+    /// When the status changes to ``KeepaliveStatus/upNeeded``, or from it back to ``KeepaliveStatus/processing`` (a
+    /// long touch has counted: the person may let go), one `KEEPALIVE` goes out at once and the next one is due an
+    /// interval later. Ignored while no request is in flight; each request starts as ``KeepaliveStatus/processing``.
     package mutating func setKeepaliveStatus(_ status: KeepaliveStatus, now: Duration) -> [CTAPHIDAction] {
         var actions: [CTAPHIDAction] = []
         if var transaction = self.transaction {
-            let changedToUpNeeded = status == .upNeeded && transaction.status != .upNeeded
+            let changed = status != transaction.status
             transaction.status = status
-            if changedToUpNeeded {
+            if changed {
                 actions.append(Self.keepalive(status, channel: transaction.channel))
                 if transaction.nextKeepaliveAt != nil {
                     transaction.nextKeepaliveAt = now + self.configuration.keepaliveInterval

@@ -139,6 +139,8 @@ package enum ControlCommand: Equatable, Sendable {
     case powerCycle(offMilliseconds: Int?)
     case presence(PresenceSetting)
     case touch
+    /// A touch held this long (a reset with longTouchForReset needs a long one).
+    case heldTouch(milliseconds: Int)
     case status
     case setOption(OptionChanges)
     case injectFault(Fault)
@@ -282,7 +284,12 @@ package struct ControlRequest: Equatable, Sendable {
                     "unknown presence mode \"\(other)\": use approve, deny, prompt or approveNext"
                 )
             }
-        case "touch": command = .touch
+        case "touch":
+            if let held = try p.optionalInteger("durationMs", in: 0...600_000) {
+                command = .heldTouch(milliseconds: Int(held))
+            } else {
+                command = .touch
+            }
         case "status": command = .status
         case "setOption":
             let changes = OptionChanges(

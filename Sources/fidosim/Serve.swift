@@ -175,6 +175,22 @@ struct Serve: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "The transports over which reset is allowed (getInfo transportsForReset); reset over another is refused.",
+            valueName: "usb,nfc"
+        )
+    )
+    var resetTransports: String = "usb"
+
+    @Option(
+        help: ArgumentHelp(
+            "The URL of the key's PIN complexity policy (getInfo pinComplexityPolicyURL).",
+            valueName: "url"
+        )
+    )
+    var pinPolicyUrl: String?
+
+    @Option(
+        help: ArgumentHelp(
             "The control socket (fidosim ctl), or off.",
             discussion: "Default: $XDG_RUNTIME_DIR/fidosim/NAME.sock, else ~/.local/share/fidosim/NAME.sock.",
             valueName: "path|off"
@@ -227,6 +243,17 @@ struct Serve: ParsableCommand {
 
     func validate() throws {
         guard (1...16).contains(keys) else { throw ValidationError("--keys must be 1 to 16") }
+        let transports = resetTransports.split(separator: ",", omittingEmptySubsequences: false)
+        guard transports.allSatisfy({ ["usb", "nfc", "ble", "internal", "hybrid", "smart-card"].contains($0) }),
+            Set(transports).count == transports.count
+        else {
+            throw ValidationError(
+                "--reset-transports takes distinct transports from usb, nfc, ble, internal, hybrid, smart-card"
+            )
+        }
+        if let url = pinPolicyUrl, url.isEmpty || url.utf8.count > 256 {
+            throw ValidationError("--pin-policy-url must be 1 to 256 bytes")
+        }
         guard (0...10_000).contains(busyPoll) else {
             throw ValidationError("--busy-poll must be 0 to 10000 microseconds")
         }
@@ -392,6 +419,8 @@ struct Serve: ParsableCommand {
         factory.resetWindow = resetWindow == .on
         factory.minPinLengthRPs = minPinLengthRPs
         factory.enterpriseRPs = enterpriseRPs
+        factory.resetTransports = resetTransports.split(separator: ",").map(String.init)
+        factory.pinPolicyURL = pinPolicyUrl
         return factory
     }
 

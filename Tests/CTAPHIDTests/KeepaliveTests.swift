@@ -32,12 +32,13 @@ import Testing
         #expect(machine.setKeepaliveStatus(.upNeeded, now: ms(200)).isEmpty)
         #expect(machine.nextDeadline == ms(250))
         #expect(machine.tick(now: ms(250)) == [keepaliveReport(channelA, .upNeeded)])
-        // Back to processing: no immediate keepalive, the cadence goes on with the new status.
-        #expect(machine.setKeepaliveStatus(.processing, now: ms(260)).isEmpty)
-        #expect(machine.tick(now: ms(325)) == [keepaliveReport(channelA, .processing)])
+        // Back to processing (a long touch has counted): one keepalive at once, then the cadence with the new status.
+        #expect(machine.setKeepaliveStatus(.processing, now: ms(260)) == [keepaliveReport(channelA, .processing)])
+        #expect(machine.nextDeadline == ms(335))
+        #expect(machine.tick(now: ms(335)) == [keepaliveReport(channelA, .processing)])
         // A new change to UP needed is sent at once again.
-        #expect(machine.setKeepaliveStatus(.upNeeded, now: ms(330)) == [keepaliveReport(channelA, .upNeeded)])
-        #expect(machine.nextDeadline == ms(405))
+        #expect(machine.setKeepaliveStatus(.upNeeded, now: ms(340)) == [keepaliveReport(channelA, .upNeeded)])
+        #expect(machine.nextDeadline == ms(415))
     }
 
     @Test func upNeededAtDeliveryTime() {

@@ -110,7 +110,7 @@ let keepalive: UInt8 = 0xBB
         #expect(out.count == 1)
         #expect(out[0].command == 0x90 && out[0].payload.first == 0x00)
         let info = try CBORDecoder.decode(Array(out[0].payload.dropFirst()))
-        #expect(info[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"])
+        #expect(info[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1", "FIDO_2_3"])
     }
 
     @Test func approveSendsUpNeededThenAnswersAfterTheDelay() throws {
@@ -327,5 +327,43 @@ let keepalive: UInt8 = 0xBB
         } catch {
             #expect(error.description.contains("cannot listen on udp 127.0.0.1:\(first.port)"))
         }
+    }
+}
+
+/// A reset with longTouchForReset: keepalives say UPNEEDED until the touch has lasted five seconds, then PROCESSING.
+@Suite struct LongTouchTests {
+    let cbor: UInt8 = 0x10
+    /// Commands as the reports carry them (the initialization bit set).
+    let keepaliveReport: UInt8 = 0xBB
+    let cborReport: UInt8 = 0x90
+
+    func enableLongTouch(_ h: inout KeyHarness) {
+        let done = messages(h.send(command: cbor, payload: [0x0D] + CBORValue.map([1: 4]).encoded()))
+        #expect(done.last?.payload == [0x00])
+    }
+
+    @Test func aShortTouchDoesNotCountAndALongOneDoes() throws {
+        var h = try KeyHarness(presence: .prompt)
+        enableLongTouch(&h)
+        let asked = h.send(command: cbor, payload: [0x07])
+        #expect(asked.contains { if case .prompt(let p) = $0 { p.gesture == .longTouch } else { false } })
+        #expect(messages(asked).map { $0.payload } == [[2]])
+        h.now = .seconds(1)
+        #expect(h.key.touch(now: h.now, held: .seconds(2)).isEmpty)
+        h.now = .seconds(2)
+        let answered = messages(h.key.touch(now: h.now, held: .seconds(5)))
+        #expect(answered.map(\.command) == [keepaliveReport, cborReport])
+        #expect(answered.first?.payload == [1] && answered.last?.payload == [0x00])
+    }
+
+    @Test func theAutomaticUserHoldsForFiveSeconds() throws {
+        var h = try KeyHarness(presence: .approve(after: .milliseconds(200)))
+        enableLongTouch(&h)
+        _ = h.send(command: cbor, payload: [0x07])
+        let holding = messages(h.advance(to: .seconds(5)))
+        #expect(!holding.isEmpty && holding.allSatisfy { $0.command == keepaliveReport && $0.payload == [2] })
+        let done = messages(h.advance(to: .milliseconds(5200)))
+        #expect(done.map(\.command).suffix(2) == [keepaliveReport, cborReport])
+        #expect(done.last?.payload == [0x00])
     }
 }

@@ -86,7 +86,7 @@ def test_fido2_server_with_the_metadata_statement_accepts_the_key(sim, tmp_path)
     statement, verifier = metadata_verifier(sim)
     assert statement["attestationTypes"] == ["basic_full"]
     assert statement["aaguid"] == "f1d0f1d0-5157-4e00-8a6e-000000000001"
-    assert statement["authenticatorGetInfo"]["versions"] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
+    assert statement["authenticatorGetInfo"]["versions"] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1", "FIDO_2_3"]
     assert statement["authenticatorGetInfo"]["aaguid"] == AAGUID.hex()
     assert "encIdentifier" not in statement["authenticatorGetInfo"]
 

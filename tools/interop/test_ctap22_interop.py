@@ -105,7 +105,7 @@ def prf_assert(server, client, cred, uv, values):
 def test_get_info_ctap22_members(sim):
     ctap2 = Ctap2(sim.device())
     info = ctap2.get_info()
-    assert info.versions == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
+    assert info.versions == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1", "FIDO_2_3"]
     assert info.attestation_formats == ["packed"]
     assert info.max_pin_length == 63
     assert info.options.get("perCredMgmtRO") is True

@@ -87,7 +87,7 @@ def raw_change_pin(ctap2: Ctap2, protocol, old_pin: str, padded_new: bytes):
 
 def test_get_info_advertises_ctap21_pin_features(sim):
     info = Ctap2(sim.device()).get_info()
-    assert info.versions == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
+    assert info.versions == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1", "FIDO_2_3"]
     assert info.pin_uv_protocols == [2, 1]
     assert info.options.get("clientPin") is False  # supported, not set
     assert info.options.get("pinUvAuthToken") is True

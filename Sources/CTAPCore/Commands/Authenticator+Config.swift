@@ -5,11 +5,23 @@ enum ConfigSubcommand: Int {
     case enableEnterpriseAttestation = 0x01
     case toggleAlwaysUv = 0x02
     case setMinPINLength = 0x03
+    /// CTAP 2.3: from now on authenticatorReset needs a long touch.
+    case enableLongTouchForReset = 0x04
 }
 
 extension Authenticator {
     /// The most RP IDs setMinPINLength takes (getInfo maxRPIDsForSetMinPINLength).
     static let maxRPIDsForSetMinPINLength = 8
+
+    /// The authenticatorConfig subcommands this key takes (getInfo authenticatorConfigCommands, CTAP 2.3).
+    /// enableEnterpriseAttestation is always listed: a key without an enterprise attestation certificate answers it
+    /// with CTAP1_ERR_INVALID_PARAMETER, and a certificate can be provisioned while the key runs.
+    /// enableLongTouchForReset exists only on a CTAP 2.3 profile.
+    var configCommands: [Int] {
+        var commands: [ConfigSubcommand] = [.enableEnterpriseAttestation, .toggleAlwaysUv, .setMinPINLength]
+        if configuration.profile.ctap23 { commands.append(.enableLongTouchForReset) }
+        return commands.map(\.rawValue)
+    }
 
     /// authenticatorConfig (0x0D). `raw` is the parameter map as received (its subCommandParams are signed).
     mutating func authenticatorConfig(_ raw: ArraySlice<UInt8>, now: Duration) throws(CTAPError) -> AuthenticatorOutcome
@@ -21,7 +33,7 @@ extension Authenticator {
         let subParams = try params.subMap(0x02, "subCommandParams")
         let protocolNumber = try params.int(0x03, "pinUvAuthProtocol")
         let pinUvAuthParam = try params.bytes(0x04, "pinUvAuthParam")
-        guard let subcommand = ConfigSubcommand(rawValue: number) else {
+        guard let subcommand = ConfigSubcommand(rawValue: number), configCommands.contains(number) else {
             throw CTAPError(.invalidSubcommand, "unknown authenticatorConfig subcommand \(number)")
         }
         // A key without a PIN may be configured without one; with a PIN (or with alwaysUv on, except to turn it
@@ -73,6 +85,8 @@ extension Authenticator {
             if let pin = storage.pin, pin.codePoints < newLength { settings.forcePINChange = true }
             if force { settings.forcePINChange = true }
             settings.minPINLength = newLength
+        case .enableLongTouchForReset:
+            settings.longTouchForReset = true
         }
         try storage.setSettings(settings)
         if settings.forcePINChange { pinUv.resetToken(&entropy) }

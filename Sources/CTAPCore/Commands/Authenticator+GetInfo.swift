@@ -36,7 +36,7 @@ extension Authenticator {
             options["uvAcfg"] = true
         }
         let info: CBORValue = [
-            0x01: ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
+            0x01: .array(KeyProfile.allVersions.map { .textString($0) }),
             0x02: .array(ExtensionName.supported.map { .textString($0) }),
             0x03: .byteString(configuration.aaguid),
             0x04: .map(options),
@@ -58,11 +58,16 @@ extension Authenticator {
             // attestationFormats: "none" is implied and must not be listed (CTAP 2.2 §6.4); it is still honoured
             // in attestationFormatsPreference.
             0x16: ["packed"],
+            0x18: .boolean(settings.longTouchForReset),
+            0x1A: .array(configuration.transportsForReset.map { .textString($0) }),
             0x1B: .boolean(settings.pinComplexityPolicy),
             0x1D: 63,  // maxPINLength, in code points
+            0x1F: .array(configCommands.map { CBORValue($0) }),
         ]
         guard case .map(var map) = info else { return info }
         if let identifier = encryptedIdentifier() { map[0x19] = .byteString(identifier) }
+        if let state = encryptedCredentialStoreState() { map[0x1E] = .byteString(state) }
+        if let url = configuration.pinComplexityPolicyURL { map[0x1C] = .byteString(Array(url.utf8)) }
         if configuration.fingerprintSensor {
             map[0x11] = CBORValue(Self.preferredPlatformUvAttempts)
             map[0x12] = 0x02  // uvModality: fingerprint_internal
@@ -82,6 +87,10 @@ extension Authenticator {
         map[0x02] = extensions.isEmpty ? nil : .array(extensions.map { .textString($0) })
         map[0x06] = .array(profile.pinUvAuthProtocols.map { CBORValue($0) })
         map[0x07] = CBORValue(profile.maxCredentialCountInList)
+        if !profile.ctap23 {
+            // The members fidosim added with CTAP 2.3 (and the 2.2 ones that came with them).
+            for key in [0x18, 0x1A, 0x1C, 0x1E, 0x1F] { map[CBORValue(key)] = nil }
+        }
         guard !profile.ctap21 else { return }
         for key in map.keys where (key.intValue ?? 0) >= 0x09 { map[key] = nil }
         if case .map(let options)? = map[0x04] {
@@ -109,19 +118,51 @@ extension Authenticator {
         ).withUnsafeBytes { Array($0) }
     }
 
-    /// encIdentifier (getInfo 0x19, CTAP 2.2): IV ‖ AES-128-CBC(HKDF-SHA-256(persistent token, 32 zero bytes,
-    /// "encIdentifier", 16), IV, device identifier). Only a holder of the persistent token can read it.
+    /// encIdentifier (getInfo 0x19, CTAP 2.2): the device identifier encrypted for the persistent token's holder.
     mutating func encryptedIdentifier() -> [UInt8]? {
+        encryptForPersistentToken(deviceIdentifier, info: "encIdentifier")
+    }
+
+    /// The credential store's state: 16 bytes that change whenever a discoverable credential is made, replaced,
+    /// updated or deleted, and with a reset, and that say nothing else (an HMAC under a key from the device secret
+    /// over the stored records, so neither use nor the counter shows in it).
+    var credentialStoreState: [UInt8] {
+        let key = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: storage.deviceSecret),
+            salt: Array("fidosim".utf8),
+            info: Array("credential store state v1".utf8),
+            outputByteCount: 32
+        )
+        var mac = HMAC<SHA256>(key: key)
+        for credential in storage.residentCredentials.filter(\.discoverable).sorted(by: {
+            $0.id.lexicographicallyPrecedes($1.id)
+        }) {
+            let record = CredentialRecord.encode(credential)
+            mac.update(data: CBORValue(record.count).encoded() + record)
+        }
+        return Array(mac.finalize().prefix(16))
+    }
+
+    /// encCredStoreState (getInfo 0x1E, CTAP 2.3): the credential store's state encrypted for the persistent
+    /// token's holder, so a platform can tell that its cached credential list is stale.
+    mutating func encryptedCredentialStoreState() -> [UInt8]? {
+        guard configuration.profile.ctap23 else { return nil }
+        return encryptForPersistentToken(credentialStoreState, info: "encCredStoreState")
+    }
+
+    /// IV ‖ AES-128-CBC(HKDF-SHA-256(persistent token, 32 zero bytes, info, 16), IV, value) for a 16-byte value,
+    /// with a fresh IV each time (CTAP 2.2 §6.4, encIdentifier); nil while the key has no persistent token.
+    mutating func encryptForPersistentToken(_ value: [UInt8], info: String) -> [UInt8]? {
         guard let persistent = storage.persistentToken else { return nil }
         let key = HKDF<SHA256>.deriveKey(
             inputKeyMaterial: SymmetricKey(data: persistent),
             salt: [UInt8](repeating: 0, count: 32),
-            info: Array("encIdentifier".utf8),
+            info: Array(info.utf8),
             outputByteCount: 16
         )
         let iv = entropy.bytes(16)
         guard let ivValue = try? AES._CBC.IV(ivBytes: iv),
-            let sealed = try? AES._CBC.encrypt(deviceIdentifier, using: key, iv: ivValue, noPadding: true)
+            let sealed = try? AES._CBC.encrypt(value, using: key, iv: ivValue, noPadding: true)
         else { return nil }
         return iv + Array(sealed)
     }

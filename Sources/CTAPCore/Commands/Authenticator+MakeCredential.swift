@@ -224,11 +224,15 @@ extension Authenticator {
             if stored { credBlob = blob }
             outputs[.textString(ExtensionName.credBlob)] = .boolean(stored)
         }
-        if ext.minPinLength
-            && (configuration.minPinLengthRPIDs.contains(plan.rpId)
-                || storage.settings.minPinLengthRPIDs.contains(plan.rpId))
-        {
+        // minPinLength and pinComplexityPolicy answer only the RP IDs allowed to read the PIN policy.
+        let readsPINPolicy =
+            configuration.minPinLengthRPIDs.contains(plan.rpId)
+            || storage.settings.minPinLengthRPIDs.contains(plan.rpId)
+        if ext.minPinLength && readsPINPolicy {
             outputs[.textString(ExtensionName.minPinLength)] = CBORValue(minPINLength)
+        }
+        if ext.pinComplexityPolicy && readsPINPolicy {
+            outputs[.textString(ExtensionName.pinComplexityPolicy)] = .boolean(storage.settings.pinComplexityPolicy)
         }
         let largeBlobKey = ext.largeBlobKey ? entropy.bytes(32) : nil
         if stored {

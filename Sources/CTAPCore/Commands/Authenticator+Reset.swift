@@ -1,10 +1,17 @@
 extension Authenticator {
     /// authenticatorReset (0x07): only within the reset window after power-up, and only with a touch.
     mutating func reset(now: Duration) throws(CTAPError) -> AuthenticatorOutcome {
+        guard configuration.transportsForReset.contains(configuration.transport) else {
+            throw CTAPError(
+                .operationDenied,
+                "reset is allowed over \(configuration.transportsForReset.joined(separator: ", ")), not \(configuration.transport)"
+            )
+        }
         if configuration.resetWindowEnabled && now - powerUpTime > configuration.resetWindow {
             throw CTAPError(.notAllowed, "reset is only allowed within \(configuration.resetWindow) of power-up")
         }
-        return askPresence(.reset, PresencePrompt(command: "reset"))
+        let longTouch = configuration.profile.ctap23 && storage.settings.longTouchForReset
+        return askPresence(.reset, PresencePrompt(command: "reset", gesture: longTouch ? .longTouch : .touch))
     }
 
     /// Wipes every credential and replaces the device secret, so no old credential id opens again.

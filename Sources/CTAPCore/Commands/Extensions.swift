@@ -10,9 +10,11 @@ enum ExtensionName {
     static let minPinLength = "minPinLength"
     static let hmacSecretMC = "hmac-secret-mc"
     static let thirdPartyPayment = "thirdPartyPayment"
+    static let pinComplexityPolicy = "pinComplexityPolicy"
 
     static let supported = [
-        credBlob, credProtect, hmacSecret, hmacSecretMC, largeBlobKey, minPinLength, thirdPartyPayment,
+        credBlob, credProtect, hmacSecret, hmacSecretMC, largeBlobKey, minPinLength, pinComplexityPolicy,
+        thirdPartyPayment,
     ]
 }
 
@@ -29,6 +31,8 @@ struct MakeCredentialExtensions: Sendable {
     /// hmac-secret-mc (CTAP 2.2): the hmac-secret outputs of the new credential, at registration.
     var hmacSecretMC: HMACSecretInput?
     var thirdPartyPayment = false
+    /// pinComplexityPolicy (CTAP 2.3): the RP asks whether the PIN complexity policy is on.
+    var pinComplexityPolicy = false
 
     init(_ map: [CBORValue: CBORValue]?) throws(CTAPError) {
         guard let map else { return }
@@ -50,6 +54,7 @@ struct MakeCredentialExtensions: Sendable {
             largeBlobKey = true
         }
         minPinLength = try map.optionalBool(ExtensionName.minPinLength) ?? false
+        pinComplexityPolicy = try map.optionalBool(ExtensionName.pinComplexityPolicy) ?? false
     }
 }
 

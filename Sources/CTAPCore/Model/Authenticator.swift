@@ -15,7 +15,8 @@ package struct PresencePrompt: Equatable, Sendable {
     package enum Kind: Equatable, Sendable { case ctap2, u2f }
     /// What the user does: touch the key, or put an enrolled finger on the simulated sensor (approving is a
     /// matching finger, denying a finger that does not match).
-    package enum Gesture: Equatable, Sendable { case touch, fingerprint }
+    /// A touch, a long touch (reset with longTouchForReset), or a finger on the sensor.
+    package enum Gesture: Equatable, Sendable { case touch, longTouch, fingerprint }
     package var command: String
     package var rpId: String?
     package var userName: String?

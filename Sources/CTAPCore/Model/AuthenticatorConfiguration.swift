@@ -26,6 +26,12 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
     package var enterpriseAttestationRPIDs: [String]
     /// The model of key presented (``KeyProfile/fidosim`` by default).
     package var profile: KeyProfile
+    /// The transports over which authenticatorReset is allowed (getInfo transportsForReset, CTAP 2.2).
+    package var transportsForReset: [String]
+    /// The transport the key's requests arrive on (every transport fidosim has is USB HID).
+    package var transport: String
+    /// The URL of the PIN complexity policy (getInfo pinComplexityPolicyURL, CTAP 2.2), if the key names one.
+    package var pinComplexityPolicyURL: String?
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
     package static let fidosimAAGUID: [UInt8] = [
@@ -45,9 +51,15 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
         fingerprintSensor: Bool = false,
         preEnrolledFingerprints: Int = 0,
         enterpriseAttestationRPIDs: [String] = [],
-        profile: KeyProfile = .fidosim
+        profile: KeyProfile = .fidosim,
+        transportsForReset: [String] = ["usb"],
+        transport: String = "usb",
+        pinComplexityPolicyURL: String? = nil
     ) {
         self.profile = profile
+        self.transportsForReset = transportsForReset
+        self.transport = transport
+        self.pinComplexityPolicyURL = pinComplexityPolicyURL
         self.enterpriseAttestationRPIDs = enterpriseAttestationRPIDs
         self.fingerprintSensor = fingerprintSensor
         self.preEnrolledFingerprints = preEnrolledFingerprints

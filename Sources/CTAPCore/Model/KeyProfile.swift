@@ -7,7 +7,7 @@
 /// CTAP1_ERR_INVALID_PARAMETER, an algorithm it lacks is never chosen).
 package struct KeyProfile: Sendable, Equatable {
     package var name: String
-    /// getInfo versions: a subset of `U2F_V2`, `FIDO_2_0`, `FIDO_2_1_PRE`, `FIDO_2_1`.
+    /// getInfo versions: a subset of `U2F_V2`, `FIDO_2_0`, `FIDO_2_1_PRE`, `FIDO_2_1`, `FIDO_2_3`.
     package var versions: [String]
     /// Extensions the key knows (nil: every one fidosim implements).
     package var extensions: [String]?
@@ -51,7 +51,7 @@ package struct KeyProfile: Sendable, Equatable {
         self.forcedStatus = forcedStatus
     }
 
-    package static let allVersions = ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
+    package static let allVersions = ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1", "FIDO_2_3"]
     /// Every extension fidosim implements.
     package static var allExtensions: [String] { ExtensionName.supported }
 
@@ -62,6 +62,8 @@ package struct KeyProfile: Sendable, Equatable {
     package var speaksU2F: Bool { versions.contains("U2F_V2") }
     package var ctap21: Bool { versions.contains("FIDO_2_1") }
     package var ctap21Preview: Bool { versions.contains("FIDO_2_1_PRE") }
+    /// CTAP 2.3 (and the 2.2 features it carries, which have no version string of their own).
+    package var ctap23: Bool { versions.contains("FIDO_2_3") }
 
     /// Whether a command byte exists for this profile.
     func allows(_ command: CTAPCommand) -> Bool {
@@ -72,7 +74,10 @@ package struct KeyProfile: Sendable, Equatable {
         }
     }
 
-    func allows(extension name: String) -> Bool { extensions?.contains(name) ?? true }
+    func allows(extension name: String) -> Bool {
+        if name == ExtensionName.pinComplexityPolicy && !ctap23 { return false }
+        return extensions?.contains(name) ?? true
+    }
 
     /// Why a profile is not consistent, or nil.
     package var problem: String? {
@@ -81,6 +86,7 @@ package struct KeyProfile: Sendable, Equatable {
             return "unknown version \(unknown)"
         }
         if !speaksCTAP2 && (ctap21 || ctap21Preview) { return "FIDO_2_1 without FIDO_2_0" }
+        if ctap23 && !ctap21 { return "FIDO_2_3 without FIDO_2_1" }
         if pinUvAuthProtocols.isEmpty || pinUvAuthProtocols.contains(where: { $0 != 1 && $0 != 2 }) {
             return "pinUvAuthProtocols must be 1 and/or 2"
         }

@@ -17,6 +17,8 @@ package struct AuthenticatorSettings: Sendable, Equatable {
     package var pinComplexityPolicy = false
     /// Built-in user verifications since the PIN was last entered (CTAP 2.2 uvCountSinceLastPinEntry).
     package var uvCountSinceLastPinEntry = 0
+    /// enableLongTouchForReset has run: authenticatorReset needs a long touch (CTAP 2.3 longTouchForReset).
+    package var longTouchForReset = false
 
     package init() {}
 
@@ -30,6 +32,7 @@ package struct AuthenticatorSettings: Sendable, Equatable {
         if enterpriseAttestation { map[5] = true }
         if pinComplexityPolicy { map[6] = true }
         if uvCountSinceLastPinEntry != 0 { map[7] = CBORValue(uvCountSinceLastPinEntry) }
+        if longTouchForReset { map[8] = true }
         return CBORValue.map(map).encoded()
     }
 
@@ -54,6 +57,7 @@ package struct AuthenticatorSettings: Sendable, Equatable {
             guard let n = value.intValue, n >= 0 else { return nil }
             uvCountSinceLastPinEntry = n
         }
+        longTouchForReset = map[8]?.boolValue ?? false
     }
 
     /// Whether `pin` breaks the complexity policy: one character repeated, or a run of consecutive code points

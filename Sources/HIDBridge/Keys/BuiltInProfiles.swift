@@ -39,13 +39,14 @@ extension ProfileFile {
         "fidosim": #"""
         {
           "name": "fidosim",
-          "description": "fidosim with everything it implements: CTAP 2.1 and the CTAP 2.2 features, U2F, PIN/UV auth protocols 2 and 1, ES256 and EdDSA."
+          "description": "fidosim with everything it implements: CTAP 2.3 (with the CTAP 2.2 features), U2F, PIN/UV auth protocols 2 and 1, twelve algorithms (ES256, EdDSA, ES384, ES512, the fully specified ESP256/ESP384/ESP512 and Ed25519, ML-DSA-65 and ML-DSA-87, RS256, PS256)."
         }
         """#,
         "legacy-quirks": #"""
         {
           "name": "legacy-quirks",
           "description": "A CTAP 2.1 key with the quirks of older firmware: one credential per allow or exclude list (longer lists answer LIMIT_EXCEEDED), no displayName stored with discoverable credentials, ES256 only.",
+          "versions": ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
           "algorithms": ["ES256"],
           "maxCredentialCountInList": 1,
           "quirks": {"rejectsLargeLists": true, "dropsDisplayName": true}
@@ -62,6 +63,7 @@ extension ProfileFile {
         {
           "name": "yubikey5",
           "description": "A YubiKey 5 series key of firmware 5.7: U2F, FIDO_2_0, FIDO_2_1_PRE and FIDO_2_1, its extensions (credProtect, hmac-secret, largeBlobKey, credBlob, minPinLength), ES256 and EdDSA, 100 discoverable credentials, 1280-byte messages, its AAGUID, and Yubico's choices where the specification leaves one: getPINRetries without a PIN answers PIN_NOT_SET.",
+          "versions": ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
           "extensions": ["credProtect", "hmac-secret", "largeBlobKey", "credBlob", "minPinLength"],
           "algorithms": ["ES256", "EdDSA"],
           "maxResidentCredentials": 100,

@@ -122,6 +122,10 @@ package struct KeyFactory {
     package var resetWindow = true
     package var minPinLengthRPs: [String] = []
     package var enterpriseRPs: [String] = []
+    /// getInfo transportsForReset: where authenticatorReset is allowed (`usb` by default).
+    package var resetTransports: [String] = ["usb"]
+    /// getInfo pinComplexityPolicyURL, if the key names one.
+    package var pinPolicyURL: String?
 
     package init() {}
 
@@ -282,7 +286,9 @@ package struct KeyFactory {
             fingerprintSensor: spec.uv == "fingerprint",
             preEnrolledFingerprints: spec.enrolledFingers,
             enterpriseAttestationRPIDs: enterpriseRPs,
-            profile: profileFile.profile
+            profile: profileFile.profile,
+            transportsForReset: resetTransports,
+            pinComplexityPolicyURL: pinPolicyURL
         )
         if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
         if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }

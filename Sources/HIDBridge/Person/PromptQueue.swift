@@ -97,8 +97,12 @@ extension PresencePrompt {
 
     /// The terminal's question about this request for the key named `key`.
     func terminalQuestion(key: String) -> String {
-        let finger = gesture == .fingerprint
-        return "fidosim: key \(key): \(finger ? "fingerprint" : "touch") requested: \(personText). "
-            + (finger ? "Put an enrolled finger on the sensor?" : "Touch the key?") + " [Y/n]"
+        let question =
+            switch gesture {
+            case .touch: "Touch the key?"
+            case .longTouch: "Hold the key for a long touch (5 seconds)?"
+            case .fingerprint: "Put an enrolled finger on the sensor?"
+            }
+        return "fidosim: key \(key): \(gesture.name) requested: \(personText). " + question + " [Y/n]"
     }
 }

@@ -48,7 +48,7 @@ final class Prompter {
         notifier?.show(
             serial: entry.serial,
             summary:
-                "Security key \(names[slot]): \(prompt.gesture == .fingerprint ? "fingerprint" : "touch") requested",
+                "Security key \(names[slot]): \(prompt.gesture.name) requested",
             body: prompt.personText
         )
     }

@@ -1,7 +1,7 @@
 package import CTAPCBOR
 package import ControlProtocol
 
-/// authenticatorGetInfo as JSON, with the member names of CTAP 2.2 §6.4 (the form FIDO metadata statements use
+/// authenticatorGetInfo as JSON, with the member names of CTAP 2.3 §6.4 (the form FIDO metadata statements use
 /// for `authenticatorGetInfo`): the AAGUID as 32 hex digits, other byte strings as base64url.
 package enum GetInfoJSON {
     static let names: [Int: String] = [
@@ -13,6 +13,7 @@ package enum GetInfoJSON {
         0x14: "remainingDiscoverableCredentials", 0x15: "vendorPrototypeConfigCommands", 0x16: "attestationFormats",
         0x17: "uvCountSinceLastPinEntry", 0x18: "longTouchForReset", 0x19: "encIdentifier",
         0x1A: "transportsForReset", 0x1B: "pinComplexityPolicy", 0x1C: "pinComplexityPolicyURL", 0x1D: "maxPINLength",
+        0x1E: "encCredStoreState", 0x1F: "authenticatorConfigCommands",
     ]
 
     /// The getInfo map as a JSON object; unknown keys keep their number as the name.

@@ -56,10 +56,19 @@ extension VirtualKey {
             case .approveNext(let ms): setPresence(.approve(after: .milliseconds(ms)), once: true)
             }
             return ["presence": .string(presence.description)]
-        case .touch:
+        case .touch, .heldTouch:
             let prompt = pendingPrompt
-            outputs += touch(now: now)
+            // A touch that does not say how long is a short one.
+            var held: Duration = .zero
+            if case .heldTouch(let ms) = command { held = .milliseconds(ms) }
+            outputs += touch(now: now, held: held)
             guard let prompt else { return ["answered": false] }
+            if pendingPrompt != nil, prompt.gesture == .longTouch {
+                return [
+                    "answered": false, "command": .string(prompt.command),
+                    "reason": .string("a long touch: touch durationMs=\(longTouchHold.milliseconds) or longer"),
+                ]
+            }
             return [
                 "answered": true, "command": .string(prompt.command),
                 "rpId": prompt.rpId.map(JSONValue.string) ?? .null,
@@ -257,10 +266,26 @@ extension PresencePrompt {
     /// The request waiting for the user, as the control plane shows it (in `status` and `prompt` events).
     var controlFields: [String: JSONValue] {
         var fields: [String: JSONValue] = [
-            "command": .string(command), "gesture": .string(gesture == .fingerprint ? "fingerprint" : "touch"),
+            "command": .string(command), "gesture": .string(gesture.name),
         ]
         if let rpId { fields["rpId"] = .string(rpId) }
         if let userName { fields["userName"] = .string(userName) }
         return fields
     }
+}
+
+extension PresencePrompt.Gesture {
+    /// The gesture's name in the control plane's messages and the person's prompts.
+    package var name: String {
+        switch self {
+        case .touch: "touch"
+        case .longTouch: "long touch"
+        case .fingerprint: "fingerprint"
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds.
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }

@@ -42,6 +42,9 @@ package struct VirtualKey: Sendable {
     package var presenceTimeout: Duration = .seconds(30)
     /// How long a touch given in prompt mode stays valid for the next U2F request.
     package var u2fTouchValidity: Duration = .seconds(10)
+    /// How long a long touch lasts (reset with longTouchForReset; CTAP 2.3 asks for 5 seconds): the automatic user
+    /// holds the key this long, and a control-plane touch shorter than this does not count.
+    package var longTouchHold: Duration = .seconds(5)
 
     struct PresenceWait: Sendable {
         var channel: UInt32
@@ -120,20 +123,32 @@ package struct VirtualKey: Sendable {
         var out: [KeyOutput] = []
         if let wait = waiting, now >= wait.deadline {
             waiting = nil
+            if wait.answer == .approved { out += longTouchRegistered(now: now) }
             out += answer(authenticator.resume(wait.answer, now: now), channel: wait.channel, now: now)
         }
         out += perform(hid.tick(now: now), now: now)
         return out
     }
 
-    /// The person touched the key (prompt mode, or the control plane).
-    package mutating func touch(now: Duration) -> [KeyOutput] {
+    /// The person touched the key (prompt mode, or the control plane), for `held` when the control plane says how
+    /// long: a request that needs a long touch takes only one of at least ``longTouchHold`` (a touch that does not
+    /// say how long, from the terminal or the desktop, is taken as the touch the prompt asked for).
+    package mutating func touch(now: Duration, held: Duration? = nil) -> [KeyOutput] {
         guard let wait = waiting else {
             lastTouch = now
             return []
         }
+        if let held, held < longTouchHold, authenticator.pendingPrompt?.gesture == .longTouch { return [] }
         waiting = nil
-        return answer(authenticator.resume(userAnswer(.approved), now: now), channel: wait.channel, now: now)
+        return longTouchRegistered(now: now)
+            + answer(authenticator.resume(userAnswer(.approved), now: now), channel: wait.channel, now: now)
+    }
+
+    /// Once a long touch has lasted long enough the keepalives say PROCESSING (the person may let go) before the
+    /// reset answers.
+    mutating func longTouchRegistered(now: Duration) -> [KeyOutput] {
+        guard authenticator.pendingPrompt?.gesture == .longTouch else { return [] }
+        return perform(hid.setKeepaliveStatus(.processing, now: now), now: now)
     }
 
     /// The person refused the request waiting for a touch (`n` at the terminal, Deny on the desktop prompt).
@@ -281,7 +296,9 @@ package struct VirtualKey: Sendable {
             var out = perform(hid.setKeepaliveStatus(.upNeeded, now: now), now: now)
             switch presence {
             case .approve(let delay):
-                waiting = PresenceWait(channel: channel, deadline: now + delay, answer: userAnswer(.approved))
+                // The automatic user holds a long touch for as long as it takes.
+                let hold = prompt.gesture == .longTouch ? longTouchHold : .zero
+                waiting = PresenceWait(channel: channel, deadline: now + delay + hold, answer: userAnswer(.approved))
                 presenceAnswered()
             case .deny(let delay):
                 waiting = PresenceWait(channel: channel, deadline: now + delay, answer: userAnswer(.denied))

@@ -55,7 +55,7 @@ import Testing
     @Test func subcommandErrors() throws {
         var harness = try Harness()
         #expect(status(of: harness.cbor(.config, [2: [1: 5]])) == .missingParameter)
-        #expect(status(of: harness.cbor(.config, request(0x04))) == .invalidSubcommand)
+        #expect(status(of: harness.cbor(.config, request(0x05))) == .invalidSubcommand)
         #expect(status(of: harness.cbor(.config, request(0xFF))) == .invalidSubcommand)
         #expect(status(of: harness.cbor(.config, request(3, [1: "6"]))) == .cborUnexpectedType)
     }

@@ -16,15 +16,15 @@ import Testing
         #expect(CBORDecoder.isCanonical(Array(bytes.dropFirst())))
     }
 
-    @Test func versionsAreU2FAndFIDO2UpTo21() throws {
-        #expect(try info()[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"])
+    @Test func versionsAreU2FAndFIDO2UpTo23() throws {
+        #expect(try info()[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1", "FIDO_2_3"])
     }
 
     @Test func extensionsAreTheImplementedOnes() throws {
         #expect(
             try info()[2] == [
                 "credBlob", "credProtect", "hmac-secret", "hmac-secret-mc", "largeBlobKey", "minPinLength",
-                "thirdPartyPayment",
+                "pinComplexityPolicy", "thirdPartyPayment",
             ]
         )
         #expect(try info()[0x0F] == 32)  // maxCredBlobLength

@@ -51,7 +51,7 @@ import _CryptoExtras
         #expect(info[0x1D] == 63)
         #expect(info[2]?.arrayValue?.contains("hmac-secret-mc") == true)
         #expect(info[2]?.arrayValue?.contains("thirdPartyPayment") == true)
-        #expect(info[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"])
+        #expect(info[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1", "FIDO_2_3"])
     }
 
     @Test func thePersistentTokenReadsCredentialsAcrossAPowerCycleButChangesNothing() throws {

@@ -78,7 +78,7 @@ import Testing
     @Test func theDefaultProfileChangesNothing() throws {
         var h = try Harness()
         let info = try responseMap(h.cbor(.getInfo))
-        #expect(info[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"])
+        #expect(info[1] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1", "FIDO_2_3"])
         #expect(KeyProfile.fidosim.problem == nil)
         #expect(KeyProfile(versions: ["FIDO_2_1"]).problem != nil)
     }
