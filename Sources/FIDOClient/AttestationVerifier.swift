@@ -51,7 +51,7 @@ package enum AttestationVerifier {
             guard alg == key.algorithm else {
                 throw .malformed("self attestation with alg \(alg) for a credential key of alg \(key.algorithm)")
             }
-            guard try OpenSSLVerifier.verify(spki: key.spki, message: signed, signature: sig) else {
+            guard try key.verify(message: signed, signature: sig) else {
                 throw .malformed("the self-attestation signature does not verify with the credential key")
             }
             return .selfAttestation
@@ -59,7 +59,7 @@ package enum AttestationVerifier {
             guard let sig = statement["sig"]?.bytesValue, let chain = statement["x5c"]?.arrayValue, chain.count == 1,
                 let der = chain[0].bytesValue
             else { throw .malformed("a fido-u2f statement without sig and one x5c certificate") }
-            guard let y = key.y else { throw .malformed("a fido-u2f credential that is not P-256") }
+            guard key.curve == 1, let y = key.y else { throw .malformed("a fido-u2f credential that is not P-256") }
             let leaf = try X509Certificate(der: der)
             let message =
                 [0x00] + authData.rpIdHash + clientDataHash + (authData.credentialId ?? []) + [0x04] + key.x + y

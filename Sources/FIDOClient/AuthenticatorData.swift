@@ -102,14 +102,17 @@ package enum CBORItem {
     }
 }
 
-/// A COSE_Key (RFC 9053) as CTAP carries credential and key-agreement public keys.
+/// A COSE_Key (RFC 9053, RFC 9964 for ML-DSA) as CTAP carries credential and key-agreement public keys.
 package struct COSEPublicKey: Sendable, Equatable {
     package var algorithm: Int
-    /// The DER SubjectPublicKeyInfo of the key, for OpenSSL.
+    /// The DER SubjectPublicKeyInfo of the key, for OpenSSL (empty for ML-DSA, which this OpenSSL cannot read).
     package var spki: [UInt8]
-    /// P-256: x and y; Ed25519: the 32-byte key in x.
+    /// EC2: x and y; OKP (Ed25519): the 32-byte key in x; RSA: n in x and e in y; AKP (ML-DSA): the key in x.
     package var x: [UInt8]
     package var y: [UInt8]?
+    /// The COSE key type (1 OKP, 2 EC2, 3 RSA, 7 AKP) and, for EC2, the curve (1 P-256, 2 P-384, 3 P-521).
+    package var keyType: Int
+    package var curve: Int?
 
     package static let es256 = -7
     package static let edDSA = -8
@@ -120,7 +123,19 @@ package struct COSEPublicKey: Sendable, Equatable {
         0xCE,
         0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00, 0x04,
     ]
+    static let p384Prefix: [UInt8] = [
+        0x30, 0x76, 0x30, 0x10, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x05, 0x2B, 0x81, 0x04,
+        0x00, 0x22, 0x03, 0x62, 0x00, 0x04,
+    ]
+    static let p521Prefix: [UInt8] = [
+        0x30, 0x81, 0x9B, 0x30, 0x10, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x05, 0x2B, 0x81,
+        0x04, 0x00, 0x23, 0x03, 0x81, 0x86, 0x00, 0x04,
+    ]
     static let ed25519Prefix: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
+    /// AlgorithmIdentifier of rsaEncryption with its NULL parameters.
+    static let rsaAlgorithm: [UInt8] = [
+        0x30, 0x0D, 0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01, 0x05, 0x00,
+    ]
 
     package init(_ value: CBORValue) throws(ClientError) {
         guard let map = value.mapValue else { throw .malformed("a COSE key that is not a map") }
@@ -129,14 +144,17 @@ package struct COSEPublicKey: Sendable, Equatable {
             throw .malformed("a COSE key without kty (1) or alg (3)")
         }
         algorithm = alg
+        keyType = kty
         switch kty {
         case 2:
-            guard field(-1)?.intValue == 1, let x = field(-2)?.bytesValue, let y = field(-3)?.bytesValue, x.count == 32,
-                y.count == 32
-            else { throw .malformed("an EC2 COSE key that is not P-256 with 32-byte x and y") }
+            let sizes = [1: 32, 2: 48, 3: 66]
+            guard let crv = field(-1)?.intValue, let size = sizes[crv], let x = field(-2)?.bytesValue,
+                let y = field(-3)?.bytesValue, x.count == size, y.count == size
+            else { throw .malformed("an EC2 COSE key that is not P-256, P-384 or P-521 with x and y of its size") }
             self.x = x
             self.y = y
-            spki = Self.p256Prefix + x + y
+            curve = crv
+            spki = [1: Self.p256Prefix, 2: Self.p384Prefix, 3: Self.p521Prefix][crv]! + x + y
         case 1:
             guard field(-1)?.intValue == 6, let x = field(-2)?.bytesValue, x.count == 32 else {
                 throw .malformed("an OKP COSE key that is not Ed25519 with a 32-byte x")
@@ -144,8 +162,45 @@ package struct COSEPublicKey: Sendable, Equatable {
             self.x = x
             y = nil
             spki = Self.ed25519Prefix + x
+        case 3:
+            guard let n = field(-1)?.bytesValue, let e = field(-2)?.bytesValue, !n.isEmpty, !e.isEmpty else {
+                throw .malformed("an RSA COSE key without n (-1) and e (-2)")
+            }
+            x = n
+            y = e
+            let publicKey = DER.sequence(DER.unsignedInteger(n) + DER.unsignedInteger(e))
+            spki = DER.sequence(Self.rsaAlgorithm + DER.tlv(0x03, [0x00] + publicKey))
+        case 7:
+            let sizes = [-48: 1312, -49: 1952, -50: 2592]
+            guard let size = sizes[alg], let pub = field(-1)?.bytesValue, pub.count == size else {
+                throw .malformed("an AKP COSE key that is not ML-DSA-44/65/87 with a public key of its size")
+            }
+            x = pub
+            y = nil
+            spki = []
         default:
             throw .malformed("a COSE key of type \(kty)")
+        }
+    }
+
+    /// Whether `signature` over `message` verifies with this key under its algorithm: OpenSSL for ECDSA (the hash
+    /// by curve), EdDSA and RSA (PKCS#1 v1.5 for RS256, PSS for PS256); ML-DSA is checked only for the signature's
+    /// size, as the system's OpenSSL (3.0) has no ML-DSA.
+    package func verify(message: [UInt8], signature: [UInt8]) throws(ClientError) -> Bool {
+        switch keyType {
+        case 7:
+            return signature.count == [-48: 2420, -49: 3309, -50: 4627][algorithm]
+        case 3:
+            return try OpenSSLVerifier.verify(
+                spki: spki,
+                message: message,
+                signature: signature,
+                digestBits: 256,
+                pss: algorithm == -37
+            )
+        default:
+            let bits = [2: 384, 3: 512][curve ?? 1] ?? 256
+            return try OpenSSLVerifier.verify(spki: spki, message: message, signature: signature, digestBits: bits)
         }
     }
 
@@ -155,6 +210,8 @@ package struct COSEPublicKey: Sendable, Equatable {
             throw .malformed("a U2F public key that is not 65 bytes from 0x04")
         }
         algorithm = Self.es256
+        keyType = 2
+        curve = 1
         x = Array(point[1..<33])
         y = Array(point[33..<65])
         spki = Self.p256Prefix + x + y!
@@ -163,5 +220,24 @@ package struct COSEPublicKey: Sendable, Equatable {
     /// This key as a COSE_Key map with the given algorithm (for the platform's key-agreement key).
     package static func p256(x: [UInt8], y: [UInt8], algorithm: Int) -> CBORValue {
         .map([1: 2, 3: CBORValue(algorithm), -1: 1, -2: .byteString(x), -3: .byteString(y)])
+    }
+}
+
+/// The few DER encodings the client builds (an RSA SubjectPublicKeyInfo).
+enum DER {
+    static func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+        let n = content.count
+        let length: [UInt8] =
+            n < 0x80 ? [UInt8(n)] : n < 0x100 ? [0x81, UInt8(n)] : [0x82, UInt8(n >> 8), UInt8(n & 0xFF)]
+        return [tag] + length + content
+    }
+
+    static func sequence(_ content: [UInt8]) -> [UInt8] { tlv(0x30, content) }
+
+    /// A non-negative INTEGER of big-endian bytes: leading zeros dropped, one added when the top bit is set.
+    static func unsignedInteger(_ bytes: [UInt8]) -> [UInt8] {
+        var value = Array(bytes.drop { $0 == 0 })
+        if value.isEmpty || value[0] & 0x80 != 0 { value.insert(0, at: 0) }
+        return tlv(0x02, value)
     }
 }

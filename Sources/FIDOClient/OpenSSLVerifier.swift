@@ -3,13 +3,29 @@ import CTAPCBOR
 
 /// Signature and certificate checks through OpenSSL's libcrypto.
 package enum OpenSSLVerifier {
-    /// Whether `signature` is a valid signature of `message` under the key in `spki` (ECDSA P-256 with SHA-256, or
-    /// Ed25519). Throws when OpenSSL cannot read the key.
-    package static func verify(spki: [UInt8], message: [UInt8], signature: [UInt8]) throws(ClientError) -> Bool {
+    /// Whether `signature` is a valid signature of `message` under the key in `spki` (ECDSA with SHA-256 by default,
+    /// Ed25519, RSA). Throws when OpenSSL cannot read the key.
+    /// Another hash than SHA-256 (384 or 512) with `digestBits`, RSA-PSS with `pss`.
+    package static func verify(
+        spki: [UInt8],
+        message: [UInt8],
+        signature: [UInt8],
+        digestBits: Int = 256,
+        pss: Bool = false
+    ) throws(ClientError) -> Bool {
         let result = spki.withUnsafeBufferPointer { key in
             message.withUnsafeBufferPointer { msg in
                 signature.withUnsafeBufferPointer { sig in
-                    fidosim_verify(key.baseAddress, key.count, msg.baseAddress, msg.count, sig.baseAddress, sig.count)
+                    fidosim_verify_with(
+                        key.baseAddress,
+                        key.count,
+                        msg.baseAddress,
+                        msg.count,
+                        sig.baseAddress,
+                        sig.count,
+                        Int32(digestBits),
+                        pss ? 1 : 0
+                    )
                 }
             }
         }

@@ -15,7 +15,7 @@ package struct PlatformPinProtocol: Sendable {
         guard version == 1 || version == 2 else { throw .malformed("PIN/UV auth protocol \(version)") }
         self.version = version
         let peer = try COSEPublicKey(authenticatorKey)
-        guard let y = peer.y else { throw .malformed("a key-agreement key that is not P-256") }
+        guard peer.curve == 1, let y = peer.y else { throw .malformed("a key-agreement key that is not P-256") }
         let ours = P256.KeyAgreement.PrivateKey()
         let theirs: P256.KeyAgreement.PublicKey
         let secret: SharedSecret
@@ -194,5 +194,24 @@ package struct ClientPIN {
             throw .malformed("the token answer has no pinUvAuthToken (0x02)")
         }
         return (response, try session.decrypt(encrypted))
+    }
+}
+
+/// getInfo's members encrypted for the persistent token (CTAP 2.2 encIdentifier, CTAP 2.3 encCredStoreState).
+package enum PersistentTokenSecret {
+    /// IV(16) ‖ AES-128-CBC(HKDF-SHA-256(token, 32 zero bytes, info, 16), IV, plaintext) decrypted; nil when it is
+    /// not 32 bytes or does not decrypt.
+    package static func decrypt(_ sealed: [UInt8], token: [UInt8], info: String) -> [UInt8]? {
+        guard sealed.count == 32 else { return nil }
+        let key = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: token),
+            salt: [UInt8](repeating: 0, count: 32),
+            info: Array(info.utf8),
+            outputByteCount: 16
+        )
+        guard let iv = try? AES._CBC.IV(ivBytes: sealed.prefix(16)),
+            let plain = try? AES._CBC.decrypt(sealed.dropFirst(16), using: key, iv: iv, noPadding: true)
+        else { return nil }
+        return Array(plain)
     }
 }

@@ -17,7 +17,60 @@ enum CredentialChecks {
         return try ctx.send(CTAPCommand.makeCredential, .map(params))
     }
 
+    /// The COSE identifiers this client verifies (FIDOClient's COSEPublicKey): the others a key lists are noted.
+    static let verifiable: Set<Int> = [-7, -8, -9, -19, -35, -36, -51, -52, -257, -37, -48, -49, -50]
+
     static let makeCredential: [ConformanceCheck] = [
+        ConformanceCheck(
+            "make-credential.every-algorithm",
+            .makeCredential,
+            "CTAP 2.1 §6.1.2, §6.4; RFC 9053, RFC 9864, RFC 9964; WebAuthn §6.5.6",
+            "each algorithm getInfo lists makes a credential that keeps that identifier, and its attestation and "
+                + "assertion verify"
+        ) { ctx in
+            guard let listed = ctx.info.algorithms, !listed.isEmpty else {
+                throw CheckSkip("getInfo lists no algorithms (CTAP 2.0)")
+            }
+            for alg in listed where !verifiable.contains(alg) {
+                ctx.notes.append(
+                    "make-credential.every-algorithm: alg \(alg) is listed but this client cannot verify it"
+                )
+            }
+            for alg in listed where verifiable.contains(alg) {
+                let made = try ctx.makeCredential(algorithms: [alg])
+                let result = try ctx.madeCredential(
+                    made.response,
+                    clientDataHash: made.clientDataHash,
+                    userId: made.userId,
+                    discoverable: false
+                )
+                try ctx.require(
+                    result.credential.publicKey.algorithm == alg,
+                    "the credential key keeps the identifier asked for",
+                    expected: "\(alg)",
+                    actual: "\(result.credential.publicKey.algorithm)"
+                )
+                if let limit = ctx.info.maxCredentialIdLength {
+                    try ctx.require(
+                        result.credential.id.count <= limit,
+                        "an alg \(alg) credential ID fits maxCredentialIdLength",
+                        actual: "\(result.credential.id.count)"
+                    )
+                }
+                let asked = try ctx.getAssertion(allow: [result.credential.id])
+                try ctx.verifiedAssertion(
+                    asked.response,
+                    clientDataHash: asked.clientDataHash,
+                    from: [result.credential]
+                )
+            }
+            if listed.contains(where: { [-48, -49, -50].contains($0) }) {
+                ctx.notes.append(
+                    "make-credential.every-algorithm: ML-DSA keys and signature sizes checked; the system OpenSSL "
+                        + "cannot verify ML-DSA signatures"
+                )
+            }
+        },
         ConformanceCheck(
             "make-credential.es256",
             .makeCredential,

@@ -69,6 +69,52 @@ enum InfoChecks {
                 actual: Hex.string(response.body.prefix(32))
             )
         },
+        ConformanceCheck(
+            "info.ctap23-members",
+            .info,
+            "CTAP 2.3 §6.4",
+            "a FIDO_2_3 key's getInfo members 0x18-0x1F have their types, and no FIDO_2_2 is listed",
+            requires: [.version("FIDO_2_3")]
+        ) { ctx in
+            let raw = ctx.info.raw
+            try ctx.require(!ctx.info.versions.contains("FIDO_2_2"), "no FIDO_2_2 (CTAP defines none)")
+            try ctx.require(ctx.info.versions.contains("FIDO_2_1"), "FIDO_2_3 comes with FIDO_2_1")
+            if let value = raw[0x18] {
+                try ctx.require(value.boolValue != nil, "longTouchForReset (0x18) is a boolean")
+            }
+            if let value = raw[0x1A] {
+                let transports = value.arrayValue?.compactMap(\.textValue) ?? []
+                try ctx.require(
+                    !transports.isEmpty && transports.count == value.arrayValue?.count
+                        && Set(transports).count == transports.count,
+                    "transportsForReset (0x1A) is a non-empty list of distinct text strings",
+                    actual: "\(value)"
+                )
+            }
+            if let value = raw[0x1C] {
+                try ctx.require(value.bytesValue != nil, "pinComplexityPolicyURL (0x1C) is a byte string")
+            }
+            for key in [0x19, 0x1E] {
+                if let value = raw[key] {
+                    try ctx.require(
+                        value.bytesValue?.count == 32,
+                        "member 0x\(Hex.string(UInt8(key))) is IV and one AES block (32 bytes)",
+                        actual: "\(value)"
+                    )
+                }
+            }
+            if let value = raw[0x1F] {
+                let commands = value.arrayValue?.compactMap(\.intValue) ?? []
+                try ctx.require(
+                    commands.count == value.arrayValue?.count && commands.allSatisfy { $0 >= 0 },
+                    "authenticatorConfigCommands (0x1F) are unsigned integers",
+                    actual: "\(value)"
+                )
+                if raw[0x15] != nil {
+                    try ctx.require(commands.contains(0xFF), "with vendorPrototypeConfigCommands, 0x1F lists 0xFF")
+                }
+            }
+        },
         ConformanceCheck("info.versions", .info, "CTAP 2.1 §6.4", "a key that speaks CTAP2 lists FIDO_2_0 or FIDO_2_1")
         { ctx in
             try ctx.require(

@@ -223,6 +223,32 @@ enum ManagementChecks {
                 "getCredsMetadata without pinUvAuthParam"
             )
         },
+        ConformanceCheck(
+            "credential-management.enc-cred-store-state",
+            .credentialManagement,
+            "CTAP 2.3 §6.4",
+            "encCredStoreState decrypts with the persistent token, to the same state each time under a fresh IV",
+            requires: [.version("FIDO_2_3"), .knownPIN, .optionTrue("perCredMgmtRO")]
+        ) { ctx in
+            guard ctx.info.raw[0x1E] != nil else { throw CheckSkip("getInfo has no encCredStoreState (0x1E)") }
+            let token = try ctx.token(permissions: 0x40)
+            var states: [[UInt8]] = []
+            var sealed: [[UInt8]] = []
+            for _ in 0..<2 {
+                let response = try ctx.client.send(CTAPCommand.getInfo)
+                try ctx.expectOK(response, "getInfo")
+                guard let value = try response.map()[0x1E]?.bytesValue else {
+                    throw CheckFailure("encCredStoreState (0x1E) went away")
+                }
+                guard let state = PersistentTokenSecret.decrypt(value, token: token, info: "encCredStoreState") else {
+                    throw CheckFailure("encCredStoreState does not decrypt with the persistent token")
+                }
+                sealed.append(value)
+                states.append(state)
+            }
+            try ctx.require(states[0] == states[1], "the same state twice")
+            try ctx.require(sealed[0] != sealed[1], "a fresh IV each time")
+        },
     ]
 
     // MARK: Large blobs

@@ -51,7 +51,7 @@ enum PINChecks {
                 guard let key = try response.map()[1] else { throw CheckFailure("no keyAgreement (0x01)") }
                 let parsed = try COSEPublicKey(key)
                 try ctx.require(
-                    parsed.algorithm == -25 && parsed.y != nil,
+                    parsed.algorithm == -25 && parsed.curve == 1,
                     "an EC2 P-256 key with alg -25",
                     actual: "\(key)"
                 )

@@ -255,11 +255,7 @@ extension ConformanceContext {
         )
         try require(!authData.attested, "an assertion has no attested credential data (AT clear)")
         guard
-            try OpenSSLVerifier.verify(
-                spki: credential.publicKey.spki,
-                message: authBytes + clientDataHash,
-                signature: signature
-            )
+            try credential.publicKey.verify(message: authBytes + clientDataHash, signature: signature)
         else {
             throw CheckFailure(
                 "the assertion signature verifies with the credential's public key (OpenSSL)",
