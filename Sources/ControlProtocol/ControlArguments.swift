@@ -4,6 +4,7 @@ package enum ControlArguments {
     /// The kebab-case aliases of the protocol's commands.
     package static let aliases: [String: String] = [
         "credentials": "getCredentials", "add-credential": "addCredential", "remove-credential": "removeCredential",
+        "set-credential-properties": "setCredentialProperties",
         "remove-all-credentials": "removeAllCredentials", "set-user-verified": "setUserVerified",
         "automatic-presence": "setAutomaticPresenceSimulation", "power-cycle": "powerCycle",
         "set-option": "setOption", "fault": "injectFault", "clear-faults": "clearFaults", "events": "subscribe",

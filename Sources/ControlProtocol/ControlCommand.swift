@@ -44,6 +44,10 @@ package struct CredentialParameters: Equatable, Sendable {
     package var userDisplayName: String?
     /// The credential's large blob (WebDriver `largeBlob`), resident credentials only.
     package var largeBlob: [UInt8]?
+    /// WebAuthn Level 3 backup eligibility and state (WebDriver `backupEligibility`, `backupState`); nil: the key's
+    /// defaults.
+    package var backupEligibility: Bool?
+    package var backupState: Bool?
 
     package init(
         credentialId: [UInt8],
@@ -54,9 +58,13 @@ package struct CredentialParameters: Equatable, Sendable {
         signCount: UInt32 = 0,
         userName: String? = nil,
         userDisplayName: String? = nil,
-        largeBlob: [UInt8]? = nil
+        largeBlob: [UInt8]? = nil,
+        backupEligibility: Bool? = nil,
+        backupState: Bool? = nil
     ) {
         self.largeBlob = largeBlob
+        self.backupEligibility = backupEligibility
+        self.backupState = backupState
         self.credentialId = credentialId
         self.isResidentCredential = isResidentCredential
         self.rpId = rpId
@@ -125,6 +133,9 @@ package enum Fault: Equatable, Sendable {
     case flashWriteFailure(count: Int)
     /// Drop the next `count` HID reports: from the host (`inbound`) or to it.
     case dropReports(inbound: Bool, count: Int)
+    /// Chromium's response override bits: the next `count` makeCredential and getAssertion answers (every one until
+    /// cleared when nil) carry a zero signature, a clear UP flag and/or a clear UV flag.
+    case responseOverride(bogusSignature: Bool, badUP: Bool, badUV: Bool, count: Int?)
 }
 
 /// A command of the control protocol.
@@ -132,6 +143,8 @@ package enum ControlCommand: Equatable, Sendable {
     case addCredential(CredentialParameters)
     case getCredentials
     case removeCredential(id: [UInt8])
+    /// WebDriver's Set Credential Properties: the backup state of a credential (its eligibility cannot change).
+    case setCredentialProperties(id: [UInt8], backupEligibility: Bool?, backupState: Bool?)
     case removeAllCredentials
     case setUserVerified(Bool)
     case setAutomaticPresenceSimulation(Bool)
@@ -166,7 +179,8 @@ package enum ControlCommand: Equatable, Sendable {
 
     /// Every command name, as requests spell them.
     package static let names = [
-        "addCredential", "getCredentials", "removeCredential", "removeAllCredentials", "setUserVerified",
+        "addCredential", "getCredentials", "removeCredential", "removeAllCredentials", "setCredentialProperties",
+        "setUserVerified",
         "setAutomaticPresenceSimulation", "powerCycle", "presence", "touch", "status", "setOption", "injectFault",
         "clearFaults", "subscribe", "unsubscribe", "setAttestation", "trace",
     ]
@@ -261,9 +275,19 @@ package struct ControlRequest: Equatable, Sendable {
                     signCount: UInt32(signCount),
                     userName: try p.optionalString("userName"),
                     userDisplayName: try p.optionalString("userDisplayName"),
-                    largeBlob: largeBlob
+                    largeBlob: largeBlob,
+                    backupEligibility: try p.optionalBool("backupEligibility"),
+                    backupState: try p.optionalBool("backupState")
                 )
             )
+        case "setCredentialProperties":
+            let id = try p.bytes("credentialId")
+            let eligibility = try p.optionalBool("backupEligibility")
+            let state = try p.optionalBool("backupState")
+            guard eligibility != nil || state != nil else {
+                throw ControlError(.invalidParams, "give \"backupEligibility\" and/or \"backupState\"")
+            }
+            command = .setCredentialProperties(id: id, backupEligibility: eligibility, backupState: state)
         case "getCredentials": command = .getCredentials
         case "removeCredential": command = .removeCredential(id: try p.bytes("credentialId"))
         case "removeAllCredentials": command = .removeAllCredentials
@@ -370,10 +394,24 @@ package struct ControlRequest: Equatable, Sendable {
                 inbound: direction == "in",
                 count: Int(try p.optionalInteger("count", in: 1...1_000_000) ?? 1)
             )
+        case "responseOverride":
+            let bogus = try p.optionalBool("isBogusSignature") ?? false
+            let badUP = try p.optionalBool("isBadUP") ?? false
+            let badUV = try p.optionalBool("isBadUV") ?? false
+            guard bogus || badUP || badUV else {
+                throw ControlError(.invalidParams, "set at least one of isBogusSignature, isBadUP, isBadUV")
+            }
+            fault = .responseOverride(
+                bogusSignature: bogus,
+                badUP: badUP,
+                badUV: badUV,
+                count: try p.optionalInteger("count", in: 1...1_000_000).map { Int($0) }
+            )
         case let other:
             throw ControlError(
                 .invalidParams,
-                "unknown fault kind \"\(other)\": use status, keyStoreFull, flashWriteFailure or dropReports"
+                "unknown fault kind \"\(other)\": use status, keyStoreFull, flashWriteFailure, dropReports or "
+                    + "responseOverride"
             )
         }
         try p.only(p.read)

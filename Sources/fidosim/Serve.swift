@@ -191,6 +191,22 @@ struct Serve: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "New credentials are backup eligible (WebAuthn Level 3 BE flag); default: the profile's, off.",
+            valueName: "on|off"
+        )
+    )
+    var backupEligible: OnOff?
+
+    @Option(
+        help: ArgumentHelp(
+            "New credentials are backed up (BS flag; needs backup eligibility); default: the profile's, off.",
+            valueName: "on|off"
+        )
+    )
+    var backupState: OnOff?
+
+    @Option(
+        help: ArgumentHelp(
             "The control socket (fidosim ctl), or off.",
             discussion: "Default: $XDG_RUNTIME_DIR/fidosim/NAME.sock, else ~/.local/share/fidosim/NAME.sock.",
             valueName: "path|off"
@@ -243,6 +259,11 @@ struct Serve: ParsableCommand {
 
     func validate() throws {
         guard (1...16).contains(keys) else { throw ValidationError("--keys must be 1 to 16") }
+        if backupState == .on && backupEligible == .off {
+            throw ValidationError(
+                "--backup-state on needs --backup-eligible on: only an eligible credential is backed up"
+            )
+        }
         let transports = resetTransports.split(separator: ",", omittingEmptySubsequences: false)
         guard transports.allSatisfy({ ["usb", "nfc", "ble", "internal", "hybrid", "smart-card"].contains($0) }),
             Set(transports).count == transports.count
@@ -421,6 +442,8 @@ struct Serve: ParsableCommand {
         factory.enterpriseRPs = enterpriseRPs
         factory.resetTransports = resetTransports.split(separator: ",").map(String.init)
         factory.pinPolicyURL = pinPolicyUrl
+        factory.backupEligible = backupEligible.map { $0 == .on }
+        factory.backupState = backupState.map { $0 == .on }
         return factory
     }
 

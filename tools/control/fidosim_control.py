@@ -176,7 +176,7 @@ class FidosimControl:
 
     def inject_fault(self, kind: str, **params: Any) -> dict:
         """kind: status (command, status, count), keyStoreFull (afterCredentials), flashWriteFailure (count),
-        dropReports (direction, count)."""
+        dropReports (direction, count), responseOverride (isBogusSignature, isBadUP, isBadUV, count)."""
         return self.request("injectFault", kind=kind, **params)
 
     def clear_faults(self) -> dict:

@@ -19,6 +19,9 @@ package struct ManagedCredential: Sendable, Equatable {
     package var signCount: UInt32
     /// The credential's blob in the large-blob array, if it has a largeBlobKey and an entry opens with it.
     package var largeBlob: [UInt8]?
+    /// WebAuthn Level 3 backup eligibility (fixed once the credential exists) and backup state.
+    package var backupEligible: Bool
+    package var backupState: Bool
 
     package init(
         id: [UInt8],
@@ -30,9 +33,13 @@ package struct ManagedCredential: Sendable, Equatable {
         userName: String? = nil,
         userDisplayName: String? = nil,
         signCount: UInt32 = 0,
-        largeBlob: [UInt8]? = nil
+        largeBlob: [UInt8]? = nil,
+        backupEligible: Bool = false,
+        backupState: Bool = false
     ) {
         self.largeBlob = largeBlob
+        self.backupEligible = backupEligible
+        self.backupState = backupState
         self.id = id
         self.rpId = rpId
         self.discoverable = discoverable
@@ -147,7 +154,9 @@ extension Authenticator {
                     signCount: storage.signCounter,
                     largeBlob: c.largeBlobKey.flatMap { key in
                         entries.lazy.compactMap { Self.openBlob($0, key: key) }.first
-                    }
+                    },
+                    backupEligible: c.backupEligible,
+                    backupState: c.backupState
                 )
             )
         }
@@ -161,7 +170,9 @@ extension Authenticator {
                     discoverable: false,
                     privateKey: try PrivateKeyEncoding.encode(key: contents.privateKey, algorithm: contents.algorithm),
                     algorithm: contents.algorithm,
-                    signCount: storage.signCounter
+                    signCount: storage.signCounter,
+                    backupEligible: contents.backupEligible,
+                    backupState: backupStates[made.id] ?? contents.backupState
                 )
             )
         }
@@ -172,6 +183,9 @@ extension Authenticator {
     /// discoverable one of the same RP and user. A signCount above the key's counter raises the counter.
     package mutating func importCredential(_ credential: ManagedCredential) throws(CTAPError) {
         let (rawKey, algorithm) = try PrivateKeyEncoding.decode(pkcs8: credential.privateKey)
+        if credential.backupState && !credential.backupEligible {
+            throw CTAPError(.invalidParameter, "only a backup-eligible credential can be backed up")
+        }
         let rpIdHash = Array(SHA256.hash(data: Array(credential.rpId.utf8)))
         if credential.largeBlob != nil && !credential.discoverable {
             throw CTAPError(.invalidParameter, "a large blob needs a discoverable credential")
@@ -190,7 +204,9 @@ extension Authenticator {
             creationSerial: storage.newestCreationSerial + 1,
             algorithm: algorithm,
             largeBlobKey: largeBlobKey,
-            discoverable: credential.discoverable
+            discoverable: credential.discoverable,
+            backupEligible: credential.backupEligible,
+            backupState: credential.backupState
         )
         let replaced =
             (storage.residentCredential(id: record.id).map { [$0] } ?? [])
@@ -205,6 +221,46 @@ extension Authenticator {
         try storage.storeResident(record)
         createdCredentials.removeAll { $0.id == record.id }
         try storage.raiseSignCounter(to: credential.signCount)
+    }
+
+    /// WebDriver's Set Credential Properties: changes a credential's backup state; its backup eligibility was fixed
+    /// when it was made (asking for another is INVALID_PARAMETER). Returns whether the key has the credential.
+    package mutating func setCredentialProperties(
+        id: [UInt8],
+        backupEligible: Bool?,
+        backupState: Bool?
+    ) throws(CTAPError) -> Bool {
+        func check(_ eligible: Bool) throws(CTAPError) {
+            if let backupEligible, backupEligible != eligible {
+                throw CTAPError(.invalidParameter, "a credential's backup eligibility is fixed when it is made")
+            }
+        }
+        if backupState == true && backupEligible == false {
+            throw CTAPError(.invalidParameter, "only a backup-eligible credential can be backed up")
+        }
+        if var stored = storage.residentCredential(id: id) {
+            try check(stored.backupEligible)
+            if backupState == true && !stored.backupEligible {
+                throw CTAPError(.invalidParameter, "only a backup-eligible credential can be backed up")
+            }
+            guard let backupState, backupState != stored.backupState else { return true }
+            stored.backupState = backupState
+            try storage.storeResident(stored)
+            return true
+        }
+        guard let made = createdCredentials.first(where: { $0.id == id }),
+            let contents = CredentialID.open(
+                id,
+                rpIdHash: Array(SHA256.hash(data: Array(made.rpId.utf8))),
+                key: sealingKey
+            )
+        else { return false }
+        try check(contents.backupEligible)
+        if backupState == true && !contents.backupEligible {
+            throw CTAPError(.invalidParameter, "only a backup-eligible credential can be backed up")
+        }
+        if let backupState { backupStates[id] = backupState }
+        return true
     }
 
     /// Deletes a credential by id; returns whether the key had it.

@@ -13,6 +13,8 @@ struct AssertionCandidate: Sendable {
     var credBlob: [UInt8]?
     var largeBlobKey: [UInt8]?
     var thirdPartyPayment = false
+    var backupEligible = false
+    var backupState = false
 
     init(
         id: [UInt8],
@@ -44,6 +46,8 @@ struct AssertionCandidate: Sendable {
         credBlob = stored.credBlob
         largeBlobKey = stored.largeBlobKey
         thirdPartyPayment = stored.thirdPartyPayment
+        backupEligible = stored.backupEligible
+        backupState = stored.backupState
     }
 }
 
@@ -231,14 +235,18 @@ extension Authenticator {
         var flags: AuthenticatorDataFlags = []
         if plan.userPresent { flags.insert(.userPresent) }
         if plan.userVerified { flags.insert(.userVerified) }
+        if candidate.backupEligible { flags.insert(.backupEligible) }
+        if candidate.backupState { flags.insert(.backupState) }
+        let override = takeResponseOverride(userPresent: plan.userPresent)
         let authData = AuthenticatorData.make(
             rpIdHash: plan.rpIdHash,
-            flags: flags,
+            flags: override?.apply(flags) ?? flags,
             signCount: counter,
             extensions: outputs
         )
-        let signature = try signingKeys.key(id: candidate.id, raw: candidate.privateKey, algorithm: candidate.algorithm)
+        var signature = try signingKeys.key(id: candidate.id, raw: candidate.privateKey, algorithm: candidate.algorithm)
             .sign(authData + plan.clientDataHash)
+        if let override { signature = override.apply(signature: signature) }
         let largeBlobKey = plan.extensions.largeBlobKey ? candidate.largeBlobKey : nil
         var members = 3
         if candidate.user != nil { members += 1 }

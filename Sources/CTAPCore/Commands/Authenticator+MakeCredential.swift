@@ -200,7 +200,9 @@ extension Authenticator {
                 algorithm: plan.algorithm,
                 credProtect: credProtect,
                 hmacSecret: ext.hmacSecret,
-                thirdPartyPayment: ext.thirdPartyPayment
+                thirdPartyPayment: ext.thirdPartyPayment,
+                backupEligible: configuration.backupEligible,
+                backupState: configuration.backupEligible && configuration.backupState
             ),
             rpIdHash: plan.rpIdHash,
             key: sealingKey,
@@ -251,7 +253,9 @@ extension Authenticator {
                     credBlob: credBlob,
                     largeBlobKey: largeBlobKey,
                     thirdPartyPayment: ext.thirdPartyPayment,
-                    discoverable: plan.resident
+                    discoverable: plan.resident,
+                    backupEligible: configuration.backupEligible,
+                    backupState: configuration.backupEligible && configuration.backupState
                 )
             )
         }
@@ -264,9 +268,12 @@ extension Authenticator {
         let counter = try storage.incrementSignCounter()
         var flags: AuthenticatorDataFlags = .userPresent
         if plan.userVerified { flags.insert(.userVerified) }
+        if configuration.backupEligible { flags.insert(.backupEligible) }
+        if configuration.backupEligible && configuration.backupState { flags.insert(.backupState) }
+        let override = takeResponseOverride()
         let authData = AuthenticatorData.make(
             rpIdHash: plan.rpIdHash,
-            flags: flags,
+            flags: override?.apply(flags) ?? flags,
             signCount: counter,
             attestedCredential: (
                 configuration.aaguid, credentialId, signingKey.coseKey.encoded()
@@ -302,7 +309,8 @@ extension Authenticator {
             statement = ["alg": CBORValue(plan.algorithm.rawValue), "sig": .byteString(signature)]
         }
         var response: [CBORValue: CBORValue] = [
-            0x01: .textString(format), 0x02: .byteString(authData), 0x03: statement,
+            0x01: .textString(format), 0x02: .byteString(authData),
+            0x03: override.map { o in o.bogusSignature ? Self.zeroingSignature(statement) : statement } ?? statement,
         ]
         if let largeBlobKey { response[0x05] = .byteString(largeBlobKey) }
         if plan.enterpriseAttestation && !plan.attestationNone { response[0x04] = true }
@@ -346,7 +354,17 @@ extension Authenticator {
             hmacSecret: contents.hmacSecret
         )
         candidate.thirdPartyPayment = contents.thirdPartyPayment
+        candidate.backupEligible = contents.backupEligible
+        // The control plane may have changed the backup state since the id was made.
+        candidate.backupState = backupStates[id] ?? contents.backupState
         return candidate
+    }
+
+    /// An attestation statement whose `sig` is zero bytes of the same length (a response override).
+    static func zeroingSignature(_ statement: CBORValue) -> CBORValue {
+        guard var map = statement.mapValue, let sig = map["sig"]?.bytesValue else { return statement }
+        map["sig"] = .byteString([UInt8](repeating: 0, count: sig.count))
+        return .map(map)
     }
 
     /// The extension inputs the key's profile knows; the others are ignored, as by a key without them.

@@ -22,6 +22,7 @@ extension Authenticator {
         credRandoms = CredRandomDeriver(deviceSecret: storage.deviceSecret)
         forgetVolatileState()
         createdCredentials.removeAll()
+        backupStates.removeAll()
         return [CTAPStatus.ok.rawValue]
     }
 }

@@ -8,7 +8,7 @@ import Crypto
 /// algorithm's raw key (``CredentialAlgorithm/rawKeyLength``: 32 bytes, 48 for P-384, 66 for P-521), so an id is
 /// 63, 79 or 97 bytes; an RSA key is too large for an id, so an RSA id (31 bytes) carries none and its credential
 /// is stored in flash even when it is not discoverable. Flags: bit 0 discoverable, bits 1–2 the credProtect level (0 means level 1), bit 3 made with
-/// hmac-secret, bit 4 thirdPartyPayment. Anything that does not open (tampered, truncated, foreign, from before a
+/// hmac-secret, bit 4 thirdPartyPayment, bit 5 backup eligible, bit 6 backed up when made. Anything that does not open (tampered, truncated, foreign, from before a
 /// reset) is simply not a credential of this key.
 struct CredentialID {
     static let version: UInt8 = 0x01
@@ -25,6 +25,8 @@ struct CredentialID {
         var credProtect: CredProtect = .optional
         var hmacSecret: Bool = false
         var thirdPartyPayment: Bool = false
+        var backupEligible: Bool = false
+        var backupState: Bool = false
     }
 
     /// The algorithm byte of the plaintext; the ids of versions before ES384 used 1 and 2 already.
@@ -69,6 +71,8 @@ struct CredentialID {
         flags |= contents.credProtect.rawValue << 1
         if contents.hmacSecret { flags |= 0x08 }
         if contents.thirdPartyPayment { flags |= 0x10 }
+        if contents.backupEligible { flags |= 0x20 }
+        if contents.backupState { flags |= 0x40 }
         var plaintext: [UInt8] = [flags, algorithmByte(contents.algorithm)]
         plaintext += contents.privateKey
         defer { plaintext.wipe() }
@@ -96,7 +100,7 @@ struct CredentialID {
             let plain = try? AES.GCM.open(box, using: key, authenticating: [version] + rpIdHash)
         else { return nil }
         let bytes = Array(plain)
-        guard bytes[0] & ~0x1F == 0, let algorithm = algorithm(byte: bytes[1]),
+        guard bytes[0] & ~0x7F == 0, let algorithm = algorithm(byte: bytes[1]),
             bytes.count == 2 + algorithm.idKeyLength
         else { return nil }
         let flags = bytes[0]
@@ -106,7 +110,9 @@ struct CredentialID {
             algorithm: algorithm,
             credProtect: CredProtect(rawValue: (flags >> 1) & 0x03) ?? .optional,
             hmacSecret: flags & 0x08 != 0,
-            thirdPartyPayment: flags & 0x10 != 0
+            thirdPartyPayment: flags & 0x10 != 0,
+            backupEligible: flags & 0x20 != 0,
+            backupState: flags & 0x40 != 0
         )
     }
 }

@@ -137,6 +137,9 @@ package struct ResidentCredential: Sendable, Equatable {
     /// False for a non-discoverable credential that the control plane imported with an id of its own: it is
     /// stored so that an allow list finds it, but discovery and credential management do not list it.
     package var discoverable: Bool
+    /// WebAuthn Level 3 backup eligibility (fixed when the credential is made) and backup state.
+    package var backupEligible: Bool
+    package var backupState: Bool
 
     package init(
         id: [UInt8],
@@ -151,9 +154,13 @@ package struct ResidentCredential: Sendable, Equatable {
         credBlob: [UInt8]? = nil,
         largeBlobKey: [UInt8]? = nil,
         thirdPartyPayment: Bool = false,
-        discoverable: Bool = true
+        discoverable: Bool = true,
+        backupEligible: Bool = false,
+        backupState: Bool = false
     ) {
         self.discoverable = discoverable
+        self.backupEligible = backupEligible
+        self.backupState = backupState
         self.thirdPartyPayment = thirdPartyPayment
         self.id = id
         self.rpId = rpId

@@ -32,6 +32,9 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
     package var transport: String
     /// The URL of the PIN complexity policy (getInfo pinComplexityPolicyURL, CTAP 2.2), if the key names one.
     package var pinComplexityPolicyURL: String?
+    /// New credentials are backup eligible (WebAuthn Level 3 BE), and backed up (BS).
+    package var backupEligible: Bool
+    package var backupState: Bool
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
     package static let fidosimAAGUID: [UInt8] = [
@@ -54,8 +57,12 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
         profile: KeyProfile = .fidosim,
         transportsForReset: [String] = ["usb"],
         transport: String = "usb",
-        pinComplexityPolicyURL: String? = nil
+        pinComplexityPolicyURL: String? = nil,
+        backupEligible: Bool = false,
+        backupState: Bool = false
     ) {
+        self.backupEligible = backupEligible
+        self.backupState = backupState
         self.profile = profile
         self.transportsForReset = transportsForReset
         self.transport = transport

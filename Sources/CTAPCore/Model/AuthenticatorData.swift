@@ -6,6 +6,10 @@ struct AuthenticatorDataFlags: OptionSet {
     let rawValue: UInt8
     static let userPresent = AuthenticatorDataFlags(rawValue: 0x01)
     static let userVerified = AuthenticatorDataFlags(rawValue: 0x04)
+    /// WebAuthn Level 3: the credential may be backed up (BE, fixed when it is made).
+    static let backupEligible = AuthenticatorDataFlags(rawValue: 0x08)
+    /// WebAuthn Level 3: the credential is backed up now (BS).
+    static let backupState = AuthenticatorDataFlags(rawValue: 0x10)
     static let attestedCredentialData = AuthenticatorDataFlags(rawValue: 0x40)
     static let extensionData = AuthenticatorDataFlags(rawValue: 0x80)
 }

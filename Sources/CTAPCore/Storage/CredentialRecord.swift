@@ -24,6 +24,8 @@ package enum CredentialRecord {
         if let key = c.largeBlobKey { record[10] = .byteString(key) }
         if c.thirdPartyPayment { record[11] = true }
         if !c.discoverable { record[12] = false }
+        if c.backupEligible { record[13] = true }
+        if c.backupState { record[14] = true }
         return CBORValue.map(record).encoded()
     }
 
@@ -64,7 +66,9 @@ package enum CredentialRecord {
             credBlob: map[9]?.bytesValue,
             largeBlobKey: map[10]?.bytesValue,
             thirdPartyPayment: map[11]?.boolValue ?? false,
-            discoverable: map[12]?.boolValue ?? true
+            discoverable: map[12]?.boolValue ?? true,
+            backupEligible: map[13]?.boolValue ?? false,
+            backupState: map[14]?.boolValue ?? false
         )
     }
 }

@@ -129,6 +129,7 @@ extension ConformanceContext {
             actual: Hex.string(authData.rpIdHash)
         )
         try require(authData.userPresent, "the UP flag is set", actual: "flags 0x\(Hex.string(authData.flags))")
+        try requireBackupFlagsAgree(authData)
         guard authData.attested, let id = authData.credentialId, let keyValue = authData.credentialPublicKey else {
             throw CheckFailure(
                 "the AT flag and attested credential data",
@@ -254,6 +255,7 @@ extension ConformanceContext {
             actual: Hex.string(authData.rpIdHash)
         )
         try require(!authData.attested, "an assertion has no attested credential data (AT clear)")
+        try requireBackupFlagsAgree(authData)
         guard
             try credential.publicKey.verify(message: authBytes + clientDataHash, signature: signature)
         else {
@@ -263,6 +265,15 @@ extension ConformanceContext {
             )
         }
         return (credential, authData, map)
+    }
+
+    /// WebAuthn Level 3 §6.1: a credential that is backed up (BS, 0x10) is backup eligible (BE, 0x08).
+    func requireBackupFlagsAgree(_ authData: ParsedAuthenticatorData) throws {
+        try require(
+            authData.flags & 0x10 == 0 || authData.flags & 0x08 != 0,
+            "BS (backed up) only with BE (backup eligible) (WebAuthn §6.1)",
+            actual: "flags 0x\(Hex.string(authData.flags))"
+        )
     }
 
     /// A PIN/UV auth protocol the key supports (two when it has both).

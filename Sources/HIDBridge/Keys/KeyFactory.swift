@@ -126,6 +126,9 @@ package struct KeyFactory {
     package var resetTransports: [String] = ["usb"]
     /// getInfo pinComplexityPolicyURL, if the key names one.
     package var pinPolicyURL: String?
+    /// New credentials are backup eligible / backed up (WebAuthn Level 3); nil: the profile says.
+    package var backupEligible: Bool?
+    package var backupState: Bool?
 
     package init() {}
 
@@ -288,7 +291,9 @@ package struct KeyFactory {
             enterpriseAttestationRPIDs: enterpriseRPs,
             profile: profileFile.profile,
             transportsForReset: resetTransports,
-            pinComplexityPolicyURL: pinPolicyURL
+            pinComplexityPolicyURL: pinPolicyURL,
+            backupEligible: backupEligible ?? profileFile.backupEligible,
+            backupState: backupState ?? profileFile.backupState
         )
         if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
         if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }

@@ -6,6 +6,7 @@ package import ControlProtocol
 ///
 /// `{"name", "description", "versions", "extensions", "pinUvAuthProtocols",
 /// "algorithms" (COSE names: "ES256", "EdDSA", "ES384", …), "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid",
+/// "backupEligible", "backupState",
 /// "quirks": {"dropsDisplayName", "rejectsLargeLists", "forcedStatus": {"makeCredential": 40, …}}}`; every member
 /// but name is optional and defaults to fidosim's.
 package struct ProfileFile {
@@ -15,11 +16,14 @@ package struct ProfileFile {
     package var maxMessageSize: Int?
     package var alwaysUv: Bool
     package var aaguid: [UInt8]?
+    /// New credentials are backup eligible, backed up (WebAuthn Level 3 BE and BS).
+    package var backupEligible: Bool = false
+    package var backupState: Bool = false
 
     static let members: Set<String> = [
         "name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms",
         "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid", "quirks",
-        "behaviour",
+        "behaviour", "backupEligible", "backupState",
     ]
     static let behaviourMembers: Set<String> = [
         "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "makeCredUvNotRqd", "optionRules",
@@ -152,7 +156,7 @@ package struct ProfileFile {
         } else if fields["aaguid"] != nil {
             throw KeySetupError("\"aaguid\" must be a string")
         }
-        return ProfileFile(
+        var file = ProfileFile(
             profile: profile,
             description: fields["description"]?.stringValue ?? "",
             maxResidentCredentials: try integer("maxResidentCredentials", 1...100_000),
@@ -160,6 +164,12 @@ package struct ProfileFile {
             alwaysUv: try flag("alwaysUv"),
             aaguid: aaguid
         )
+        file.backupEligible = try flag("backupEligible")
+        file.backupState = try flag("backupState")
+        if file.backupState && !file.backupEligible {
+            throw KeySetupError("\"backupState\" needs \"backupEligible\": only an eligible credential is backed up")
+        }
+        return file
     }
 }
 

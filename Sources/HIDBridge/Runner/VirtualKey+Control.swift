@@ -35,6 +35,19 @@ extension VirtualKey {
         case .getCredentials:
             let credentials = try ctap { () throws(CTAPError) in try authenticator.managedCredentials() }
             return ["credentials": .array(credentials.map(Self.json))]
+        case .setCredentialProperties(let id, let eligibility, let state):
+            let found: Bool
+            do {
+                found = try authenticator.setCredentialProperties(
+                    id: id,
+                    backupEligible: eligibility,
+                    backupState: state
+                )
+            } catch {
+                throw Self.controlError(error)
+            }
+            guard found else { throw ControlError(.notFound, "no credential with id \(Base64URL.encode(id))") }
+            return [:]
         case .removeCredential(let id):
             let removed = try ctap { () throws(CTAPError) in try authenticator.removeCredential(id: id) }
             guard removed else { throw ControlError(.notFound, "no credential with id \(Base64URL.encode(id))") }
@@ -93,6 +106,13 @@ extension VirtualKey {
                 faults.failNextWrites(count)
             case .dropReports(let inbound, let count):
                 if inbound { controls.dropInbound = count } else { controls.dropOutbound = count }
+            case .responseOverride(let bogus, let badUP, let badUV, let count):
+                authenticator.responseOverride = ResponseOverride(
+                    bogusSignature: bogus,
+                    clearUserPresent: badUP,
+                    clearUserVerified: badUV,
+                    remaining: count
+                )
             }
             return ["faults": faultSummary]
         case .clearFaults:
@@ -100,6 +120,7 @@ extension VirtualKey {
             controls.dropInbound = 0
             controls.dropOutbound = 0
             authenticator.storedCredentialLimit = nil
+            authenticator.responseOverride = nil
             storageFaults?.failNextWrites(0)
             return ["faults": faultSummary]
         case .status:
@@ -155,6 +176,15 @@ extension VirtualKey {
             "flashWriteFailures": JSONValue(storageFaults?.pendingFailures ?? 0),
         ]
         out["keyStoreFullAfter"] = authenticator.storedCredentialLimit.map { JSONValue($0) } ?? JSONValue.null
+        if let override = authenticator.responseOverride {
+            out["responseOverride"] = [
+                "isBogusSignature": .boolean(override.bogusSignature), "isBadUP": .boolean(override.clearUserPresent),
+                "isBadUV": .boolean(override.clearUserVerified),
+                "remaining": override.remaining.map { JSONValue($0) } ?? JSONValue.null,
+            ]
+        } else {
+            out["responseOverride"] = JSONValue.null
+        }
         return .object(out)
     }
 
@@ -208,7 +238,9 @@ extension VirtualKey {
             userName: p.userName,
             userDisplayName: p.userDisplayName,
             signCount: p.signCount,
-            largeBlob: p.largeBlob
+            largeBlob: p.largeBlob,
+            backupEligible: p.backupEligibility ?? authenticator.configuration.backupEligible,
+            backupState: p.backupState ?? authenticator.configuration.backupState
         )
         do {
             try authenticator.importCredential(credential)
@@ -245,6 +277,7 @@ extension VirtualKey {
             "privateKey": .string(Base64URL.encode(c.privateKey)),
             "signCount": JSONValue(c.signCount),
             "algorithm": .string(c.algorithm.name),
+            "backupEligibility": .boolean(c.backupEligible), "backupState": .boolean(c.backupState),
         ]
         if let handle = c.userHandle { members["userHandle"] = .string(Base64URL.encode(handle)) }
         if let name = c.userName { members["userName"] = .string(name) }
