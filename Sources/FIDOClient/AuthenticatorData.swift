@@ -183,27 +183,6 @@ package struct COSEPublicKey: Sendable, Equatable {
         }
     }
 
-    /// Whether `signature` over `message` verifies with this key under its algorithm: OpenSSL for ECDSA (the hash
-    /// by curve), EdDSA and RSA (PKCS#1 v1.5 for RS256, PSS for PS256); ML-DSA is checked only for the signature's
-    /// size, as the system's OpenSSL (3.0) has no ML-DSA.
-    package func verify(message: [UInt8], signature: [UInt8]) throws(ClientError) -> Bool {
-        switch keyType {
-        case 7:
-            return signature.count == [-48: 2420, -49: 3309, -50: 4627][algorithm]
-        case 3:
-            return try OpenSSLVerifier.verify(
-                spki: spki,
-                message: message,
-                signature: signature,
-                digestBits: 256,
-                pss: algorithm == -37
-            )
-        default:
-            let bits = [2: 384, 3: 512][curve ?? 1] ?? 256
-            return try OpenSSLVerifier.verify(spki: spki, message: message, signature: signature, digestBits: bits)
-        }
-    }
-
     /// The P-256 public key of an uncompressed point (65 bytes starting 0x04), as U2F gives it.
     package init(uncompressedP256 point: [UInt8]) throws(ClientError) {
         guard point.count == 65, point[0] == 0x04 else {

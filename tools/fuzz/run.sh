@@ -107,7 +107,7 @@ build_authenticator() {
     rm -f "$mods/libcryptodeps.a"
     find "$deps/Crypto.build" "$deps/_CryptoExtras.build" "$deps/CryptoExtras.build" "$deps/CCryptoBoringSSL.build" \
         "$deps/CCryptoBoringSSLShims.build" "$deps/CryptoBoringWrapper.build" "$deps/CXKCP.build" \
-        "$deps/CXKCPShims.build" -name "*.o" -print0 2>/dev/null |
+        "$deps/CXKCPShims.build" "$deps/SwiftASN1.build" -name "*.o" -print0 2>/dev/null |
         xargs -0 ar rcs "$mods/libcryptodeps.a" || return 1
     "$swiftc" "${fuzz_flags[@]}" -module-name FuzzAuthenticator -I "$mods" -I "$deps/Modules" \
         tools/fuzz/authenticator.swift "$mods"/CTAPCBOR.o "$mods"/FlashStore.o "$mods"/CTAPCore.o \
