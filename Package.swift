@@ -41,10 +41,17 @@ let package = Package(
         ),
         .target(name: "FlashStoreTesting", dependencies: ["FlashStore"], swiftSettings: swiftSettings),
         .target(name: "CTAPHID", swiftSettings: swiftSettings),
+        // ECDSA on secp256k1 (ES256K), which swift-crypto lacks, through the system libcrypto.
+        .systemLibrary(
+            name: "CSecp256k1",
+            path: "Sources/CSecp256k1",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(
             name: "CTAPCore",
             dependencies: [
-                "CTAPCBOR", "FlashStore",
+                "CTAPCBOR", "FlashStore", "CSecp256k1",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
@@ -176,7 +183,7 @@ let package = Package(
         .testTarget(
             name: "CTAPCoreTests",
             dependencies: [
-                "CTAPCore", "CTAPCBOR", "FlashStore", "CTAPCoreTesting", "Attestation",
+                "CTAPCore", "CTAPCBOR", "FlashStore", "CTAPCoreTesting", "Attestation", "CSecp256k1",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],

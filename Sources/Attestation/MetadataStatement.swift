@@ -50,6 +50,7 @@ package enum MetadataStatement {
                     case -36: "secp521r1_ecdsa_sha512_raw"
                     case -257: "rsassa_pkcsv15_sha256_raw"
                     case -37: "rsassa_pss_sha256_raw"
+                    case -47: "secp256k1_ecdsa_sha256_raw"
                     default: nil
                     }
                 }

@@ -110,7 +110,8 @@ package struct COSEPublicKey: Sendable, Equatable {
     /// EC2: x and y; OKP (Ed25519): the 32-byte key in x; RSA: n in x and e in y; AKP (ML-DSA): the key in x.
     package var x: [UInt8]
     package var y: [UInt8]?
-    /// The COSE key type (1 OKP, 2 EC2, 3 RSA, 7 AKP) and, for EC2, the curve (1 P-256, 2 P-384, 3 P-521).
+    /// The COSE key type (1 OKP, 2 EC2, 3 RSA, 7 AKP) and, for EC2, the curve (1 P-256, 2 P-384, 3 P-521,
+    /// 8 secp256k1).
     package var keyType: Int
     package var curve: Int?
 
@@ -131,6 +132,10 @@ package struct COSEPublicKey: Sendable, Equatable {
         0x30, 0x81, 0x9B, 0x30, 0x10, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x05, 0x2B, 0x81,
         0x04, 0x00, 0x23, 0x03, 0x81, 0x86, 0x00, 0x04,
     ]
+    static let secp256k1Prefix: [UInt8] = [
+        0x30, 0x56, 0x30, 0x10, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x05, 0x2B, 0x81, 0x04,
+        0x00, 0x0A, 0x03, 0x42, 0x00, 0x04,
+    ]
     static let ed25519Prefix: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
     /// AlgorithmIdentifier of rsaEncryption with its NULL parameters.
     static let rsaAlgorithm: [UInt8] = [
@@ -147,14 +152,18 @@ package struct COSEPublicKey: Sendable, Equatable {
         keyType = kty
         switch kty {
         case 2:
-            let sizes = [1: 32, 2: 48, 3: 66]
+            let sizes = [1: 32, 2: 48, 3: 66, 8: 32]
             guard let crv = field(-1)?.intValue, let size = sizes[crv], let x = field(-2)?.bytesValue,
                 let y = field(-3)?.bytesValue, x.count == size, y.count == size
-            else { throw .malformed("an EC2 COSE key that is not P-256, P-384 or P-521 with x and y of its size") }
+            else {
+                throw .malformed(
+                    "an EC2 COSE key that is not P-256, P-384, P-521 or secp256k1 with x and y of its size"
+                )
+            }
             self.x = x
             self.y = y
             curve = crv
-            spki = [1: Self.p256Prefix, 2: Self.p384Prefix, 3: Self.p521Prefix][crv]! + x + y
+            spki = [1: Self.p256Prefix, 2: Self.p384Prefix, 3: Self.p521Prefix, 8: Self.secp256k1Prefix][crv]! + x + y
         case 1:
             guard field(-1)?.intValue == 6, let x = field(-2)?.bytesValue, x.count == 32 else {
                 throw .malformed("an OKP COSE key that is not Ed25519 with a 32-byte x")

@@ -100,7 +100,7 @@ build_authenticator() {
     echo "swift-crypto from $deps"
     local module
     for module in CTAPCBOR FlashStore CTAPCore; do
-        "$swiftc" "${fuzz_flags[@]}" -module-name "$module" -I "$mods" -I "$deps/Modules" -wmo \
+        "$swiftc" "${fuzz_flags[@]}" -module-name "$module" -I "$mods" -I "$deps/Modules" -I Sources/CSecp256k1 -wmo \
             -emit-module -emit-module-path "$mods/$module.swiftmodule" -emit-object -o "$mods/$module.o" \
             $(find Sources/"$module" -name '*.swift' | sort) || return 1
     done
@@ -109,9 +109,9 @@ build_authenticator() {
         "$deps/CCryptoBoringSSLShims.build" "$deps/CryptoBoringWrapper.build" "$deps/CXKCP.build" \
         "$deps/CXKCPShims.build" "$deps/SwiftASN1.build" -name "*.o" -print0 2>/dev/null |
         xargs -0 ar rcs "$mods/libcryptodeps.a" || return 1
-    "$swiftc" "${fuzz_flags[@]}" -module-name FuzzAuthenticator -I "$mods" -I "$deps/Modules" \
+    "$swiftc" "${fuzz_flags[@]}" -module-name FuzzAuthenticator -I "$mods" -I "$deps/Modules" -I Sources/CSecp256k1 \
         tools/fuzz/authenticator.swift "$mods"/CTAPCBOR.o "$mods"/FlashStore.o "$mods"/CTAPCore.o \
-        -L "$mods" -Xlinker --whole-archive -lcryptodeps -Xlinker --no-whole-archive -o "$out/authenticator"
+        -L "$mods" -Xlinker --whole-archive -lcryptodeps -Xlinker --no-whole-archive -lcrypto -o "$out/authenticator"
 }
 
 # FIDOClient's readers of what a key sends (no hidapi, OpenSSL or swift-crypto), over an instrumented CTAPCBOR.

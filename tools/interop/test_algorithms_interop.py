@@ -57,8 +57,9 @@ ALGORITHMS = {
     -50: ("ML-DSA-87", 7, None, 2592, None),
     -257: ("RS256", 3, None, 256, hashes.SHA256),
     -37: ("PS256", 3, None, 256, hashes.SHA256),
+    -47: ("ES256K", 2, 8, 32, hashes.SHA256),
 }
-CURVES = {1: ec.SECP256R1, 2: ec.SECP384R1, 3: ec.SECP521R1}
+CURVES = {1: ec.SECP256R1, 2: ec.SECP384R1, 3: ec.SECP521R1, 8: ec.SECP256K1}
 IDS = [ALGORITHMS[a][0] for a in ALGORITHMS]
 
 
@@ -135,7 +136,7 @@ def test_fido2server_registers_and_authenticates(sim, alg):
 
 def test_the_first_supported_entry_wins(sim):
     ctap2 = Ctap2(sim.device())
-    att = ctap2.make_credential(new_cdh(), RP, user("order"), params(-47, -51, -7), options={"rk": False})
+    att = ctap2.make_credential(new_cdh(), RP, user("order"), params(-1000, -51, -7), options={"rk": False})
     assert att.auth_data.credential_data.public_key[3] == -51
 
 
@@ -204,6 +205,7 @@ def test_exported_pkcs8_is_the_credentials_key(sim, alg):
 def generated_keys():
     keys = [("P-384", ec.generate_private_key(ec.SECP384R1()), -35),
             ("P-521", ec.generate_private_key(ec.SECP521R1()), -36),
+            ("secp256k1", ec.generate_private_key(ec.SECP256K1()), -47),
             ("RSA-2048", rsa.generate_private_key(65537, 2048), -257)]
     if mldsa is not None:
         keys.append(("ML-DSA-65", mldsa.MLDSA65PrivateKey.generate(), -49))

@@ -78,10 +78,10 @@ def test_eddsa_raw_verified_with_cryptography(sim):
     assert att.auth_data.credential_data.public_key[3] == -8 and att.att_stmt["alg"] == -8
     att = ctap2.make_credential(new_cdh(), RP, user("b"), ES256_PARAMS + EDDSA_PARAMS)
     assert att.auth_data.credential_data.public_key[3] == -7 and att.att_stmt["alg"] == -7
-    att = ctap2.make_credential(new_cdh(), RP, user("c"), [{"type": "public-key", "alg": -47}] + EDDSA_PARAMS)
+    att = ctap2.make_credential(new_cdh(), RP, user("c"), [{"type": "public-key", "alg": -1000}] + EDDSA_PARAMS)
     assert att.auth_data.credential_data.public_key[3] == -8
     expect_ctap_error(ERR.UNSUPPORTED_ALGORITHM, ctap2.make_credential, new_cdh(), RP, user("d"),
-                      [{"type": "public-key", "alg": -47}])
+                      [{"type": "public-key", "alg": -1000}])
 
 
 def test_eddsa_with_fido2_server_and_pin(sim):

@@ -1,3 +1,4 @@
+import CSecp256k1
 package import CTAPCBOR
 import Crypto
 import _CryptoExtras
@@ -91,6 +92,9 @@ package enum PrivateKeyEncoding {
                 return (Array(pkcs8.suffix(32)), algorithm)
             }
         }
+        // secp256k1 before P-256: swift-crypto's P-256 reader takes a secp256k1 key's scalar without its curve.
+        var scalar = [UInt8](repeating: 0, count: 32)
+        if fidosim_k1_from_pkcs8(pkcs8, pkcs8.count, &scalar) == 1 { return (scalar, .es256K) }
         if let key = try? P256.Signing.PrivateKey(derRepresentation: pkcs8) {
             return (Array(key.rawRepresentation), .es256)
         }
@@ -106,7 +110,7 @@ package enum PrivateKeyEncoding {
         }
         throw CTAPError(
             .invalidParameter,
-            "the private key is not a PKCS#8 key of P-256, P-384, P-521, Ed25519, RSA (2048–4096 bits) or ML-DSA-65/87 (seed form)"
+            "the private key is not a PKCS#8 key of P-256, P-384, P-521, secp256k1, Ed25519, RSA (2048–4096 bits) or ML-DSA-65/87 (seed form)"
         )
     }
 
@@ -124,6 +128,11 @@ package enum PrivateKeyEncoding {
             case .p384: return Array(try P384.Signing.PrivateKey(rawRepresentation: key).derRepresentation)
             case .p521: return Array(try P521.Signing.PrivateKey(rawRepresentation: key).derRepresentation)
             case .rsa: return Array(try _RSA.Signing.PrivateKey(derRepresentation: key).pkcs8DERRepresentation)
+            case .secp256k1:
+                var out = [UInt8](repeating: 0, count: 256)
+                let length = fidosim_k1_pkcs8(key, &out, out.count)
+                guard length > 0 else { throw CTAPError(.other, "a stored ES256K key is invalid") }
+                return Array(out.prefix(Int(length)))
             }
         } catch {
             throw CTAPError(.other, "a stored \(algorithm.name) key is invalid")

@@ -44,6 +44,7 @@ struct CredentialID {
         case .mlDSA87: 10
         case .rs256: 11
         case .ps256: 12
+        case .es256K: 13
         }
     }
 

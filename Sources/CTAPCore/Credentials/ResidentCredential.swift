@@ -40,6 +40,8 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
     case rs256 = -257
     /// RSASSA-PSS with SHA-256, MGF1 with SHA-256 and a 32-byte salt, 2048-bit keys.
     case ps256 = -37
+    /// ECDSA on secp256k1 with SHA-256 (RFC 8812), through the system libcrypto.
+    case es256K = -47
 
     /// The name a profile file uses (the COSE registry's).
     package var name: String {
@@ -56,6 +58,7 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
         case .mlDSA87: "ML-DSA-87"
         case .rs256: "RS256"
         case .ps256: "PS256"
+        case .es256K: "ES256K"
         }
     }
 
@@ -66,7 +69,7 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
 
     /// The key behind the algorithm: the curve of the ECDSA ones, or the scheme.
     enum KeyKind: Sendable, Equatable {
-        case p256, p384, p521, ed25519, mlDSA65, mlDSA87, rsa
+        case p256, p384, p521, ed25519, mlDSA65, mlDSA87, rsa, secp256k1
     }
 
     var keyKind: KeyKind {
@@ -78,6 +81,7 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
         case .mlDSA65: .mlDSA65
         case .mlDSA87: .mlDSA87
         case .rs256, .ps256: .rsa
+        case .es256K: .secp256k1
         }
     }
 
@@ -85,7 +89,7 @@ package enum CredentialAlgorithm: Int, Sendable, Equatable, CaseIterable {
     /// RSA, whose stored key is its PKCS#1 DER (about 1,200 bytes at 2048 bits).
     package var rawKeyLength: Int? {
         switch keyKind {
-        case .p256, .ed25519, .mlDSA65, .mlDSA87: 32
+        case .p256, .ed25519, .mlDSA65, .mlDSA87, .secp256k1: 32
         case .p384: 48
         case .p521: 66
         case .rsa: nil

@@ -1,3 +1,4 @@
+import CSecp256k1
 import CTAPCBOR
 import Crypto
 import _CryptoExtras
@@ -39,6 +40,7 @@ struct SigningKey: Sendable {
             case .mlDSA65: key = try MLDSA65.PrivateKey(seedRepresentation: raw, publicKey: nil)
             case .mlDSA87: key = try MLDSA87.PrivateKey(seedRepresentation: raw, publicKey: nil)
             case .rsa: key = RSASigner(key: try _RSA.Signing.PrivateKey(derRepresentation: raw))
+            case .secp256k1: key = try Secp256k1Signer(scalar: raw)
             }
         } catch {
             throw CTAPError(.other, "a stored private key is invalid: \(error)")
@@ -72,6 +74,32 @@ protocol CredentialSigner: Sendable {
 
 extension CredentialSigner {
     func sign(_ data: [UInt8], _ algorithm: CredentialAlgorithm) throws -> [UInt8] { try sign(data) }
+}
+
+/// A secp256k1 key (ES256K): the system libcrypto signs with it (swift-crypto has no such curve).
+struct Secp256k1Signer: CredentialSigner {
+    struct InvalidKey: Error {}
+
+    let scalar: [UInt8]
+    let point: [UInt8]
+
+    init(scalar: [UInt8]) throws {
+        var point = [UInt8](repeating: 0, count: 65)
+        guard scalar.count == 32, fidosim_k1_public(scalar, &point) == 1 else { throw InvalidKey() }
+        self.scalar = scalar
+        self.point = point
+    }
+
+    var raw: [UInt8] { scalar }
+
+    func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue { COSEKey.ec2(algorithm, curve: 8, x963: point) }
+
+    func sign(_ data: [UInt8]) throws -> [UInt8] {
+        var der = [UInt8](repeating: 0, count: 80)
+        let length = fidosim_k1_sign(scalar, data, data.count, &der, UInt32(der.count))
+        guard length > 0 else { throw InvalidKey() }
+        return Array(der.prefix(Int(length)))
+    }
 }
 
 /// An RSA key: the algorithm picks the padding.

@@ -318,7 +318,7 @@ package struct Authenticator: Sendable {
             var seed = entropy.bytes(32)
             defer { seed.wipe() }
             return try SigningKey(raw: seed, algorithm: algorithm)
-        case .p384, .p521:
+        case .p384, .p521, .secp256k1:
             // A scalar from the entropy, drawn again in the rare case it is not below the group order (P-521's top
             // seven bits are always zero).
             for _ in 0..<16 {

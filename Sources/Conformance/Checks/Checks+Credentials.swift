@@ -18,7 +18,7 @@ enum CredentialChecks {
     }
 
     /// The COSE identifiers this client verifies (FIDOClient's COSEPublicKey): the others a key lists are noted.
-    static let verifiable: Set<Int> = [-7, -8, -9, -19, -35, -36, -51, -52, -257, -37, -48, -49, -50]
+    static let verifiable: Set<Int> = [-7, -8, -9, -19, -35, -36, -51, -52, -257, -37, -47, -48, -49, -50]
 
     static let makeCredential: [ConformanceCheck] = [
         ConformanceCheck(

@@ -39,7 +39,7 @@ extension ProfileFile {
         "fidosim": #"""
         {
           "name": "fidosim",
-          "description": "fidosim with everything it implements: CTAP 2.3 (with the CTAP 2.2 features), U2F, PIN/UV auth protocols 2 and 1, twelve algorithms (ES256, EdDSA, ES384, ES512, the fully specified ESP256/ESP384/ESP512 and Ed25519, ML-DSA-65 and ML-DSA-87, RS256, PS256)."
+          "description": "fidosim with everything it implements: CTAP 2.3 (with the CTAP 2.2 features), U2F, PIN/UV auth protocols 2 and 1, thirteen algorithms (ES256, EdDSA, ES384, ES512, the fully specified ESP256/ESP384/ESP512 and Ed25519, ML-DSA-65 and ML-DSA-87, RS256, PS256, ES256K)."
         }
         """#,
         "legacy-quirks": #"""

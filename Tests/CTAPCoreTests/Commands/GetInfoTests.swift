@@ -57,7 +57,7 @@ import Testing
 
     @Test func everyAlgorithmIsOfferedES256First() throws {
         let algorithms = try #require(try info()[10]?.arrayValue)
-        let expected = [-7, -8, -35, -36, -9, -51, -52, -19, -49, -50, -257, -37]
+        let expected = [-7, -8, -35, -36, -9, -51, -52, -19, -49, -50, -257, -37, -47]
         #expect(algorithms.compactMap { $0["alg"]?.intValue } == expected)
         #expect(algorithms.allSatisfy { $0["type"] == "public-key" })
     }

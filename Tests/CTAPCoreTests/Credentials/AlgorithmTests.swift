@@ -1,3 +1,4 @@
+import CSecp256k1
 import CTAPCBOR
 import CTAPCore
 import CTAPCoreTesting
@@ -65,6 +66,9 @@ import _CryptoExtras
             }
             let key = try MLDSA87.PublicKey(rawRepresentation: pub)
             return { sig, data in sig.count == 4627 && key.isValidSignature(sig, for: data) }
+        case .es256K:
+            let point = try ec2(8, 32)
+            return { sig, data in fidosim_k1_verify(point, data, data.count, sig, sig.count) == 1 }
         case .rs256, .ps256:
             guard map.count == 4, cose[1] == 3, let n = cose[-1]?.bytesValue, let e = cose[-2]?.bytesValue,
                 n.count == 256, n[0] != 0, e == [0x01, 0x00, 0x01]
@@ -84,7 +88,7 @@ import _CryptoExtras
 
     static let idLengths: [CredentialAlgorithm: Int] = [
         .es256: 63, .esp256: 63, .edDSA: 63, .ed25519: 63, .mlDSA65: 63, .mlDSA87: 63,
-        .es384: 79, .esp384: 79, .es512: 97, .esp512: 97, .rs256: 31, .ps256: 31,
+        .es384: 79, .esp384: 79, .es512: 97, .esp512: 97, .rs256: 31, .ps256: 31, .es256K: 63,
     ]
 
     @Test(arguments: CredentialAlgorithm.allCases, [true, false])
@@ -107,7 +111,7 @@ import _CryptoExtras
 
     @Test(arguments: [
         ([-9, -7], -9), ([-19, -8], -19), ([-36, -35, -7], -36), ([-52, -7], -52), ([-50, -49], -50),
-        ([-47, -257, -51], -257), ([-65535, -37], -37),
+        ([-47, -257, -51], -47), ([-65535, -37], -37),
     ])
     func theFirstSupportedAlgorithmWinsAndIsKept(offered: [Int], chosen: Int) throws {
         var harness = try Harness()

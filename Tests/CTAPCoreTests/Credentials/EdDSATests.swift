@@ -43,7 +43,7 @@ import Testing
     }
 
     @Test(arguments: [
-        ([-7, -8], -7), ([-8, -7], -8), ([-47, -8], -8), ([-1000, -7, -8], -7),
+        ([-7, -8], -7), ([-8, -7], -8), ([-1001, -8], -8), ([-1000, -7, -8], -7),
     ])
     func theFirstSupportedAlgorithmWins(offered: [Int], chosen: Int) throws {
         var harness = try Harness()
