@@ -12,20 +12,7 @@ import _CryptoExtras
     func identifier(_ info: CBORValue, token: [UInt8]) throws -> [UInt8] {
         let sealed = try #require(info[0x19]?.bytesValue)
         #expect(sealed.count == 32)
-        let key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: token),
-            salt: [UInt8](repeating: 0, count: 32),
-            info: Array("encIdentifier".utf8),
-            outputByteCount: 16
-        )
-        return Array(
-            try AES._CBC.decrypt(
-                sealed.dropFirst(16),
-                using: key,
-                iv: AES._CBC.IV(ivBytes: sealed.prefix(16)),
-                noPadding: true
-            )
-        )
+        return try decryptForPersistentToken(sealed, token: token, info: "encIdentifier")
     }
 
     func credMgmt(

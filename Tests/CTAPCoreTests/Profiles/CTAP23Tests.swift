@@ -18,20 +18,7 @@ import _CryptoExtras
     func storeState(_ harness: inout Harness, token: [UInt8]) throws -> [UInt8] {
         let sealed = try #require(try responseMap(harness.cbor(.getInfo))[0x1E]?.bytesValue)
         #expect(sealed.count == 32)
-        let key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: token),
-            salt: [UInt8](repeating: 0, count: 32),
-            info: Array("encCredStoreState".utf8),
-            outputByteCount: 16
-        )
-        return Array(
-            try AES._CBC.decrypt(
-                sealed.dropFirst(16),
-                using: key,
-                iv: AES._CBC.IV(ivBytes: sealed.prefix(16)),
-                noPadding: true
-            )
-        )
+        return try decryptForPersistentToken(sealed, token: token, info: "encCredStoreState")
     }
 
     @Test func getInfoHasTheMembers() throws {
