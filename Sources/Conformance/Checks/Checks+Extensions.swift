@@ -252,6 +252,22 @@ enum ExtensionChecks {
             }
         },
         ConformanceCheck(
+            "extensions.pin-complexity-policy",
+            .extensions,
+            "CTAP 2.3 §12 (pinComplexityPolicy)",
+            "pinComplexityPolicy is accepted; its output, when given, is getInfo's pinComplexityPolicy",
+            requires: [.extension("pinComplexityPolicy")]
+        ) { ctx in
+            let made = try ctx.makeVerifiedCredential("pin-policy", extensions: ["pinComplexityPolicy": true])
+            if let output = made.authData.extensions?["pinComplexityPolicy"] {
+                try ctx.require(
+                    output.boolValue != nil && output.boolValue == ctx.info.raw[0x1B]?.boolValue,
+                    "the output is a boolean, getInfo's pinComplexityPolicy (0x1B)",
+                    actual: "\(output)"
+                )
+            }
+        },
+        ConformanceCheck(
             "extensions.third-party-payment",
             .extensions,
             "CTAP 2.2 §12.9",
