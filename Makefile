@@ -6,6 +6,10 @@ SWIFT ?= $(shell command -v swift || echo /opt/swift/usr/bin/swift)
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN := .build/debug/fidosim
+# The Python package (tools/python) is installed into a fresh venv that sees the system's packages (python-fido2,
+# pytest); the interop suite, the device suite and the VM run use its interpreter.
+VENV := $(CURDIR)/.build/venv
+VENV_PY := $(VENV)/bin/python
 SERVE_ARGS ?=
 
 # Debian packages the tests need, as command:package pairs (installed only when the command is missing).
@@ -18,7 +22,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
 
-.PHONY: help deps build release run test format-lint format unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
+.PHONY: help deps venv python-package-test build release run test format-lint format unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -26,7 +30,10 @@ help:
 	@echo "                interop suite and (when its tools can be installed) the VM end-to-end run; E2E=skip skips it"
 	@echo "make format-lint  swift format lint --strict (the house style, .swift-format); make format rewrites the tree"
 	@echo "make unit-test  swift test only"
-	@echo "make interop    the python-fido2 interop suite against the built binary"
+	@echo "make interop    the python-fido2 interop suite against the built binary, through the fidosim Python"
+	@echo "                package (tools/python) installed into a fresh venv (.build/venv)"
+	@echo "make python-package-test  the package's examples from /tmp: with python-fido2, and with the standard"
+	@echo "                library only"
 	@echo "make device-suite  python-fido2's own device tests (tests/device of its source distribution) against"
 	@echo "                fidosim: default, fingerprint, enterprise attestation and yubikey5 configurations"
 	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
@@ -96,15 +103,26 @@ format: deps
 unit-test: deps
 	$(SWIFT) test
 
-interop: build
-	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_DESKTOP=1 $(PYTHON) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/control tools/e2e/test_steps.py
+# A fresh venv with the fidosim Python package (tools/python) installed as a user would install it.
+venv: deps
+	rm -rf $(VENV) tools/python/build
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(VENV_PY) -m pip install -q ./tools/python
+
+# The package's examples from a directory outside the clone: with python-fido2 (the venv above), and in a venv
+# with the standard library only (the package, pytest, nothing else).
+python-package-test: venv build
+	bash tools/python/test-install.sh $(CURDIR)/$(BIN) $(VENV_PY) $(PYTHON)
+
+interop: venv build
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_DESKTOP=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/e2e/test_steps.py
 
 # python-fido2's device tests, written for real keys, in four configurations (tools/device-suite/run.sh).
-device-suite: build
-	FIDOSIM_BIN=$(CURDIR)/$(BIN) PYTHON=$(PYTHON) bash tools/device-suite/run.sh
+device-suite: venv build
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) PYTHON=$(VENV_PY) bash tools/device-suite/run.sh
 
 # make test ends with the VM end-to-end run when its tools can be installed (E2E=skip leaves it out).
-test: format-lint fuzz-smoke unit-test interop device-suite e2e-auto
+test: format-lint fuzz-smoke unit-test python-package-test interop device-suite e2e-auto
 
 # The end-to-end run in a VM: Debian's kernel (with uhid) under virtme-ng, real clients against /dev/hidraw.
 E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* busybox-static:/bin/busybox \
@@ -125,14 +143,14 @@ e2e-deps: deps
 	    $(PYTHON) -m pip install -q "$$req" || $(PYTHON) -m pip install -q --break-system-packages "$$req"; }; \
 	done
 
-e2e: e2e-deps build
-	E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN)
+e2e: e2e-deps venv build
+	PYTHON=$(VENV_PY) E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN)
 
 # e2e when the VM tools are there or can be installed; a machine that cannot install them skips it, saying why.
-e2e-auto: build
+e2e-auto: venv build
 	@if [ "$${E2E:-}" = skip ]; then echo "e2e: skipped (E2E=skip)"; \
 	elif ! $(MAKE) --no-print-directory e2e-deps; then echo "e2e: skipped: the VM tools could not be installed"; \
-	else E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN); fi
+	else PYTHON=$(VENV_PY) E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN); fi
 
 # Give the logged-in user and the fidosim group access to /dev/uhid and to the key's hidraw node.
 install-udev:

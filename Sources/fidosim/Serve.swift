@@ -4,6 +4,10 @@ import HIDAPIDevice
 import HIDBridge
 import Logging
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension TransportChoice: ExpressibleByArgument {}
 extension Durability: ExpressibleByArgument {}
 extension GeometryChoice: ExpressibleByArgument {}
@@ -245,6 +249,15 @@ struct Serve: ParsableCommand {
     )
     var config: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Once every key is up, write one JSON line here: pid, and per key its transport, host and port (UDP), "
+                + "serial (uhid), control socket and flash (test rigs read it instead of the status lines).",
+            valueName: "path"
+        )
+    )
+    var readyFile: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -414,6 +427,15 @@ struct Serve: ParsableCommand {
             }
         }
         if notifications { printLine("fidosim: touch requests also show as desktop notifications") }
+        if let readyFile {
+            let record = ReadyFile.record(slots: slots, flashes: specs.map(\.flash), pid: getpid())
+            do {
+                try ReadyFile.write(record, to: readyFile)
+            } catch {
+                printError("fidosim: \(error)")
+                throw ExitCode(1)
+            }
+        }
         DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications)
             .run()
     }

@@ -36,15 +36,12 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-for path in (REPO / "tools" / "interop", REPO / "tools" / "control"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
 
 import fido2.hid  # noqa: E402
 from fido2.hid.base import HidDescriptor  # noqa: E402
 
-from fidosim_control import FidosimControl  # noqa: E402
-from udp_device import REPORT_SIZE, UdpCtapHidConnection, free_udp_port, wait_until_ready  # noqa: E402
+from fidosim.control import FidosimControl  # noqa: E402
+from fidosim.udp import REPORT_SIZE, UdpCtapHidConnection, free_udp_port, wait_until_ready  # noqa: E402
 
 EP_RP_ID = "ep.example.com"
 

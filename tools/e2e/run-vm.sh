@@ -12,7 +12,7 @@ command -v vng >/dev/null || { echo "vng not found: pip install virtme-ng (make 
 [ -x "$bin" ] || { echo "fidosim binary not found at $bin: run swift build"; exit 1; }
 
 # The guest's PATH is not this shell's: hand it the python that has fido2, pytest and selenium.
-python=$(python3 -c 'import sys; print(sys.executable)')
+python=${PYTHON:-$(python3 -c 'import sys; print(sys.executable)')}
 results=$(mktemp -d /tmp/fidosim-e2e.XXXXXX)
 chmod 0755 "$results"
 start=$(date +%s)

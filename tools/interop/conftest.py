@@ -1,6 +1,7 @@
 """Fixtures: run `fidosim serve` as a subprocess, one per test.
 
-By default the key is served over UDP and reached with `udp_device`. With FIDOSIM_TRANSPORT=uhid (inside the
+The suite runs through the installed `fidosim` package (tools/python; `make interop` installs it into a fresh
+venv): by default the key is served over UDP and reached with `fidosim.udp`. With FIDOSIM_TRANSPORT=uhid (inside the
 end-to-end VM, where /dev/uhid exists) it is served as a kernel uhid device and reached through python-fido2's
 own Linux hidraw backend; a power cycle is then SIGUSR1, which unplugs and re-plugs the device.
 """
@@ -19,11 +20,10 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-for path in (HERE, HERE.parent / "control"):  # make `import udp_device`, `import fidosim_control` work
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+if str(HERE) not in sys.path:  # the suite's own helpers (ctap_helpers, notifystack)
+    sys.path.insert(0, str(HERE))
 
-from udp_device import free_udp_port, open_udp_device, power_cycle, wait_until_ready  # noqa: E402,F401
+from fidosim.udp import free_udp_port, open_udp_device, power_cycle, wait_until_ready  # noqa: E402,F401
 
 REPO = HERE.parents[1]
 HOST = "127.0.0.1"
@@ -179,7 +179,7 @@ class Simulator:
 
     def control(self):
         """A new connection to this key's control socket."""
-        from fidosim_control import FidosimControl
+        from fidosim.control import FidosimControl
 
         return FidosimControl(path=self.control_path)
 

@@ -112,7 +112,7 @@ def test_u2f_register_uses_the_batch_certificate(sim, tmp_path):
     provision(sim, tmp_path)
     status_leaf = None
     with sim.control() as ctl:
-        from fidosim_control import unb64url
+        from fidosim.control import unb64url
 
         status_leaf = unb64url(ctl.status()["attestation"]["certificate"])
     app, challenge = sha256(b"https://example.com"), new_cdh()

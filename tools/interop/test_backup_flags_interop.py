@@ -31,7 +31,7 @@ from ctap_helpers import (
     user,
     web_user,
 )  # noqa: E402
-from fidosim_control import ControlError  # noqa: E402
+from fidosim.control import ControlError  # noqa: E402
 
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
 DISCOURAGED = UserVerificationRequirement.DISCOURAGED
@@ -94,7 +94,7 @@ def test_add_credential_carries_the_flags(sim):
 
 
 def ctl_b64(data: bytes) -> str:
-    from fidosim_control import b64url
+    from fidosim.control import b64url
 
     return b64url(data)
 

@@ -187,7 +187,7 @@ def test_a_key_that_goes_away_ends_the_run_quickly(tmp_path):
                                "memory", "--control", control, "--presence", "approve"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        from udp_device import wait_until_ready
+        from fidosim.udp import wait_until_ready
         # Ready when it answers INIT (the control socket exists before the UDP port is bound).
         assert wait_until_ready("127.0.0.1", port, total=30, is_alive=lambda: server.poll() is None)
         runner = subprocess.Popen([str(fidosim_binary()), "conform", "--device", f"udp:127.0.0.1:{port}", "--control",

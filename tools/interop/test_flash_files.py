@@ -139,7 +139,7 @@ def test_durability_host_flushes_every_write_before_the_answer(tmp_path, durabil
 
     from conftest import free_udp_port
     from ctap_helpers import assert_by_id, make_cred
-    from udp_device import open_udp_device, wait_until_ready
+    from fidosim.udp import open_udp_device, wait_until_ready
 
     image, trace, port = tmp_path / "key.img", tmp_path / "trace", free_udp_port()
     server = subprocess.Popen(
@@ -188,7 +188,7 @@ def test_a_write_the_disk_refuses_fails_the_request_and_loses_nothing(tmp_path):
 
     from conftest import free_udp_port
     from ctap_helpers import RP_ID, make_cred, new_cdh
-    from udp_device import open_udp_device, wait_until_ready
+    from fidosim.udp import open_udp_device, wait_until_ready
 
     image = tmp_path / "key.img"
     assert run(commands(image)["inspect"]).returncode != 0  # no image yet

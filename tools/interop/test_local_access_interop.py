@@ -19,7 +19,7 @@ from fido2.ctap2 import Ctap2
 
 from conftest import fidosim_binary, free_udp_port
 from ctap_helpers import new_cdh, user
-from udp_device import open_udp_device, wait_until_ready
+from fidosim.udp import open_udp_device, wait_until_ready
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]

@@ -16,8 +16,8 @@ from fido2.ctap2 import Ctap2
 
 from conftest import fidosim_binary
 from ctap_helpers import RP, descriptor, expect_ctap_error, new_cdh, user
-from fidosim_control import FidosimControl
-from udp_device import open_udp_device, wait_until_ready
+from fidosim.control import FidosimControl
+from fidosim.udp import open_udp_device, wait_until_ready
 
 ES256 = [{"type": "public-key", "alg": -7}]
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")

@@ -17,9 +17,9 @@ from fido2.ctap2 import Ctap2
 
 from conftest import fidosim_binary
 from ctap_helpers import in_background, make_credential
-from fidosim_control import FidosimControl
+from fidosim.control import FidosimControl
 from notifystack import notify_stack  # noqa: F401 - the fixture
-from udp_device import open_udp_device, wait_until_ready
+from fidosim.udp import open_udp_device, wait_until_ready
 
 TOOLS = ("Xvfb", "dunst", "dbus-daemon", "busctl", "gdbus", "notify-send")
 pytestmark = [

@@ -18,7 +18,7 @@ from fido2.ctap2 import Ctap2
 
 from conftest import fidosim_binary
 from ctap_helpers import in_background, make_credential
-from udp_device import open_udp_device, wait_until_ready
+from fidosim.udp import open_udp_device, wait_until_ready
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 

@@ -14,11 +14,15 @@ import threading
 import time
 
 import pytest
+
+# Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
+# stdlib-only scripts of the tests that connect as someone else.
+OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 from fido2.ctap2 import Ctap2
 
 from conftest import HOST, fidosim_binary, free_udp_port
 from ctap_helpers import RP, new_cdh, user
-from udp_device import POWER_CYCLE, open_udp_device
+from fidosim.udp import POWER_CYCLE, open_udp_device
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]
@@ -101,7 +105,7 @@ def test_a_flood_of_garbage_from_another_socket_costs_the_owner_nothing(sim):
 def as_nobody(script: str, *args: str, timeout=20) -> str:
     """Runs a Python snippet as uid/gid 65534 (another local user) and returns its standard output."""
     result = subprocess.run(
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "python3", "-c", script, *args],
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", OTHER_USER_PYTHON, "-c", script, *args],
         capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()

@@ -1,7 +1,9 @@
-"""python-fido2 transport for `fidosim serve --transport udp`.
+"""The UDP transport of `fidosim serve --transport udp`, as a python-fido2 device.
 
-One UDP datagram carries exactly one raw 64-byte CTAPHID report (no report-id
-byte) in each direction; the simulator answers to the sender's address.
+One UDP datagram carries exactly one raw 64-byte CTAPHID report (no report-id byte) in each direction; the
+simulator answers to the sender's address. Everything here but ``open_udp_device`` and
+``UdpCtapHidConnection`` works with the standard library alone; those two need python-fido2
+(`pip install fidosim[fido2]`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,15 @@ import socket
 import struct
 import time
 
-from fido2.hid import CTAPHID, TYPE_INIT, CtapHidDevice
-from fido2.hid.base import CtapHidConnection, HidDescriptor
+try:
+    from fido2.hid import CtapHidDevice
+    from fido2.hid.base import CtapHidConnection, HidDescriptor
+except ImportError:  # the standard-library half still works
+    CtapHidDevice = HidDescriptor = None
+    CtapHidConnection = object
+
+TYPE_INIT = 0x80
+CTAPHID_INIT = 0x06
 
 REPORT_SIZE = 64
 BROADCAST_CID = 0xFFFFFFFF
@@ -103,7 +112,13 @@ class UdpCtapHidConnection(CtapHidConnection):
         self._sock.close()
 
 
-def descriptor_for(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> HidDescriptor:
+def _need_fido2() -> None:
+    if CtapHidDevice is None:
+        raise ImportError("a CTAP device needs python-fido2: pip install 'fidosim[fido2]' (or fido2)")
+
+
+def descriptor_for(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT):
+    _need_fido2()
     return HidDescriptor(
         path=f"udp:{host}:{port}",
         vid=0,
@@ -116,8 +131,9 @@ def descriptor_for(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> HidDes
 
 
 def open_udp_device(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                    timeout: float = 5.0) -> CtapHidDevice:
-    """Open a CtapHidDevice over UDP (the constructor performs CTAPHID_INIT)."""
+                    timeout: float = 5.0):
+    """Open a python-fido2 CtapHidDevice over UDP (the constructor performs CTAPHID_INIT)."""
+    _need_fido2()
     conn = UdpCtapHidConnection(host, port, timeout)
     try:
         return CtapHidDevice(descriptor_for(host, port), conn)
@@ -130,7 +146,7 @@ def probe_init(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                timeout: float = 0.2) -> bool:
     """Send one CTAPHID_INIT on the broadcast channel; True if a matching reply came."""
     nonce = os.urandom(8)
-    packet = struct.pack(">IBH", BROADCAST_CID, TYPE_INIT | CTAPHID.INIT, len(nonce)) + nonce
+    packet = struct.pack(">IBH", BROADCAST_CID, TYPE_INIT | CTAPHID_INIT, len(nonce)) + nonce
     packet = packet.ljust(REPORT_SIZE, b"\0")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind((host, 0))
@@ -144,7 +160,7 @@ def probe_init(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                 data = s.recv(4096)
                 if (
                     len(data) == REPORT_SIZE
-                    and struct.unpack_from(">IBH", data) == (BROADCAST_CID, TYPE_INIT | CTAPHID.INIT, 17)
+                    and struct.unpack_from(">IBH", data) == (BROADCAST_CID, TYPE_INIT | CTAPHID_INIT, 17)
                     and data[7:15] == nonce
                 ):
                     return True

@@ -1,0 +1,71 @@
+package import ControlProtocol
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `serve --ready-file` writes once every key is up: one JSON line that a test rig reads instead of the
+/// status lines meant for people (firmware-spec/control.md, "The ready file").
+package enum ReadyFile {
+    /// The record of the keys `serve` started: `version`, `pid`, `keys` (one object per key) and, for the common
+    /// case of one key, the first key's members again at the top level.
+    package static func record(slots: [SlotIO], flashes: [String], pid: Int32) -> JSONValue {
+        let keys = zip(slots, flashes).map { key($0, flash: $1) }
+        var top: [String: JSONValue] = ["version": .integer(1), "pid": .integer(Int64(pid)), "keys": .array(keys)]
+        if let first = keys.first?.objectValue {
+            for (name, value) in first { top[name] = value }
+        }
+        return .object(top)
+    }
+
+    static func key(_ slot: SlotIO, flash: String) -> JSONValue {
+        var out: [String: JSONValue] = [
+            "name": .string(slot.slot.name),
+            "control": slot.control.map { .string($0.path) } ?? .null,
+            "flash": .string(flash),
+        ]
+        switch slot.transport {
+        case let udp as UDPTransport:
+            out["transport"] = .string("udp")
+            out["host"] = .string(udp.host)
+            out["port"] = .integer(Int64(udp.port))
+        case let uhid as UHIDTransport:
+            out["transport"] = .string("uhid")
+            out["serial"] = .string(uhid.info.serial)
+            out["vendorId"] = .integer(Int64(uhid.info.vendorID))
+            out["productId"] = .integer(Int64(uhid.info.productID))
+        case let gadget as GadgetTransport:
+            out["transport"] = .string("gadget")
+            out["device"] = .string(gadget.node)
+        case let board as HIDAPITransport:
+            out["transport"] = .string("hid")
+            out["device"] = .string(board.summary)
+        default:
+            out["transport"] = .string(slot.transport.summary)
+        }
+        return .object(out)
+    }
+
+    /// Writes `record` and a newline to `path` whole: to a temporary file beside it, then renamed over it, so a
+    /// reader that sees the file sees all of it.
+    package static func write(_ record: JSONValue, to path: String) throws(TransportError) {
+        let temporary = path + ".tmp"
+        do {
+            let fd = try FileDescriptor.open(
+                FilePath(temporary),
+                .writeOnly,
+                options: [.create, .truncate],
+                permissions: [.ownerReadWrite]
+            )
+            try fd.closeAfter { _ = try fd.writeAll(Array((record.encoded + "\n").utf8)) }
+            try FilePath(temporary).withPlatformString { from in
+                try FilePath(path).withPlatformString { to in
+                    guard rename(from, to) == 0 else { throw Errno(rawValue: errno) }
+                }
+            }
+        } catch {
+            throw TransportError("--ready-file \(path): \(error)")
+        }
+    }
+}

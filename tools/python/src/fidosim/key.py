@@ -1,0 +1,313 @@
+"""Start `fidosim serve` for a test and stop it afterwards.
+
+    from fidosim import start_key
+
+    with start_key(profile="yubikey5", presence="prompt") as key:
+        key.control.add_credential(...)          # the control socket (FidosimControl)
+        ctap = Ctap2(key.device())                # python-fido2, over UDP (needs the fido2 extra)
+        event = key.events.wait_for("prompt")     # the event stream (a subscribed connection of its own)
+        key.control.touch()
+
+The key is up when `serve --ready-file` has written its JSON line; nothing parses the lines meant for people.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .control import FidosimControl
+
+STARTUP_TIMEOUT = 20.0
+SHUTDOWN_TIMEOUT = 5.0
+
+
+class FidosimNotFound(FileNotFoundError):
+    """No fidosim binary: set FIDOSIM_BIN, pass binary=..., or put fidosim on PATH."""
+
+
+class KeyStartError(RuntimeError):
+    """`fidosim serve` exited or did not become ready; the message has its command line and standard error."""
+
+
+def find_binary(binary: str | os.PathLike | None = None) -> Path:
+    """The fidosim binary: the argument, else $FIDOSIM_BIN, else `fidosim` on PATH."""
+    candidate = binary or os.environ.get("FIDOSIM_BIN") or shutil.which("fidosim")
+    if not candidate:
+        raise FidosimNotFound("fidosim binary not found: set FIDOSIM_BIN, pass binary=..., or put fidosim on PATH")
+    path = Path(candidate).expanduser().absolute()
+    if not path.is_file():
+        raise FidosimNotFound(f"fidosim binary not found at {path}")
+    return path
+
+
+class EventStream:
+    """The key's events (firmware-spec/control.md, Events) on a control connection of their own."""
+
+    def __init__(self, control_path: str):
+        self._connection = FidosimControl(path=control_path)
+        self._connection.subscribe()
+
+    def next(self, timeout: float = 10.0) -> dict:
+        """The next event; raises TimeoutError when none comes within timeout seconds."""
+        for event in self._connection.events(timeout=timeout):
+            return event
+        raise TimeoutError(f"no event within {timeout} s")
+
+    def wait_for(self, what: str | Callable[[dict], bool], timeout: float = 10.0, **members: Any) -> dict:
+        """The first event named `what` (or for which the callable `what` is true) whose members equal
+        `members`; earlier events are consumed. Raises TimeoutError after timeout seconds."""
+
+        def matches(event: dict) -> bool:
+            if callable(what):
+                if not what(event):
+                    return False
+            elif event.get("event") != what:
+                return False
+            return all(event.get(name) == value for name, value in members.items())
+
+        return self._connection.wait_for_event(matches, timeout=timeout)
+
+    def drain(self, timeout: float = 0.2) -> list[dict]:
+        """Every event that comes within timeout seconds of the last one."""
+        return list(self._connection.events(timeout=timeout))
+
+    def __iter__(self):
+        return self._connection.events(timeout=None)
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+class Key:
+    """One virtual key of a running `fidosim serve`: where it is, its control socket and its events."""
+
+    def __init__(self, server: "FidosimServer", record: dict):
+        self.server = server
+        self.record = record
+        self.name: str = record.get("name", "default")
+        self.transport: str = record.get("transport", "udp")
+        self.host: str | None = record.get("host")
+        self.port: int | None = record.get("port")
+        self.serial: str | None = record.get("serial")
+        self.control_path: str | None = record.get("control")
+        self._control: FidosimControl | None = None
+        self._events: EventStream | None = None
+        self._devices: list = []
+
+    @property
+    def control(self) -> FidosimControl:
+        """A connection to the key's control socket (opened on first use, closed when the key stops)."""
+        if self._control is None:
+            self._control = FidosimControl(path=self._need_control())
+        return self._control
+
+    @property
+    def events(self) -> EventStream:
+        """The key's event stream, subscribed on first use: subscribe before the request whose events you want."""
+        if self._events is None:
+            self._events = EventStream(self._need_control())
+        return self._events
+
+    @property
+    def keys(self) -> list["Key"]:
+        """Every key of the server this key belongs to (``--keys N``)."""
+        return self.server.keys
+
+    def _need_control(self) -> str:
+        if not self.control_path:
+            raise RuntimeError("this key was started with --control off")
+        return self.control_path
+
+    def device(self, timeout: float = 5.0):
+        """A new python-fido2 CtapHidDevice for this key (UDP: a socket of its own; uhid: the hidraw node)."""
+        if self.transport == "udp":
+            from .udp import open_udp_device
+
+            dev = open_udp_device(self.host, self.port, timeout=timeout)
+        elif self.transport == "uhid":
+            from fido2.hid import open_device
+
+            dev = open_device(self.hidraw_path(timeout))
+        else:
+            raise RuntimeError(f"no python-fido2 device for transport {self.transport}")
+        self._devices.append(dev)
+        return dev
+
+    def hidraw_path(self, timeout: float = 10.0) -> str:
+        """uhid: the /dev/hidrawN node of this key (found by its serial number)."""
+        from fido2.hid import linux
+
+        deadline = time.monotonic() + timeout
+        while True:
+            for desc in linux.list_descriptors():
+                if desc.serial_number == self.serial:
+                    return desc.path
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no hidraw node with serial {self.serial} within {timeout} s")
+            time.sleep(0.05)
+
+    def power_cycle(self) -> None:
+        """Unplugs and replugs the key (through its control socket); devices opened before are closed."""
+        self._close_devices()
+        self.control.power_cycle()
+
+    def _close_devices(self) -> None:
+        for dev in self._devices:
+            try:
+                dev.close()
+            except Exception:
+                pass
+        self._devices.clear()
+
+    def close(self) -> None:
+        self._close_devices()
+        for connection in (self._events, self._control):
+            if connection is not None:
+                try:
+                    connection.close()
+                except OSError:
+                    pass
+        self._events = self._control = None
+
+
+class FidosimServer:
+    """A `fidosim serve` process and its keys. Use ``start_key`` (a context manager) or start()/stop()."""
+
+    def __init__(
+        self,
+        *,
+        binary: str | os.PathLike | None = None,
+        transport: str = "udp",
+        profile: str | None = None,
+        presence: str = "approve",
+        presence_delay_ms: int | None = 0,
+        uv: str | None = None,
+        flash: str | os.PathLike = "memory",
+        keys: int = 1,
+        serial: str | None = None,
+        pin: str | None = None,
+        credentials: str | os.PathLike | None = None,
+        args: Sequence[str] = (),
+        startup_timeout: float = STARTUP_TIMEOUT,
+    ):
+        self.binary = find_binary(binary)
+        self.directory = tempfile.mkdtemp(prefix="fidosim-key-")
+        self.ready_path = os.path.join(self.directory, "ready.json")
+        self.startup_timeout = startup_timeout
+        command = [str(self.binary), "serve", "--transport", transport, "--flash", str(flash),
+                   "--control", os.path.join(self.directory, "key.sock"), "--ready-file", self.ready_path,
+                   "--presence", presence, "--log-level", "warning", "--notify", "off"]
+        if transport == "udp":
+            command += ["--port", "0"]
+        if transport == "uhid":
+            command += ["--serial", serial or "T" + os.urandom(6).hex().upper()]
+        elif serial:
+            command += ["--serial", serial]
+        if presence_delay_ms is not None:
+            command += ["--presence-delay", str(presence_delay_ms)]
+        if profile:
+            command += ["--profile", str(profile)]
+        if uv:
+            command += ["--uv", uv]
+        if keys != 1:
+            command += ["--keys", str(keys)]
+        self.command = command + [str(a) for a in args]
+        self.pin = pin
+        self.credentials = credentials
+        self.process: subprocess.Popen | None = None
+        self.keys: list[Key] = []
+        self._stderr = tempfile.TemporaryFile()
+
+    def start(self) -> "FidosimServer":
+        self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=self._stderr)
+        deadline = time.monotonic() + self.startup_timeout
+        while not os.path.exists(self.ready_path):
+            if self.process.poll() is not None:
+                raise KeyStartError(f"fidosim exited with code {self.process.returncode} during start-up\n"
+                                    f"command: {self.command}\nstderr:\n{self.stderr()}")
+            if time.monotonic() >= deadline:
+                self.stop()
+                raise KeyStartError(f"fidosim was not ready within {self.startup_timeout} s\n"
+                                    f"command: {self.command}\nstderr:\n{self.stderr()}")
+            time.sleep(0.02)
+        with open(self.ready_path) as f:
+            record = json.loads(f.readline())
+        self.keys = [Key(self, entry) for entry in record["keys"]]
+        for key in self.keys:
+            if self.credentials is not None:
+                self._import(key, self.credentials)
+            if self.pin is not None:
+                from fido2.ctap2 import Ctap2
+                from fido2.ctap2.pin import ClientPin
+
+                ClientPin(Ctap2(key.device())).set_pin(self.pin)
+                key._close_devices()
+        return self
+
+    def _import(self, key: Key, path: str | os.PathLike) -> None:
+        """`fidosim credentials import` into a running key."""
+        done = subprocess.run([str(self.binary), "credentials", "import", "--socket", key._need_control(),
+                               "--format", "auto", str(path)], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            self.stop()
+            raise KeyStartError(f"importing {path} failed:\n{done.stderr}")
+
+    @property
+    def key(self) -> Key:
+        return self.keys[0]
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after 5 s; returns the exit code (None when it had to be killed)."""
+        for key in self.keys:
+            key.close()
+        code: int | None = None
+        if self.process is not None:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+            else:
+                self.process.send_signal(signal.SIGTERM)
+                try:
+                    code = self.process.wait(timeout=SHUTDOWN_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        return code
+
+    def __enter__(self) -> "FidosimServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self._stderr.close()
+
+
+class start_key:
+    """`with start_key(**options) as key:` a key for the block (the first of `keys`); stopped afterwards, also
+    when the block raises. Options: those of ``FidosimServer``."""
+
+    def __init__(self, **options: Any):
+        self.server = FidosimServer(**options)
+
+    def __enter__(self) -> Key:
+        try:
+            return self.server.start().key
+        except BaseException:
+            self.server.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.server.stop()
