@@ -20,7 +20,7 @@ DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linu
 # pkg-config-name:package pairs.
 DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
-PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest'
+PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium'
 
 .PHONY: help deps venv python-package-test build release run test format-lint format unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
 

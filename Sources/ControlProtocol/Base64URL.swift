@@ -1,6 +1,31 @@
 /// base64url (RFC 4648 §5), as WebDriver and WebAuthn use it: written without padding; read with or without.
+/// The `standard:` variants are RFC 4648 §4 base64 (`+` and `/`), as Chrome DevTools writes binary values.
 package enum Base64URL {
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// base64 or base64url of `bytes`, with `=` padding when `padded`.
+    package static func encode(_ bytes: [UInt8], standard: Bool, padded: Bool) -> String {
+        var text = encode(bytes)
+        if standard {
+            text = String(
+                decoding: text.utf8.map {
+                    $0 == UInt8(ascii: "-") ? UInt8(ascii: "+") : $0 == UInt8(ascii: "_") ? UInt8(ascii: "/") : $0
+                },
+                as: UTF8.self
+            )
+        }
+        if padded { text += String(repeating: "=", count: (4 - text.utf8.count % 4) % 4) }
+        return text
+    }
+
+    /// The bytes of a standard base64 text (with or without padding); nil as for ``decode(_:)``.
+    package static func decodeStandard(_ text: String) -> [UInt8]? {
+        guard !text.utf8.contains(UInt8(ascii: "-")) && !text.utf8.contains(UInt8(ascii: "_")) else { return nil }
+        let url = text.utf8.map {
+            $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0
+        }
+        return decode(String(decoding: url, as: UTF8.self))
+    }
 
     package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []

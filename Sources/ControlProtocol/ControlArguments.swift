@@ -16,6 +16,34 @@ package enum ControlArguments {
         "setAutomaticPresenceSimulation": "enabled", "injectFault": "kind",
     ]
 
+    /// The command name or alias nearest to a misspelt `name` (at most a third of its letters off), for "did you
+    /// mean".
+    package static func nearest(_ name: String) -> String? {
+        let candidates = Array(aliases.keys) + ControlCommand.names + ["events"]
+        let scored = candidates.map { ($0, editDistance(name.lowercased(), $0.lowercased())) }
+        guard let best = scored.min(by: { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0 < $1.0) }),
+            best.1 <= max(1, name.count / 3)
+        else { return nil }
+        return best.0
+    }
+
+    /// Levenshtein distance.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.utf8)
+        let b = Array(b.utf8)
+        var row = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in stride(from: 1, through: b.count, by: 1) {
+                let current = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = current
+            }
+        }
+        return a.isEmpty ? b.count : row[b.count]
+    }
+
     /// The protocol's name of a command typed as `name` (an alias or the name itself).
     package static func command(_ name: String) -> String { aliases[name] ?? name }
 

@@ -77,7 +77,7 @@ struct AttestationCommand: ParsableCommand {
                 throw ValidationError("the key already has a batch attestation; --force replaces it")
             }
             guard let aaguidHex = status["info"]?["aaguid"]?.stringValue, let aaguid = Hex.bytes(aaguidHex) else {
-                throw ValidationError("the key did not report its AAGUID")
+                throw Failed("the key did not report its AAGUID")
             }
             let notBefore = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01, like the other certificates
             let batch: BatchAttestation

@@ -2,6 +2,7 @@ import ArgumentParser
 import CTAPCore
 import Conformance
 import Console
+import ControlProtocol
 import FIDOClient
 import HIDAPIDevice
 import HIDBridge
@@ -64,6 +65,11 @@ struct ConformCommand: ParsableCommand {
     @Flag(help: "Never use a control socket, even the default one: ask a person.")
     var noControl = false
 
+    @Flag(
+        help: "Print the report as one JSON object on stdout (the form of report.json) instead of a line per check."
+    )
+    var json = false
+
     @Flag(help: "List the checks with their spec sections and exit.")
     var list = false
 
@@ -99,7 +105,15 @@ struct ConformCommand: ParsableCommand {
     func run() throws {
         if list {
             let checks = ConformanceSuite.all.filter { (try? groups())??.contains($0.group) ?? true }
-            for check in [ConformanceSuite.blankStart] + checks {
+            let all = [ConformanceSuite.blankStart] + checks
+            if json {
+                let list = all.map { check -> JSONValue in
+                    ["id": .string(check.id), "section": .string(check.section), "title": .string(check.title)]
+                }
+                print(JSONValue.array(list).encoded)
+                return
+            }
+            for check in all {
                 print("\(check.id)\t\(check.section)\t\(check.title)")
             }
             return
@@ -109,8 +123,7 @@ struct ConformCommand: ParsableCommand {
             do {
                 devices = try HIDAPIReportChannel.devices(backend: HIDBackend(rawValue: hidBackend)!, fidoOnly: false)
             } catch {
-                printError("fidosim conform: \(error)")
-                throw ExitCode(2)
+                throw Failed("conform: \(error)")
             }
             for device in devices { print(device.listingLine) }
             if devices.isEmpty { print("hidapi (\(hidBackend) backend) lists no HID device") }
@@ -131,8 +144,7 @@ struct ConformCommand: ParsableCommand {
         } catch let error as OperatorChoiceError {
             throw ValidationError(error.description)
         } catch {
-            printError("fidosim conform: \(error)")
-            throw ExitCode(2)
+            throw Unreachable("conform: \(error)")
         }
         if allowDestructive {
             printError(
@@ -141,46 +153,65 @@ struct ConformCommand: ParsableCommand {
             )
             if !deviceOperator.isAutomatic {
                 printError("Press Enter to go on, or Ctrl-C to stop.")
-                guard readLine() != nil else { throw ExitCode(2) }
+                guard readLine() != nil else { throw Failed("conform: no answer on standard input; nothing was run") }
             }
         }
+        // On a terminal each line says how far the run is; in a pipe or file the lines stay as they are.
+        let selected = try groups()
+        let total = 1 + ConformanceSuite.all.filter { selected?.contains($0.group) ?? true }.count
+        let terminal = isatty(STDOUT_FILENO) == 1
+        nonisolated(unsafe) var done = 0
+        let quiet = json
         let runner = ConformanceRunner(
-            options: .init(allowDestructive: allowDestructive, groups: try groups(), pin: try knownPIN()),
+            options: .init(allowDestructive: allowDestructive, groups: selected, pin: try knownPIN()),
             deviceOperator: deviceOperator,
             open: open
         ) { result in
-            print(result.line)
+            done += 1
+            guard !quiet else { return }
+            print(terminal ? "[\(done)/\(total)] \(result.line)" : result.line)
             fflush(nil)
         }
         let report: ConformanceReport
         do {
             report = try runner.run(device: address.description)
         } catch let stop as ConformanceStop {
+            // What stops a run before it spends a PIN retry is what it was given (--pin): bad input.
             printError("fidosim conform: \(stop)")
-            throw ExitCode(2)
+            throw Exit.usage
+        } catch let error as ClientError {
+            switch error {
+            case .transport, .timeout:
+                throw Unreachable("conform: cannot reach the key at \(address): \(error)")
+            case .malformed, .hidError:
+                // The key answered, but not so that a run can start (its getInfo, say): the key fails.
+                throw Failed("conform: the key at \(address) cannot be tested: \(error)")
+            }
         } catch {
-            printError("fidosim conform: cannot reach the key at \(address): \(error)")
-            throw ExitCode(2)
+            throw Unreachable("conform: cannot reach the key at \(address): \(error)")
         }
         (deviceOperator as? ControlSocketOperator)?.finish()
-        print(
+        // With --json, stdout holds the report alone; the summary goes to stderr.
+        let summary: (String) -> Void = json ? { printError($0) } : { print($0) }
+        if json { print(report.json.encoded) }
+        summary(
             "\(report.count(.passed)) passed, \(report.failed) failed, \(report.count(.skipped)) skipped "
                 + "in \(Int(report.seconds.rounded())) s"
         )
-        for observation in report.observations { print("observed: \(observation)") }
+        for observation in report.observations { summary("observed: \(observation)") }
         if let directory = self.report {
             do {
                 try report.write(to: directory)
             } catch {
                 throw ValidationError(error.description)
             }
-            print("report: \(directory)/report.json, \(directory)/report.md")
+            summary("report: \(directory)/report.json, \(directory)/report.md")
         }
         if report.stoppedAnswering {
             printError("fidosim conform: the key stopped answering; the checks after that were not run")
-            throw ExitCode(2)
+            throw Exit.unreachable
         }
-        if report.failed > 0 { throw ExitCode(1) }
+        if report.failed > 0 { throw Exit.failed }
     }
 
     /// The PIN from --pin, --pin-file (its first line) or the environment's FIDOSIM_PIN, in that order.

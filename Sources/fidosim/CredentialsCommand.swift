@@ -2,6 +2,7 @@ import ArgumentParser
 import Console
 import ControlClient
 import ControlProtocol
+import Crypto
 import HIDBridge
 
 #if canImport(Glibc)
@@ -15,14 +16,19 @@ struct CredentialsCommand: ParsableCommand {
         discussion: """
             A running key is reached through its control socket; a key that is not running is read from its \
             flash image (--flash, or the default image of --name). Formats: webdriver ({"credentials": [...]} of \
-            WebDriver Credential Parameters, as `fidosim ctl getCredentials` shows them) and cxf (the FIDO \
-            Alliance Credential Exchange Format 1.0; passkeys only).
+            WebDriver Credential Parameters, as `fidosim ctl getCredentials` shows them), cdp (Chrome DevTools \
+            WebAuthn.getCredentials: standard base64), playwright (a storage state with credentials: \
+            discoverable P-256 ones), selenium (an array of Credential.to_dict() objects) and cxf (the FIDO \
+            Alliance Credential Exchange Format 1.0; passkeys only). Import recognises the format (--format auto).
             """,
         subcommands: [Export.self, Import.self]
     )
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
-        case webdriver, cxf
+        case auto, webdriver, cdp, playwright, selenium, cxf
+
+        /// The file format, nil for auto.
+        var file: CredentialFileFormat? { CredentialFileFormat(rawValue: rawValue) }
     }
 
     struct KeyOptions: ParsableArguments {
@@ -52,7 +58,7 @@ struct CredentialsCommand: ParsableCommand {
             } catch {
                 let image = KeyFiles.defaultImagePath(name: name)
                 guard socket == nil, access(image, F_OK) == 0 else {
-                    throw ValidationError("\(error); start the key, or name an image with --flash")
+                    throw Unreachable("\(error); start the key, or name an image with --flash")
                 }
                 return try ImageKeyAccess(path: image)
             }
@@ -66,42 +72,53 @@ struct CredentialsCommand: ParsableCommand {
 
         @OptionGroup var key: KeyOptions
 
-        @Option(help: "webdriver or cxf.")
+        @Option(help: "webdriver, cdp, playwright, selenium or cxf.")
         var format: Format = .webdriver
 
-        @Option(name: .shortAndLong, help: "The file to write (it must not exist, unless --force).")
+        @Option(name: .shortAndLong, help: "The file to write (it must not exist, unless --force); - for stdout.")
         var output: String
 
         @Flag(help: "Replace an existing file.")
         var force = false
 
+        func validate() throws {
+            if format == .auto { throw ValidationError("--format auto is for import: name the format to write") }
+        }
+
         func run() throws {
             let store = try key.open(creating: false)
             let credentials = try store.list()
-            let document: JSONValue
+            var accountId = [UInt8](repeating: 0, count: 16)
+            var generator = SystemRandomNumberGenerator()
+            for i in accountId.indices { accountId[i] = UInt8.random(in: 0...255, using: &generator) }
+            let fileFormat = format.file ?? .webdriver
+            let (document, skipped) = CredentialExchange.write(
+                credentials,
+                format: fileFormat,
+                accountId: accountId,
+                timestamp: Int64(time(nil)),
+                publicKey: {
+                    try? P256.Signing.PrivateKey(derRepresentation: $0).publicKey.derRepresentation.map { $0 }
+                }
+            )
             var note = ""
-            switch format {
-            case .webdriver:
-                document = ["credentials": .array(credentials)]
-            case .cxf:
-                var accountId = [UInt8](repeating: 0, count: 16)
-                var generator = SystemRandomNumberGenerator()
-                for i in accountId.indices { accountId[i] = UInt8.random(in: 0...255, using: &generator) }
-                let (cxf, skipped) = CredentialExchange.cxf(
-                    from: credentials,
-                    accountId: accountId,
-                    timestamp: Int64(time(nil))
-                )
-                document = cxf
-                if skipped > 0 { note = " (\(skipped) non-discoverable left out: CXF holds passkeys only)" }
+            if skipped > 0 {
+                note =
+                    fileFormat == .cxf
+                    ? " (\(skipped) non-discoverable left out: CXF holds passkeys only)"
+                    : " (\(skipped) left out: Playwright holds discoverable P-256 credentials only)"
+            }
+            let count = credentials.count - skipped
+            let summary = "exported \(count) credential\(count == 1 ? "" : "s")"
+            if output == "-" {
+                printLine(document.prettyEncoded)
+                printError("fidosim: \(summary) (\(fileFormat.rawValue))\(note)")
+                return
             }
             try usage { () throws(KeySetupError) in
                 try KeyFiles.writePrivate(output, document.prettyEncoded, replace: force)
             }
-            let count = format == .cxf ? credentials.count { $0["isResidentCredential"] == true } : credentials.count
-            printLine(
-                "fidosim: exported \(count) credential\(count == 1 ? "" : "s") to \(output) (\(format.rawValue), mode 0600)\(note)"
-            )
+            printLine("fidosim: \(summary) to \(output) (\(fileFormat.rawValue), mode 0600)\(note)")
         }
     }
 
@@ -112,14 +129,19 @@ struct CredentialsCommand: ParsableCommand {
 
         @OptionGroup var key: KeyOptions
 
-        @Option(help: "webdriver or cxf (default: recognised from the file).")
-        var format: Format?
+        @Option(help: "auto (recognised from the file), webdriver, cdp, playwright, selenium or cxf.")
+        var format: Format = .auto
 
-        @Argument(help: "The file to read.")
+        @Argument(help: "The file to read; - for stdin.")
         var file: String
 
         func run() throws {
-            let text = try usage { () throws(KeySetupError) in try KeyFiles.read(file) }
+            let text: [UInt8]
+            if file == "-" {
+                text = try usage { () throws(KeySetupError) in try KeyFiles.readStandardInput() }
+            } else {
+                text = try usage { () throws(KeySetupError) in try KeyFiles.read(file) }
+            }
             let document: JSONValue
             do {
                 document = try JSONParser.parse(text)
@@ -127,13 +149,9 @@ struct CredentialsCommand: ParsableCommand {
                 throw ValidationError("\(file) is not JSON: \(error)")
             }
             let credentials: [JSONValue]
-            var skipped = 0
+            let skipped: Int
             do {
-                if (format ?? (CredentialExchange.isCXF(document) ? .cxf : .webdriver)) == .cxf {
-                    (credentials, skipped) = try CredentialExchange.webDriverCredentials(fromCXF: document)
-                } else {
-                    credentials = try CredentialExchange.webDriverCredentials(fromFile: document)
-                }
+                (credentials, _, skipped) = try CredentialExchange.read(document, format: format.file)
             } catch {
                 throw ValidationError("\(file): \(error)")
             }
@@ -141,9 +159,7 @@ struct CredentialsCommand: ParsableCommand {
             var imported = 0
             var failures: [String] = []
             for (index, credential) in credentials.enumerated() {
-                // getCredentials adds the algorithm, which addCredential does not take (the key says it).
-                var params = credential.objectValue ?? [:]
-                params["algorithm"] = nil
+                let params = credential.objectValue ?? [:]
                 do {
                     try store.add(.object(params))
                     imported += 1
@@ -156,7 +172,7 @@ struct CredentialsCommand: ParsableCommand {
             if skipped > 0 { line += "; \(skipped) item\(skipped == 1 ? "" : "s") that are not passkeys left out" }
             printLine(line)
             for failure in failures { printError("fidosim: not imported: \(failure)") }
-            if !failures.isEmpty { throw ExitCode(1) }
+            if !failures.isEmpty { throw Exit.failed }
         }
     }
 }

@@ -34,6 +34,15 @@ struct Ctl: ParsableCommand {
     @Option(help: "All parameters as a JSON object.")
     var params: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "add-credential: how the credential is written: auto, webdriver, cdp (standard base64), playwright "
+                + "({id, rpId, userHandle, privateKey, publicKey}) or selenium; the private key may be PEM.",
+            valueName: "format"
+        )
+    )
+    var format: CredentialsCommand.Format = .auto
+
     @Option(help: "events: stop after this many events.")
     var count: Int?
 
@@ -49,16 +58,40 @@ struct Ctl: ParsableCommand {
     var commandName: String { ControlArguments.command(command) }
 
     func validate() throws {
+        if !ControlCommand.names.contains(commandName) {
+            var message = "unknown command '\(command)'"
+            if let near = ControlArguments.nearest(command) { message += "; did you mean '\(near)'?" }
+            throw ValidationError(message + " (fidosim ctl --help lists them)")
+        }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be positive") }
         _ = try buildParams()
     }
 
     func buildParams() throws -> [String: JSONValue] {
+        let members: [String: JSONValue]
         do {
-            return try ControlArguments.parameters(command: commandName, json: params, arguments: arguments)
+            members = try ControlArguments.parameters(command: commandName, json: params, arguments: arguments)
         } catch {
             throw ValidationError(error.message)
+        }
+        guard commandName == "addCredential" else {
+            if format != .auto { throw ValidationError("--format is for add-credential") }
+            return members
+        }
+        // A credential in any of the files' formats becomes the protocol's WebDriver parameters.
+        do {
+            let object = JSONValue.object(members)
+            if format == .cxf {
+                throw CredentialExchange.FormatError("a CXF document holds accounts: use credentials import")
+            }
+            let converted = try CredentialExchange.credential(
+                object,
+                format: try format.file ?? CredentialExchange.detect(object)
+            )
+            return converted.objectValue ?? [:]
+        } catch {
+            throw ValidationError("\(error)")
         }
     }
 
@@ -68,16 +101,28 @@ struct Ctl: ParsableCommand {
         do {
             connection = try ControlConnection(path: path)
         } catch {
-            printError("fidosim ctl: \(error) (is `fidosim serve --name \(name)` running?)")
-            throw ExitCode(2)
+            if json { printLine(Self.errorLine(code: "unreachable", message: error.description)) }
+            throw Unreachable("ctl: \(error) (is `fidosim serve --name \(name)` running?)")
         }
         let result: JSONValue
         do {
             result = try SocketKeyAccess(connection: connection, timeout: 10)
                 .request(commandName, .object(try buildParams()))
-        } catch let error as KeyAccessError {
-            printError("fidosim ctl: \(error)")
-            throw ExitCode(1)
+        } catch let failure as ControlConnection.Failure {
+            switch failure {
+            case .refused(let code, let message):
+                if json { printLine(Self.errorLine(code: code, message: message)) }
+                printError("fidosim ctl: \(code): \(message)")
+                // A request the key could not read is bad input; one it refused is a failed operation.
+                let badInput = ["parse-error", "invalid-request", "unknown-command", "invalid-params", "too-large"]
+                throw badInput.contains(code) ? Exit.usage : Exit.failed
+            case .connect, .closed, .timedOut:
+                if json { printLine(Self.errorLine(code: "unreachable", message: failure.description)) }
+                throw Unreachable("ctl: \(failure)")
+            case .invalid:
+                if json { printLine(Self.errorLine(code: "invalid-response", message: failure.description)) }
+                throw Failed("ctl: \(failure)")
+            }
         }
         if commandName == "subscribe" {
             try streamEvents(connection)
@@ -88,6 +133,17 @@ struct Ctl: ParsableCommand {
         } else {
             printLine(ControlText.result(command: commandName, result))
         }
+        if commandName == "touch" && result["answered"] == false {
+            // Nothing was waiting: the touch is only remembered for a U2F request in the next 10 s.
+            let reason = result["reason"]?.stringValue ?? "no request was waiting for a touch"
+            printError("fidosim ctl: touch: \(reason)")
+            throw Exit.failed
+        }
+    }
+
+    /// A failure as `--json` prints it: the protocol's error object.
+    static func errorLine(code: String, message: String) -> String {
+        JSONValue.object(["ok": false, "error": ["code": .string(code), "message": .string(message)]]).encoded
     }
 
     func streamEvents(_ connection: ControlConnection) throws {

@@ -1,5 +1,7 @@
 import ArgumentParser
+import CTAPCore
 import Console
+import ControlProtocol
 import HIDBridge
 
 @main
@@ -28,15 +30,27 @@ struct ProfilesCommand: ParsableCommand {
         abstract: "List the built-in key profiles (serve --profile NAME)."
     )
 
+    @Flag(help: "Print a JSON array of {name, description, versions} instead of lines.")
+    var json = false
+
     func run() throws {
+        var list: [JSONValue] = []
         for name in ProfileFile.builtInNames {
             let file = try ProfileFile.load(name)
-            printLine("\(name): \(file.description)")
+            if json {
+                list.append([
+                    "name": .string(name), "description": .string(file.description),
+                    "versions": .array(file.profile.versions.map { .string($0) }),
+                ])
+            } else {
+                printLine("\(name): \(file.description)")
+            }
         }
+        if json { printLine(JSONValue.array(list).encoded) }
     }
 }
 
-/// Runs `body`; a key's file that is not right is a usage error (exit code 64), like the command's own checks.
+/// Runs `body`; a key's file that is not right is a usage error (exit code 2), like the command's own checks.
 func usage<T>(_ body: () throws(KeySetupError) -> T) throws -> T {
     do {
         return try body()

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Console
+import ControlProtocol
 import HIDBridge
 
 struct FlashCommand: ParsableCommand {
@@ -19,12 +20,20 @@ extension FlashCommand {
         @Argument(help: "The image file (e.g. ~/.local/share/fidosim/default.img).")
         var image: String
 
+        @Flag(help: "Print one JSON object instead of lines.")
+        var json = false
+
         func run() throws {
+            let report: (lines: [String], json: JSONValue)
             do {
-                for line in try ImageReport.inspect(image: image) { print(line) }
+                report = try ImageReport.report(image: image)
             } catch {
-                printError("fidosim: \(error)")
-                throw ExitCode(1)
+                throw Failed("\(error)")
+            }
+            if json {
+                printLine(report.json.encoded)
+            } else {
+                for line in report.lines { printLine(line) }
             }
         }
     }

@@ -409,10 +409,10 @@ struct Serve: ParsableCommand {
                 slots.append(slot)
             } catch let error as KeyStartError where !error.aboutKey {
                 printError("fidosim: \(error)")
-                throw ExitCode(1)
+                throw Exit.failed
             } catch {
                 printError("fidosim: \(spec.name): \(error)")
-                throw ExitCode(1)
+                throw Exit.failed
             }
         }
         let prompting = slots.contains { $0.slot.prompts }
@@ -433,7 +433,7 @@ struct Serve: ParsableCommand {
                 try ReadyFile.write(record, to: readyFile)
             } catch {
                 printError("fidosim: \(error)")
-                throw ExitCode(1)
+                throw Exit.failed
             }
         }
         DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications)

@@ -32,7 +32,7 @@ def serve(*args, timeout=20):
 ])
 def test_bad_bridge_arguments_are_refused(args, message):
     out = serve(*args)
-    assert out.returncode == 64, out.stdout + out.stderr
+    assert out.returncode == 2, out.stdout + out.stderr
     assert message in out.stderr
 
 

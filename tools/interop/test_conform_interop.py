@@ -174,7 +174,7 @@ def test_bad_arguments_are_refused_clearly(sim):
     out = subprocess.run([binary, "conform", "--device", device_address(sim), "--only", "nosuch"], capture_output=True, text=True)
     assert out.returncode != 0 and "unknown group 'nosuch'" in out.stderr
     out = subprocess.run([binary, "conform", "--device", "udp:127.0.0.1:1", "--no-control"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "cannot reach the key" in out.stderr
+    assert out.returncode == 3 and "cannot reach the key" in out.stderr
 
 
 def test_a_key_that_goes_away_ends_the_run_quickly(tmp_path):
@@ -201,7 +201,7 @@ def test_a_key_that_goes_away_ends_the_run_quickly(tmp_path):
     finally:
         server.kill()
         server.wait()
-    assert runner.returncode == 2, "".join(lines)
+    assert runner.returncode == 3, "".join(lines)  # the key could not be reached
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["stoppedAnswering"] is True
     skipped = [c for c in report["checks"] if c.get("message") == "not run: the key stopped answering"]

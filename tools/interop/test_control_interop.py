@@ -392,8 +392,9 @@ def test_ctl_command_line(sim):
     assert status.returncode == 0 and "aaguid:      f1d0f1d0-5157-4e00-8a6e-000000000001" in status.stdout
     assert json.loads(ctl("--json", "status").stdout)["protocolVersion"] == 1
     assert ctl("presence", "deny", "delayMs=0").stdout.strip() == "presence: deny after 0.0 seconds"
+    # A request the key cannot read is bad input (exit 2); a missing socket is an unreachable key (exit 3).
     refused = ctl("presence", "sometimes")
-    assert refused.returncode == 1 and "invalid-params" in refused.stderr
+    assert refused.returncode == 2 and "invalid-params" in refused.stderr
     key = ec.generate_private_key(ec.SECP256R1())
     added = ctl("add-credential", "credentialId=AAEC", "isResidentCredential=true", "rpId=example.com",
                 f"privateKey={b64url(pkcs8(key))}", "userHandle=dXNlcg", "userName=carol")
@@ -402,7 +403,7 @@ def test_ctl_command_line(sim):
     assert "example.com" in table and "carol" in table and "AAEC" in table
     missing = subprocess.run([str(sim.binary), "ctl", "--socket", sim.control_path + ".nope", "status"],
                              capture_output=True, text=True, timeout=30)
-    assert missing.returncode == 2 and "cannot connect" in missing.stderr
+    assert missing.returncode == 3 and "cannot connect" in missing.stderr
 
 
 # --------------------------------------------------------------------------
@@ -530,7 +531,7 @@ def test_cxf_import_of_a_credential_manager_export(sim, tmp_path):
 @pytest.mark.parametrize("content, message", [
     ("not json", "is not JSON"),
     ('{"accounts": 3}', "no \"accounts\" array"),
-    ('{"credentials": [{"rpId": "example.com"}]}', "not imported"),
+    ('{"credentials": [{"rpId": "example.com"}]}', 'credential 1: missing member "credentialId" (read as webdriver)'),
     ('{"version": {"major": 2, "minor": 0}, "accounts": []}', "newer than this reader"),
 ])
 def test_bad_import_files_are_clear_errors(sim, tmp_path, content, message):

@@ -1,6 +1,6 @@
 import CTAPCBOR
 import CTAPCore
-import ControlProtocol
+package import ControlProtocol
 import FlashImage
 import FlashStore
 
@@ -9,7 +9,16 @@ package enum ImageReport {
     /// What `fidosim flash inspect` prints about an image: its geometry, use, wear, recovery and credentials per
     /// relying party, never a secret. The image is mounted from a copy in memory: inspecting never writes to it.
     package static func inspect(image: String) throws(KeySetupError) -> [String] {
+        try report(image: image).lines
+    }
+
+    /// The same facts as lines for people and as one JSON object (`flash inspect --json`): `image`, `geometry`
+    /// (`pages`, `pageSize`, `eraseEndurance`), `space` (`used`, `total`, `free` bytes), `erases` (per page),
+    /// `pages` (`page`, `role`, `eraseCount`, `tail`), `clean`, `damage`, `records`, `signCount`,
+    /// `discoverableCredentials`, `unreadableCredentials`, `credentialsPerRP`.
+    package static func report(image: String) throws(KeySetupError) -> (lines: [String], json: JSONValue) {
         var lines: [String] = []
+        var json: [String: JSONValue] = ["image": .string(image)]
         let file: FileFlash
         do {
             file = try FileFlash.open(path: image, sync: false)
@@ -30,6 +39,28 @@ package enum ImageReport {
         lines.append("space:      \(c.usedBytes) of \(c.totalBytes) bytes used (\(percent)%), \(c.freeBytes) free")
         let pages = store.pageSummaries
         let counts = pages.map(\.eraseCount)
+        json["geometry"] = [
+            "pages": .integer(Int64(g.pageCount)), "pageSize": .integer(Int64(g.pageSize)),
+            "eraseEndurance": .integer(Int64(g.eraseEndurance)),
+        ]
+        json["space"] = [
+            "used": .integer(Int64(c.usedBytes)), "total": .integer(Int64(c.totalBytes)),
+            "free": .integer(Int64(c.freeBytes)),
+        ]
+        json["pages"] = .array(
+            pages.map { summary in
+                let role: String
+                switch summary.role {
+                case .free: role = "free"
+                case .log: role = "log"
+                case .retired: role = "retired"
+                }
+                return [
+                    "page": .integer(Int64(summary.page)), "role": .string(role),
+                    "eraseCount": .integer(Int64(summary.eraseCount)), "tail": .boolean(summary.isTail),
+                ]
+            }
+        )
         lines.append("erases:     min \(counts.min() ?? 0), max \(counts.max() ?? 0) of \(g.eraseEndurance) per page")
         lines.append(
             "pages:      "
@@ -44,6 +75,9 @@ package enum ImageReport {
         lines.append("recovery:   \(store.recovery.isClean ? "clean (nothing to repair)" : store.recovery.description)")
         for damage in store.recovery.damage { lines.append("damage:     \(damage)") }
         lines.append("records:    \(store.count)")
+        json["clean"] = .boolean(store.recovery.isClean)
+        json["damage"] = .array(store.recovery.damage.map { .string("\($0)") })
+        json["records"] = .integer(Int64(store.count))
         let counter = (try? store.get(StorageKey.signCounter)).flatMap { $0 }.map {
             $0.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         }
@@ -65,10 +99,14 @@ package enum ImageReport {
             perRP[rp, default: 0] += 1
         }
         let total = perRP.values.reduce(0, +)
+        json["signCount"] = .integer(Int64(counter ?? 0))
+        json["discoverableCredentials"] = .integer(Int64(total))
+        json["unreadableCredentials"] = .integer(Int64(unreadable))
+        json["credentialsPerRP"] = .object(perRP.mapValues { .integer(Int64($0)) })
         lines.append("discoverable credentials: \(total)" + (unreadable > 0 ? " (\(unreadable) unreadable)" : ""))
         for (rp, n) in perRP.sorted(by: { $0.key < $1.key }) {
             lines.append("  \(TerminalText.escape(rp)): \(n)")
         }
-        return lines
+        return (lines, .object(json))
     }
 }

@@ -71,6 +71,15 @@ package enum KeyFiles {
             throw KeySetupError("cannot open \(path): \(error)")
         }
         defer { try? file.close() }
+        return try readAll(file, name: path)
+    }
+
+    /// Standard input, whole (at most 64 MiB).
+    package static func readStandardInput() throws(KeySetupError) -> [UInt8] {
+        try readAll(.standardInput, name: "standard input")
+    }
+
+    static func readAll(_ file: FileDescriptor, name: String) throws(KeySetupError) -> [UInt8] {
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -78,11 +87,11 @@ package enum KeyFiles {
             do {
                 n = try buffer.withUnsafeMutableBytes { try file.read(into: $0) }
             } catch {
-                throw KeySetupError("cannot read \(path): \(error)")
+                throw KeySetupError("cannot read \(name): \(error)")
             }
             if n == 0 { return out }
             out += buffer[0..<n]
-            guard out.count <= 64 << 20 else { throw KeySetupError("\(path) is larger than 64 MiB") }
+            guard out.count <= 64 << 20 else { throw KeySetupError("\(name) is larger than 64 MiB") }
         }
     }
 

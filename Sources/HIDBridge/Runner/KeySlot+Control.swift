@@ -32,6 +32,7 @@ extension KeySlot {
                 case .object(var members) = status
             else { return ControlReply(result: .failure(ControlError(.failed, "status unavailable"))) }
             members["transport"] = .string(transportSummary)
+            members["transportDetail"] = transportDetail
             members["uptimeMs"] = JSONValue(now.wholeMilliseconds)
             return ControlReply(result: .success(.object(members)))
         default:

@@ -1,6 +1,6 @@
 import CTAPCBOR
 import CTAPCore
-import ControlProtocol
+package import ControlProtocol
 package import Logging
 
 /// One virtual key in the I/O loop, without the I/O: its state machine, the state of its plug, and what it asks of
@@ -13,6 +13,8 @@ package struct KeySlot: Sendable {
     package let name: String
     /// Where the key can be reached (the transport's summary), for `status`.
     package let transportSummary: String
+    /// The transport as `status` gives it structured (`transportDetail`): the members of a key in the ready file.
+    package var transportDetail: JSONValue = .null
     let logger: Logger
     /// Whether the control plane has subscribers: events are made only then.
     package var listening = false

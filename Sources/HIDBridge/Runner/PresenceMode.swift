@@ -1,3 +1,5 @@
+package import ControlProtocol
+
 /// How the simulated user answers a request for user presence.
 package enum PresenceMode: Sendable, Equatable, CustomStringConvertible {
     /// Touch the key after a short delay (at least one UPNEEDED keepalive goes out first).
@@ -21,6 +23,15 @@ package enum PresenceMode: Sendable, Equatable, CustomStringConvertible {
                 return nil
             }
             self = .approve(after: .milliseconds(ms))
+        }
+    }
+
+    /// The mode as `status` gives it structured: `{mode: approve|deny|prompt, delayMs?}`.
+    package var json: JSONValue {
+        switch self {
+        case .approve(let d): ["mode": "approve", "delayMs": .integer(Int64(d.wholeMilliseconds))]
+        case .deny(let d): ["mode": "deny", "delayMs": .integer(Int64(d.wholeMilliseconds))]
+        case .prompt: ["mode": "prompt"]
         }
     }
 

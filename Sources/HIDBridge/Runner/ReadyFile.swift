@@ -20,12 +20,17 @@ package enum ReadyFile {
     }
 
     static func key(_ slot: SlotIO, flash: String) -> JSONValue {
-        var out: [String: JSONValue] = [
-            "name": .string(slot.slot.name),
-            "control": slot.control.map { .string($0.path) } ?? .null,
-            "flash": .string(flash),
-        ]
-        switch slot.transport {
+        var out = transportMembers(slot.transport)
+        out["name"] = .string(slot.slot.name)
+        out["control"] = slot.control.map { .string($0.path) } ?? .null
+        out["flash"] = .string(flash)
+        return .object(out)
+    }
+
+    /// Where a transport can be reached: `transport` (udp, uhid, gadget, hid) and its address members.
+    package static func transportMembers(_ transport: any ReportTransport) -> [String: JSONValue] {
+        var out: [String: JSONValue] = [:]
+        switch transport {
         case let udp as UDPTransport:
             out["transport"] = .string("udp")
             out["host"] = .string(udp.host)
@@ -42,9 +47,9 @@ package enum ReadyFile {
             out["transport"] = .string("hid")
             out["device"] = .string(board.summary)
         default:
-            out["transport"] = .string(slot.transport.summary)
+            out["transport"] = .string(transport.summary)
         }
-        return .object(out)
+        return out
     }
 
     /// Writes `record` and a newline to `path` whole: to a temporary file beside it, then renamed over it, so a

@@ -32,6 +32,7 @@ package final class SlotIO {
         name: String = "default"
     ) {
         slot = KeySlot(key: key, name: name, transportSummary: transport.summary, logger: logger)
+        slot.transportDetail = .object(ReadyFile.transportMembers(transport))
         self.transport = transport
         self.control = control
         self.logger = logger

@@ -214,6 +214,7 @@ extension VirtualKey {
                 "requests": .object(requestCounts.mapValues { JSONValue($0) }),
             ],
             "presence": .string(presence.description),
+            "presenceMode": presence.json,
             "faults": faultSummary,
         ]
         status["userVerified"] = controls.userVerified.map(JSONValue.boolean) ?? JSONValue.null
