@@ -22,7 +22,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium'
 
-.PHONY: help deps venv python-package-test build release run test format-lint format unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
+.PHONY: help deps venv python-package-test install build release run test format-lint format unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -38,6 +38,8 @@ help:
 	@echo "                fidosim: default, fingerprint, enterprise attestation and yubikey5 configurations"
 	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
 	@echo "                (E2E_REPEAT=N: every group N times in one boot, with the failures per step)"
+	@echo "make install   the fidosim binary, its man page and shell completion (bash, zsh, fish) under PREFIX"
+	@echo "                (default /usr/local; DESTDIR for staging; INSTALL_CONFIG=debug skips the release build)"
 	@echo "make install-udev  udev rules: /dev/uhid for the fidosim group, the key's hidraw node for the logged-in user"
 	@echo "make install-user-unit  the daily key as a systemd user unit (prompt mode, started at login)"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
@@ -151,6 +153,28 @@ e2e-auto: venv build
 	@if [ "$${E2E:-}" = skip ]; then echo "e2e: skipped (E2E=skip)"; \
 	elif ! $(MAKE) --no-print-directory e2e-deps; then echo "e2e: skipped: the VM tools could not be installed"; \
 	else PYTHON=$(VENV_PY) E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN); fi
+
+# The binary, a man page generated from the argument parser (swift-argument-parser's generate-manual plugin) and the
+# completion scripts the binary writes (fidosim --generate-completion-script SHELL).
+PREFIX ?= /usr/local
+INSTALL_CONFIG ?= release
+install: deps
+	$(SWIFT) build -c $(INSTALL_CONFIG) --product fidosim
+	rm -rf .build/manual && mkdir -p .build/manual
+	$(SWIFT) package --allow-writing-to-package-directory generate-manual --configuration $(INSTALL_CONFIG) \
+	  --multi-page -o .build/manual
+	install -D -m 0755 .build/$(INSTALL_CONFIG)/fidosim $(DESTDIR)$(PREFIX)/bin/fidosim
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 .build/manual/fidosim*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/fidosim-proof*.1
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	.build/$(INSTALL_CONFIG)/fidosim --generate-completion-script bash \
+	  > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fidosim
+	.build/$(INSTALL_CONFIG)/fidosim --generate-completion-script zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fidosim
+	.build/$(INSTALL_CONFIG)/fidosim --generate-completion-script fish \
+	  > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fidosim.fish
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/fidosim, man fidosim (and man fidosim.serve, fidosim.ctl, ...), shell completion"
 
 # Give the logged-in user and the fidosim group access to /dev/uhid and to the key's hidraw node.
 install-udev:
