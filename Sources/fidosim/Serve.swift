@@ -236,7 +236,10 @@ struct Serve: ParsableCommand {
     var profile: String = "fidosim"
 
     @Option(
-        help: "How many virtual keys to serve (1 to 16): key N is NAME-N with its own image, next UDP port, socket."
+        help: ArgumentHelp(
+            "How many virtual keys to serve (1 to 16): the first is NAME, key i (2 to N) is NAME-i with its own "
+                + "image, next UDP port, socket."
+        )
     )
     var keys: Int = 1
 
