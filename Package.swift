@@ -150,7 +150,7 @@ let package = Package(
             name: "fidosim-proof",
             dependencies: [
                 "Benchmark", "CTAPCBOR", "CTAPCore", "CTAPCoreTesting", "FlashImage", "FlashStore", "FlashStoreTesting",
-                "HIDBridge",
+                "HIDBridge", "Console",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

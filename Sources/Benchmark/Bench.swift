@@ -17,6 +17,8 @@ package struct Bench {
     package var only: String?
     /// A running key's hidraw node, measured instead of the built-in rows.
     package var hidDevice: String?
+    /// The row being measured and how far, on a terminal.
+    let meter = ProgressMeter()
 
     package init(seconds: Double, only: String? = nil, hidDevice: String? = nil) {
         self.seconds = seconds
@@ -201,7 +203,10 @@ package struct Bench {
         var latencies: [Double] = []
         let start = clock.now
         let end = start + .milliseconds(Int(seconds * 1000))
+        let tick = meter.phase(name)
+        defer { meter.done() }
         while clock.now < end {
+            tick(Benchmark.seconds(clock.now - start) / seconds)
             let t = clock.now
             do { try body() } catch {
                 print("\(name): failed: \(error)")
@@ -243,7 +248,10 @@ package struct Bench {
         var bodyTime = Duration.zero
         var signatures = 0
         var rawTime = Duration.zero
+        let tick = meter.phase(name)
+        defer { meter.done() }
         while bodyTime < .milliseconds(Int(seconds * 1000)) {
+            tick(Benchmark.seconds(bodyTime) / seconds)
             var start = clock.now
             while clock.now - start < slice {
                 _ = try? Self.rawKey.signature(for: Self.message).derRepresentation

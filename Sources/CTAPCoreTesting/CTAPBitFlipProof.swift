@@ -58,7 +58,8 @@ package enum CTAPBitFlipProof {
         credentials count: Int = 20,
         trials: Int,
         seed: UInt64,
-        damage: Damage
+        damage: Damage,
+        progress: (Double) -> Void = { _ in }
     ) -> Report {
         var report = Report()
         report.damage = damage
@@ -113,6 +114,7 @@ package enum CTAPBitFlipProof {
 
         var generator = SeededGenerator(seed: seed &+ 17)
         for trial in 0..<trials {
+            progress(Double(trial) / Double(max(trials, 1)))
             var damaged = image
             let at: Int
             switch damage {

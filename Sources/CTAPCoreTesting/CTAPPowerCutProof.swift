@@ -77,7 +77,8 @@ package enum CTAPPowerCutProof {
         scanEvery: Int = 50,
         cutFrom: Int = 0,
         cutEvery: Int = 1,
-        resetEvery: Int = 700
+        resetEvery: Int = 700,
+        progress: (Double) -> Void = { _ in }
     ) -> Report {
         var report = Report()
         var generator = SeededGenerator(seed: seed)
@@ -99,6 +100,7 @@ package enum CTAPPowerCutProof {
 
         for index in 0..<operations {
             guard report.cutPoints < cutLimit, report.violations.count < 20 else { break }
+            progress(Double(report.cutPoints) / Double(max(cutLimit, 1)))
             let request = nextRequest(&generator, users: &users, index: index, resetEvery: resetEvery)
             guard let beforeStorage = storage(of: key) else { break }
             let before = state(of: beforeStorage)

@@ -1,5 +1,9 @@
 import SystemPackage
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Writes a line to standard output at once (no stdio buffering), for status lines scripts wait for.
 package func printLine(_ line: String) {
     Console.write(line, to: .standardOutput)
@@ -30,5 +34,39 @@ package enum ConsoleLine: Equatable, Sendable {
         case .out(let line): printLine(line)
         case .error(let line): printError(line)
         }
+    }
+}
+
+/// How far a long command is, for a person at a terminal: "phase: NN%" rewritten in place on standard error.
+/// When standard error is not a terminal it prints nothing, so logs and pipes stay as they were.
+package final class ProgressMeter {
+    let enabled: Bool
+    var label = ""
+    var shown = -1
+
+    package init(enabled: Bool = isatty(FileDescriptor.standardError.rawValue) == 1) {
+        self.enabled = enabled
+    }
+
+    /// Starts a phase; the closure takes the fraction done (0 to 1).
+    package func phase(_ label: String) -> (Double) -> Void {
+        self.label = label
+        shown = -1
+        return { [self] fraction in update(fraction) }
+    }
+
+    func update(_ fraction: Double) {
+        guard enabled else { return }
+        let percent = Int((min(max(fraction, 0), 1) * 100).rounded(.down))
+        guard percent != shown else { return }
+        shown = percent
+        _ = try? FileDescriptor.standardError.writeAll(Array("\r\(label): \(percent)%\u{1B}[K".utf8))
+    }
+
+    /// Clears the line, so that the phase's result line stands alone.
+    package func done() {
+        guard enabled, shown >= 0 else { return }
+        _ = try? FileDescriptor.standardError.writeAll(Array("\r\u{1B}[K".utf8))
+        shown = -1
     }
 }

@@ -126,7 +126,8 @@ package enum PowerCutProof {
         limit: Int = 10_000,
         tears: [TearMode]? = nil,
         nested: NestedCuts = .sample(2),
-        probe: Bool = true
+        probe: Bool = true,
+        progress: (Double) -> Void = { _ in }
     ) -> ProofReport {
         var driver = Driver(geometry: geometry, seed: seed, mode: "exhaustive")
         var workloadGenerator = Workload(workload, geometry: geometry, seed: seed)
@@ -138,6 +139,7 @@ package enum PowerCutProof {
                 for k in 1...step.mutations {
                     guard driver.report.cutPoints < limit else { break }
                     driver.report.cutPoints += 1
+                    progress(Double(driver.report.cutPoints) / Double(max(limit, 1)))
                     let modes = tears ?? TearMode.all(seed: seed &* 1_000_003 &+ UInt64(i) &* 7919 &+ UInt64(k))
                     for tear in modes {
                         _ = driver.scenario(
@@ -169,7 +171,8 @@ package enum PowerCutProof {
         seeds: [UInt64],
         operationsPerSeed: Int = 40,
         kinds: [Workload.Kind] = Workload.Kind.allCases,
-        warmup: Int = 600
+        warmup: Int = 600,
+        progress: (Double) -> Void = { _ in }
     ) -> ProofReport {
         var report = ProofReport(geometry: geometry, mode: "random")
         // Warm snapshots, deterministic: every 50 operations of an uncut run per kind.
@@ -186,8 +189,9 @@ package enum PowerCutProof {
             report.violations += driver.report.violations
             snapshots[kind] = saved
         }
-        for seed in seeds {
+        for (done, seed) in seeds.enumerated() {
             guard report.violations.count < maxViolations else { break }
+            progress(Double(done) / Double(max(seeds.count, 1)))
             var rng = SplitMix64(seed: seed)
             let kind = kinds[Int(rng.next() % UInt64(kinds.count))]
             let saved = snapshots[kind]!

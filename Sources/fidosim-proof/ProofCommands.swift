@@ -3,6 +3,7 @@ import Benchmark
 import CTAPCBOR
 import CTAPCore
 import CTAPCoreTesting
+import Console
 import FlashImage
 import FlashStore
 import FlashStoreTesting
@@ -63,6 +64,7 @@ extension FidosimProof {
 
         func run() throws {
             let clock = ContinuousClock()
+            let meter = ProgressMeter()
             var violations = 0
             if cutPoints > 0 {
                 let start = clock.now
@@ -71,8 +73,10 @@ extension FidosimProof {
                     workload: .credentials,
                     operations: 1_000_000,
                     seed: firstSeed &+ 1,
-                    limit: cutPoints
+                    limit: cutPoints,
+                    progress: meter.phase("exhaustive \(geometry.rawValue)")
                 )
+                meter.done()
                 let wall = seconds(clock.now - start)
                 print(
                     "exhaustive \(geometry.rawValue): \(report.cutPoints) cut points x 4 tear modes, "
@@ -87,8 +91,10 @@ extension FidosimProof {
                 let report = PowerCutProof.random(
                     geometry: geometry.geometry,
                     seeds: Array(firstSeed..<(firstSeed + UInt64(seeds))),
-                    operationsPerSeed: operationsPerSeed
+                    operationsPerSeed: operationsPerSeed,
+                    progress: meter.phase("random \(geometry.rawValue)")
                 )
+                meter.done()
                 let wall = seconds(clock.now - start)
                 print(
                     "random \(geometry.rawValue): \(report.seeds) seeds, \(report.scenarios) cut scenarios "
@@ -104,8 +110,10 @@ extension FidosimProof {
                     geometry: geometry.geometry,
                     operations: 1_000_000,
                     seed: firstSeed &+ 11,
-                    cutLimit: ctapCutPoints
+                    cutLimit: ctapCutPoints,
+                    progress: meter.phase("ctap \(geometry.rawValue)")
                 )
+                meter.done()
                 let wall = seconds(clock.now - start)
                 print("ctap \(geometry.rawValue): \(report), \(format1(wall)) s")
                 for v in report.violations { print("  violation: \(v)") }
@@ -118,8 +126,10 @@ extension FidosimProof {
                         geometry: geometry.geometry,
                         trials: bitFlipTrials,
                         seed: firstSeed &+ 1,
-                        damage: damage
+                        damage: damage,
+                        progress: meter.phase("bit flips \(damage.rawValue)")
                     )
+                    meter.done()
                     let wall = seconds(clock.now - start)
                     print("bit flips \(damage.rawValue): \(report), \(format1(wall)) s")
                     for v in report.violations { print("  violation: \(v)") }

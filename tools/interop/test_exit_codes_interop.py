@@ -5,6 +5,9 @@ and no usage banner."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import shutil
 import os
 import signal
 import subprocess
@@ -123,3 +126,14 @@ def test_conform(sim):
 
 def test_bench():
     expect(run("bench", "--only", "nope"), 2, usage=True)
+
+
+@pytest.mark.skipif(not shutil.which("script"), reason="script (util-linux) is missing")
+def test_long_commands_show_progress_on_a_terminal_only():
+    command = [str(fidosim_binary()), "bench", "--only", "get-assertion", "--seconds", "0.2"]
+    piped = subprocess.run(command, capture_output=True, timeout=120)  # bytes: text mode would turn \r into \n
+    assert piped.returncode == 0 and b"\r" not in piped.stderr + piped.stdout
+    # Under a pseudo-terminal (script(1)): the row being measured and its percentage, rewritten in place.
+    on_tty = subprocess.run(["script", "-qec", shlex.join(command), "/dev/null"], capture_output=True, timeout=120)
+    assert on_tty.returncode == 0
+    assert re.search(rb"\rgetAssertion in process \(allowList, up=false\): \d+%", on_tty.stdout), on_tty.stdout[-500:]
