@@ -298,3 +298,13 @@ def web_authenticate(server, client, credentials, allow=True):
     response = selection.get_response(0)
     server.authenticate_complete(state, credentials, response)
     return response
+
+
+def assert_signs_like(sim, made: dict) -> None:
+    """Every credential id in `made` (id -> the COSE key it was registered with) answers an allow-list
+    getAssertion on `sim`, verified with that key."""
+    ctap2 = Ctap2(sim.device())
+    for cred_id, cose in made.items():
+        cdh = new_cdh()
+        assertion = ctap2.get_assertion("example.com", cdh, [descriptor(cred_id)])
+        cose.verify(bytes(assertion.auth_data) + cdh, assertion.signature)

@@ -28,7 +28,7 @@ from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData
 
-from ctap_helpers import ORIGIN, RP, descriptor, expect_ctap_error, make_server, new_cdh, user
+from ctap_helpers import ORIGIN, RP, assert_signs_like, descriptor, expect_ctap_error, make_server, new_cdh, user
 from fidosim.control import ControlError, b64url
 
 ES256 = [{"type": "public-key", "alg": -7}]
@@ -427,15 +427,6 @@ def register_both_kinds(sim):
         data = result.auth_data.credential_data
         made[data.credential_id] = data.public_key
     return made
-
-
-def assert_signs_like(sim, made):
-    """Every credential id in `made` answers an allow-list getAssertion verified with the registered key."""
-    ctap2 = Ctap2(sim.device())
-    for cred_id, cose in made.items():
-        cdh = new_cdh()
-        assertion = ctap2.get_assertion("example.com", cdh, [descriptor(cred_id)])
-        cose.verify(bytes(assertion.auth_data) + cdh, assertion.signature)
 
 
 def test_webdriver_export_then_offline_import_into_an_image(sim, tmp_path):

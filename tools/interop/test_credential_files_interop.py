@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from fido2.ctap2 import Ctap2
 
-from ctap_helpers import ES256_PARAMS as ES256, RP, descriptor, new_cdh, user
+from ctap_helpers import ES256_PARAMS as ES256, RP, assert_signs_like, new_cdh, user
 
 
 def fidosim(sim, *args, stdin=None, check=True):
@@ -46,17 +46,11 @@ def import_into(other, document) -> str:
                    stdin=json.dumps(document)).stdout
 
 
-def assert_signs_like(other, made):
-    ctap2 = Ctap2(other.device())
-    for cred_id, cose in made.items():
-        cdh = new_cdh()
-        assertion = ctap2.get_assertion("example.com", cdh, [descriptor(cred_id)])
-        cose.verify(bytes(assertion.auth_data) + cdh, assertion.signature)
-    # Discoverable: found without an allow list, with the user they were made for.
-    found = ctap2.get_assertions("example.com", new_cdh()) if hasattr(ctap2, "get_assertions") else None
-    if found is None:
-        first = ctap2.get_assertion("example.com", new_cdh())
-        assert first.number_of_credentials == len(made)
+def assert_signs_like_and_discoverable(other, made):
+    assert_signs_like(other, made)
+    # Discoverable: found without an allow list.
+    first = Ctap2(other.device()).get_assertion("example.com", new_cdh())
+    assert first.number_of_credentials == len(made)
 
 
 @pytest.fixture
@@ -83,7 +77,7 @@ def test_every_format_round_trips_into_another_key(sim, other, fmt):
     document = export(sim, fmt)
     printed = import_into(other, document)
     assert f"imported {len(made)} of {len(made)} credentials" in printed
-    assert_signs_like(other, made)
+    assert_signs_like_and_discoverable(other, made)
     listed = {c["credentialId"]: c for c in other.control().get_credentials()}
     assert set(listed) == set(made)
     assert {c["userName"] for c in listed.values() if "userName" in c} <= {"alice", "bob"}
@@ -119,7 +113,7 @@ def test_selenium_reads_and_writes_the_selenium_file(sim, other):
     # What Selenium writes back (to_dict) is what a test engineer saves: it imports as such.
     printed = import_into(other, [c.to_dict() for c in credentials])
     assert f"imported {len(made)} of {len(made)}" in printed
-    assert_signs_like(other, made)
+    assert_signs_like_and_discoverable(other, made)
 
 
 def test_playwright_storage_state_carries_the_public_key_of_each_private_key(sim):
