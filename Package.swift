@@ -125,7 +125,8 @@ let package = Package(
         .target(
             name: "Benchmark",
             dependencies: [
-                "CTAPCBOR", "CTAPCore", "CTAPHID", "CProcessControl", "Console", "FlashImage", "FlashStore",
+                "CTAPCBOR", "CTAPCore", "CTAPHID", "CProcessControl", "Console", "ControlProtocol", "FlashImage",
+                "FlashStore",
                 "FIDOClient",
                 "HIDAPIDevice",
                 "HIDBridge",

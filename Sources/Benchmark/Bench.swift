@@ -1,5 +1,6 @@
 import CTAPCore
 import Console
+import ControlProtocol
 import Crypto
 import FlashStore
 import HIDBridge
@@ -19,6 +20,8 @@ package struct Bench {
     package var hidDevice: String?
     /// The row being measured and how far, on a terminal.
     let meter = ProgressMeter()
+    /// Print one JSON object (`bench --json`) instead of tables; notes go to standard error.
+    package var json = false
 
     package init(seconds: Double, only: String? = nil, hidDevice: String? = nil) {
         self.seconds = seconds
@@ -46,8 +49,14 @@ package struct Bench {
         let cpuAtStart = CPUTimes.now()
         defer {
             if let start = cpuAtStart, let share = CPUTimes.now()?.stolenShare(since: start) {
-                print("")
-                print("CPU time the hypervisor gave to others during the run (steal): \(Int((share * 100).rounded()))%")
+                let line =
+                    "CPU time the hypervisor gave to others during the run (steal): \(Int((share * 100).rounded()))%"
+                if json {
+                    printError(line)
+                } else {
+                    print("")
+                    print(line)
+                }
             }
         }
         // A signature as a key sends it: ECDSA over SHA-256, DER-encoded.
@@ -67,6 +76,10 @@ package struct Bench {
             rows += makeCredentialRows(path: "over hidraw", measuring: measure) { resident, user in
                 _ = try hid.makeCredential(resident: resident, user: user)
             }
+            if json {
+                emitJSON(rows, raw: raw)
+                return
+            }
             print("| measurement | per second | p50 ms | p99 ms | of raw signing |")
             print("|---|---|---|---|---|")
             for row in rows {
@@ -80,12 +93,12 @@ package struct Bench {
         if only == "udp" {
             var udp = try UDPBench()
             let udpCredential = try udp.stopping { try $0.makeCredential() }
-            printLine("udp server pid \(udp.process.pid)")
+            note("udp server pid \(udp.process.pid)")
             rows += try udpRows(&udp, credential: udpCredential)
             udp.stop()
             var busy = try UDPBench(busyPollMicroseconds: Self.busyPollMicroseconds)
             let busyCredential = try busy.stopping { try $0.makeCredential() }
-            printLine("udp server pid \(busy.process.pid) (--busy-poll)" + busy.placement)
+            note("udp server pid \(busy.process.pid) (--busy-poll)" + busy.placement)
             rows += try udpRows(&busy, credential: busyCredential, names: (Self.busyPollRow, Self.busyPollPipelinedRow))
             busy.stop()
             printBrief(rows)
@@ -171,6 +184,23 @@ package struct Bench {
         let fullAnon = fullUDP.residentKiB("RssAnon")
         fullUDP.stop()
 
+        if json {
+            func startup(_ ms: Double, _ rss: Int, _ anon: Int) -> JSONValue {
+                [
+                    "startMs": .number((ms * 100).rounded() / 100), "residentKiB": .integer(Int64(rss)),
+                    "anonymousKiB": .integer(Int64(anon)),
+                ]
+            }
+            emitJSON(
+                rows,
+                raw: raw,
+                extra: [
+                    "serveEmpty": startup(emptyStart, emptyRSS, emptyAnon),
+                    "serveFull": startup(fullStart, fullRSS, fullAnon),
+                ]
+            )
+            return
+        }
         print("| measurement | per second | p50 ms | p99 ms | of raw signing |")
         print("|---|---|---|---|---|")
         for row in rows {
@@ -209,7 +239,7 @@ package struct Bench {
             tick(Benchmark.seconds(clock.now - start) / seconds)
             let t = clock.now
             do { try body() } catch {
-                print("\(name): failed: \(error)")
+                note("\(name): failed: \(error)")
                 break
             }
             latencies.append(Benchmark.seconds(clock.now - t) * 1000)
@@ -262,7 +292,7 @@ package struct Bench {
             do {
                 latencies += try runSlice(slice)
             } catch {
-                print("\(name): failed: \(error)")
+                note("\(name): failed: \(error)")
                 return Row(name: name, perSecond: 0, p50: 0, p99: 0)
             }
             bodyTime += clock.now - start
@@ -354,8 +384,32 @@ package struct Bench {
         }
     }
 
+    /// A line for people: standard output, or standard error under --json.
+    func note(_ line: String) {
+        if json { printError(line) } else { printLine(line) }
+    }
+
+    /// `bench --json`: `{rows: [{name, perSecond, p50Ms, p99Ms, percentOfRaw}], ...extra}` on one line.
+    func emitJSON(_ rows: [Row], raw: Row, extra: [String: JSONValue] = [:]) {
+        func rounded(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
+        var object = extra
+        object["rows"] = .array(
+            rows.map { row in
+                [
+                    "name": .string(row.name), "perSecond": .integer(Int64(row.perSecond)), "p50Ms": rounded(row.p50),
+                    "p99Ms": rounded(row.p99), "percentOfRaw": .integer(Int64(row.ratio(toRaw: raw))),
+                ]
+            }
+        )
+        print(JSONValue.object(object).encoded)
+    }
+
     /// One line per row, for the --only runs.
     func printBrief(_ rows: [Row]) {
+        if json, let raw = rows.first {
+            emitJSON(rows, raw: raw)
+            return
+        }
         for row in rows {
             let ratio = row.reference.map { _ in ", \(row.ratio(toRaw: row))% of raw signing interleaved" } ?? ""
             print(

@@ -51,6 +51,9 @@ struct AttestationCommand: ParsableCommand {
         @Flag(help: "Replace a batch attestation the key already has.")
         var force = false
 
+        @Flag(help: "Say what was done as one JSON object ({rootCertificate, batchFile, sharedBatch}).")
+        var json = false
+
         @Option(
             help: ArgumentHelp(
                 "A batch file shared by many keys, as real keys share one batch certificate: made (0600, it holds the "
@@ -131,7 +134,16 @@ struct AttestationCommand: ParsableCommand {
                     replace: true
                 )
             }
-            printLine("fidosim: batch attestation provisioned\(shared); root certificate in \(path)")
+            if json {
+                printLine(
+                    JSONValue.object([
+                        "rootCertificate": .string(path), "batchFile": self.batch.map { .string($0) } ?? .null,
+                        "sharedBatch": .boolean(shared.hasPrefix(" from the batch")),
+                    ]).encoded
+                )
+            } else {
+                printLine("fidosim: batch attestation provisioned\(shared); root certificate in \(path)")
+            }
         }
     }
 }

@@ -30,6 +30,9 @@ struct BenchCommand: ParsableCommand {
     )
     var hidDevice: String?
 
+    @Flag(help: "Print one JSON object with every row instead of tables.")
+    var json = false
+
     func validate() throws {
         if let only, !["get-assertion", "ctaphid", "flash", "udp"].contains(only) {
             throw ValidationError("--only takes get-assertion, ctaphid, flash or udp")
@@ -41,6 +44,8 @@ struct BenchCommand: ParsableCommand {
     }
 
     func run() throws {
-        try Bench(seconds: seconds, only: only, hidDevice: hidDevice).run()
+        var bench = Bench(seconds: seconds, only: only, hidDevice: hidDevice)
+        bench.json = json
+        try bench.run()
     }
 }

@@ -78,6 +78,9 @@ struct CredentialsCommand: ParsableCommand {
         @Option(name: .shortAndLong, help: "The file to write (it must not exist, unless --force); - for stdout.")
         var output: String
 
+        @Flag(help: "Say what was exported as one JSON object ({exported, leftOut, format, file}).")
+        var json = false
+
         @Flag(help: "Replace an existing file.")
         var force = false
 
@@ -110,15 +113,21 @@ struct CredentialsCommand: ParsableCommand {
             }
             let count = credentials.count - skipped
             let summary = "exported \(count) credential\(count == 1 ? "" : "s")"
+            let record = JSONValue.object([
+                "exported": .integer(Int64(count)), "leftOut": .integer(Int64(skipped)),
+                "format": .string(fileFormat.rawValue), "file": output == "-" ? .null : .string(output),
+            ])
             if output == "-" {
                 printLine(document.prettyEncoded)
-                printError("fidosim: \(summary) (\(fileFormat.rawValue))\(note)")
+                printError(json ? record.encoded : "fidosim: \(summary) (\(fileFormat.rawValue))\(note)")
                 return
             }
             try usage { () throws(KeySetupError) in
                 try KeyFiles.writePrivate(output, document.prettyEncoded, replace: force)
             }
-            printLine("fidosim: \(summary) to \(output) (\(fileFormat.rawValue), mode 0600)\(note)")
+            printLine(
+                json ? record.encoded : "fidosim: \(summary) to \(output) (\(fileFormat.rawValue), mode 0600)\(note)"
+            )
         }
     }
 
@@ -135,6 +144,9 @@ struct CredentialsCommand: ParsableCommand {
         @Argument(help: "The file to read; - for stdin.")
         var file: String
 
+        @Flag(help: "Say what was imported as one JSON object ({imported, total, format, notPasskeys, failures}).")
+        var json = false
+
         func run() throws {
             let text: [UInt8]
             if file == "-" {
@@ -150,14 +162,16 @@ struct CredentialsCommand: ParsableCommand {
             }
             let credentials: [JSONValue]
             let skipped: Int
+            let readAs: CredentialFileFormat
             do {
-                (credentials, _, skipped) = try CredentialExchange.read(document, format: format.file)
+                (credentials, readAs, skipped) = try CredentialExchange.read(document, format: format.file)
             } catch {
                 throw ValidationError("\(file): \(error)")
             }
             let store = try key.open(creating: true)
             var imported = 0
             var failures: [String] = []
+            var failureRecords: [JSONValue] = []
             for (index, credential) in credentials.enumerated() {
                 let params = credential.objectValue ?? [:]
                 do {
@@ -165,7 +179,22 @@ struct CredentialsCommand: ParsableCommand {
                     imported += 1
                 } catch {
                     failures.append("credential \(index + 1) (\(params["rpId"]?.stringValue ?? "?")): \(error)")
+                    failureRecords.append([
+                        "position": .integer(Int64(index + 1)), "rpId": params["rpId"] ?? .null,
+                        "error": .string("\(error)"),
+                    ])
                 }
+            }
+            if json {
+                printLine(
+                    JSONValue.object([
+                        "imported": .integer(Int64(imported)), "total": .integer(Int64(credentials.count)),
+                        "format": .string(readAs.rawValue), "notPasskeys": .integer(Int64(skipped)),
+                        "failures": .array(failureRecords),
+                    ]).encoded
+                )
+                if !failures.isEmpty { throw Exit.failed }
+                return
             }
             var line =
                 "fidosim: imported \(imported) of \(credentials.count) credential\(credentials.count == 1 ? "" : "s")"

@@ -137,3 +137,22 @@ def test_long_commands_show_progress_on_a_terminal_only():
     on_tty = subprocess.run(["script", "-qec", shlex.join(command), "/dev/null"], capture_output=True, timeout=120)
     assert on_tty.returncode == 0
     assert re.search(rb"\rgetAssertion in process \(allowList, up=false\): \d+%", on_tty.stdout), on_tty.stdout[-500:]
+
+
+def test_every_printing_command_has_json(sim, tmp_path):
+    socket = ["--socket", sim.control_path]
+    bench = json.loads(run("bench", "--json", "--only", "get-assertion", "--seconds", "0.1").stdout)
+    assert [r["name"] for r in bench["rows"]][0].startswith("raw ES256") and bench["rows"][1]["perSecond"] > 0
+    exported = run("credentials", "export", *socket, "--json", "-o", str(tmp_path / "c.json"))
+    expect(exported, 0)
+    assert json.loads(exported.stdout) == {"exported": 0, "leftOut": 0, "format": "webdriver",
+                                           "file": str(tmp_path / "c.json")}
+    bad = [{"credentialId": "AQ", "isResidentCredential": False, "rpId": "example.com", "privateKey": "AAAA"}]
+    imported = run("credentials", "import", *socket, "--json", "-", stdin=json.dumps(bad))
+    expect(imported, 1)
+    record = json.loads(imported.stdout)
+    assert (record["imported"], record["total"], record["format"]) == (0, 1, "webdriver")
+    assert record["failures"][0]["position"] == 1 and record["failures"][0]["rpId"] == "example.com"
+    provisioned = run("attestation", "provision", *socket, "--json", "--root-out", str(tmp_path / "root.pem"))
+    expect(provisioned, 0)
+    assert json.loads(provisioned.stdout)["rootCertificate"] == str(tmp_path / "root.pem")
