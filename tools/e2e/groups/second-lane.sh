@@ -48,6 +48,9 @@ second_lane() {
     udp_only=$(printf ' and not %s' "${vm_python_udp_only[@]}")
     want python && group && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest \
         -p no:benchmark -p no:cacheprovider -q -k "${udp_only# and }" "${vm_python_tests[@]/#/$repo/tools/interop/}"
+    # The Python package's pytest fixture with transport="uhid": a key of its own, found through hidraw by serial.
+    want python && step python-package-uhid env FIDOSIM_BIN="$bin" "$python" -m pytest -p no:benchmark \
+        -p no:cacheprovider -q "$repo/tools/python/examples/test_uhid.py"
     want conform && conform_group
     # Last: started before conform, it moved conform-hidraw's 7609-byte PING next to the first lane's browsers,
     # where the starved key let the kernel's uhid output queue (32 reports) overflow once.

@@ -101,6 +101,7 @@ class Key:
         self._control: FidosimControl | None = None
         self._events: EventStream | None = None
         self._devices: list = []
+        self._hidraw = None
 
     @property
     def control(self) -> FidosimControl:
@@ -133,9 +134,14 @@ class Key:
 
             dev = open_udp_device(self.host, self.port, timeout=timeout)
         elif self.transport == "uhid":
-            from fido2.hid import open_device
+            # Every open hidraw handle gets every input report: the devices of one key share one handle (a new
+            # CTAPHID channel each), so that no handle reads the answers meant for another's channel.
+            from fido2.hid import CtapHidDevice, get_descriptor, open_connection
 
-            dev = open_device(self.hidraw_path(timeout))
+            descriptor = get_descriptor(self.hidraw_path(timeout))
+            if self._hidraw is None:
+                self._hidraw = open_connection(descriptor)
+            dev = CtapHidDevice(descriptor, self._hidraw)
         else:
             raise RuntimeError(f"no python-fido2 device for transport {self.transport}")
         self._devices.append(dev)
@@ -166,6 +172,7 @@ class Key:
             except Exception:
                 pass
         self._devices.clear()
+        self._hidraw = None
 
     def close(self) -> None:
         self._close_devices()
