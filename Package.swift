@@ -33,6 +33,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(name: "ControlProtocol", swiftSettings: swiftSettings),
+        .target(name: "CTAPNFC", swiftSettings: swiftSettings),
         .target(name: "FlashStore", swiftSettings: swiftSettings),
         .target(
             name: "FlashImage",
@@ -157,6 +158,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR", "FlashStore"], swiftSettings: swiftSettings),
+        .testTarget(name: "CTAPNFCTests", dependencies: ["CTAPNFC"], swiftSettings: swiftSettings),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AttestationTests",
