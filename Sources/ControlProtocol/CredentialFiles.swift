@@ -175,7 +175,7 @@ extension CredentialExchange {
     /// PKCS#8 bytes from base64url, base64, or a PEM `PRIVATE KEY` block.
     static func privateKeyBytes(_ text: String) -> [UInt8]? {
         guard text.hasPrefix("-----BEGIN") else { return Base64URL.decode(text) ?? Base64URL.decodeStandard(text) }
-        let lines = text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).map { $0.trimmingSpaces }
+        let lines = text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).map { $0.trimmingBlanks() }
         guard lines.first == "-----BEGIN PRIVATE KEY-----", lines.last == "-----END PRIVATE KEY-----" else {
             return nil
         }
@@ -234,13 +234,5 @@ extension CredentialExchange {
             }
             return (["cookies": [], "origins": [], "credentials": .array(list)], skipped)
         }
-    }
-}
-
-extension Substring {
-    fileprivate var trimmingSpaces: String {
-        String(
-            self.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed()
-        )
     }
 }

@@ -37,3 +37,12 @@ package enum TerminalText {
         return String(repeating: "0", count: max(0, digits - text.count)) + text
     }
 }
+
+extension StringProtocol {
+    /// The text without the spaces, tabs and carriage returns at either end (typed answers, comma-separated
+    /// lists, PEM lines).
+    package func trimmingBlanks() -> String {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        return String(drop(while: blank).reversed().drop(while: blank).reversed())
+    }
+}

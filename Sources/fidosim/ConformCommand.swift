@@ -79,7 +79,7 @@ struct ConformCommand: ParsableCommand {
     func groups() throws -> Set<CheckGroup>? {
         guard !only.isEmpty else { return nil }
         var out: Set<CheckGroup> = []
-        for name in only.flatMap({ $0.split(separator: ",") }).map({ String($0).trimmingSpaces }) {
+        for name in only.flatMap({ $0.split(separator: ",") }).map({ $0.trimmingBlanks() }) {
             guard let group = CheckGroup(rawValue: name) else {
                 throw ValidationError(
                     "unknown group '\(name)': \(CheckGroup.allCases.map(\.rawValue).joined(separator: ", "))"
@@ -226,11 +226,5 @@ struct ConformCommand: ParsableCommand {
         }
         if let value = getenv("FIDOSIM_PIN").map({ String(cString: $0) }), !value.isEmpty { return value }
         return nil
-    }
-}
-
-extension String {
-    var trimmingSpaces: String {
-        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
     }
 }

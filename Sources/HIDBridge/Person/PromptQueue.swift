@@ -78,13 +78,6 @@ enum TerminalAnswer: Equatable {
     }
 }
 
-extension String {
-    func trimmingBlanks() -> String {
-        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
-        return String(drop(while: blank).reversed().drop(while: blank).reversed())
-    }
-}
-
 extension PresencePrompt {
     /// What the request is, for a person: `makeCredential for example.com (user bob)`, every name escaped so that
     /// a relying party cannot write control sequences to the owner's terminal.
