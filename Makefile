@@ -15,12 +15,15 @@ SERVE_ARGS ?=
 # Debian packages the tests need, as command:package pairs (installed only when the command is missing).
 DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux strace:strace \
 	Xvfb:xvfb dunst:dunst notify-send:libnotify-bin busctl:systemd gdbus:libglib2.0-bin dbus-daemon:dbus-daemon \
-	systemd-analyze:systemd
+	systemd-analyze:systemd pcscd:pcscd pcsc_scan:pcsc-tools opensc-tool:opensc swig:swig
+# Files whose package the tests need, as path:package pairs (the vpcd reader driver for the PC/SC card tests).
+DEB_FILES := /usr/lib/pcsc/drivers/serial/libifdvpcd.so:vsmartcard-vpcd
 # Libraries the build links (hidapi for FIDOClient's HID transport, OpenSSL's libcrypto for its verification), as
 # pkg-config-name:package pairs.
-DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev
+DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsclite-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
-PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium'
+# pyscard (python-fido2's PC/SC device) builds with swig against libpcsclite-dev.
+PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard'
 
 .PHONY: help deps venv python-package-test install build release run test format-lint format unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
 
@@ -57,6 +60,7 @@ deps:
 	@missing=""; for pair in $(DEB_COMMANDS); do command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
 	for pair in $(DEB_LIBS); do pkg-config --exists $${pair%%:*} 2>/dev/null || missing="$$missing $${pair#*:}"; done; \
+	for pair in $(DEB_FILES); do [ -e $${pair%%:*} ] || missing="$$missing $${pair#*:}"; done; \
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 	@for spec in $(PY_MODULES); do mod=$${spec%%=*}; req=$${spec#*=}; \
@@ -118,7 +122,7 @@ python-package-test: venv build
 	bash tools/python/test-install.sh $(CURDIR)/$(BIN) $(VENV_PY) $(PYTHON)
 
 interop: venv build
-	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_DESKTOP=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/e2e/test_steps.py
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_DESKTOP=1 FIDOSIM_REQUIRE_PCSC=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/e2e/test_steps.py
 
 # python-fido2's device tests, written for real keys, in four configurations (tools/device-suite/run.sh).
 device-suite: venv build

@@ -113,7 +113,7 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl", "Console",
+                "CTAPCBOR", "CTAPHID", "CTAPNFC", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl", "Console",
                 "ControlProtocol",
                 "FlashImage",
                 "HIDAPIDevice",
@@ -195,7 +195,7 @@ let package = Package(
         .testTarget(
             name: "HIDBridgeTests",
             dependencies: [
-                "HIDBridge", "CTAPHID", "CTAPCore", "CTAPCoreTesting", "ControlProtocol",
+                "HIDBridge", "CTAPHID", "CTAPNFC", "CTAPCore", "CTAPCoreTesting", "ControlProtocol",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

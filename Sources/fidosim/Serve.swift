@@ -30,10 +30,19 @@ struct Serve: ParsableCommand {
     )
 
     @Option(
-        help:
-            "Transport: auto picks uhid when /dev/uhid is writable, else udp; hid serves through a HID bridge board (--device)."
+        help: ArgumentHelp(
+            "Transport: auto picks uhid when /dev/uhid is writable, else udp; hid serves through a HID bridge board "
+                + "(--device); pcsc is a card in vsmartcard's vpcd reader (NFC), alone or given beside another "
+                + "(--transport uhid --transport pcsc: one key on USB and NFC)."
+        )
     )
-    var transport: TransportChoice = .auto
+    var transport: [TransportChoice] = []
+
+    @Option(help: "--transport pcsc: the address vpcd listens on for the card.")
+    var vpcdHost: String = "127.0.0.1"
+
+    @Option(help: "--transport pcsc: vpcd's port (key N of --keys takes port + N - 1).")
+    var vpcdPort: UInt16 = 35963
 
     @Option(help: "--transport hid: the bridge board, as VID:PID in hex (1209:0001) or a hidraw path.")
     var device: String?
@@ -183,7 +192,7 @@ struct Serve: ParsableCommand {
             valueName: "usb,nfc"
         )
     )
-    var resetTransports: String = "usb"
+    var resetTransports: String?
 
     @Option(
         help: ArgumentHelp(
@@ -280,7 +289,7 @@ struct Serve: ParsableCommand {
                 "--backup-state on needs --backup-eligible on: only an eligible credential is backed up"
             )
         }
-        let transports = resetTransports.split(separator: ",", omittingEmptySubsequences: false)
+        let transports = (resetTransports ?? "usb").split(separator: ",", omittingEmptySubsequences: false)
         guard transports.allSatisfy({ ["usb", "nfc", "ble", "internal", "hybrid", "smart-card"].contains($0) }),
             Set(transports).count == transports.count
         else {
@@ -321,6 +330,23 @@ struct Serve: ParsableCommand {
         guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 != UInt8(ascii: "/") }) else {
             throw ValidationError("--name must be a non-empty word without '/'")
         }
+        let hidTransports = transport.filter { $0 != .pcsc }
+        guard hidTransports.count <= 1, transport.filter({ $0 == .pcsc }).count <= 1 else {
+            throw ValidationError(
+                "--transport: one of auto, udp, uhid, hid, gadget, and pcsc beside it or alone (given: "
+                    + transport.map(\.rawValue).joined(separator: ", ") + ")"
+            )
+        }
+        if !transport.contains(.pcsc) && (vpcdPort != 35963 || vpcdHost != "127.0.0.1") {
+            throw ValidationError("--vpcd-host and --vpcd-port are for --transport pcsc")
+        }
+        if !KeyFactory.isLoopback(vpcdHost) && !allowRemote {
+            throw ValidationError(
+                "--vpcd-host \(vpcdHost) is another machine: the key would be a card in a reader there; "
+                    + "add --allow-remote to mean it"
+            )
+        }
+        let transport = hidTransports.first ?? (self.transport.isEmpty ? .auto : .pcsc)
         if transport == .hid {
             guard let device, !device.isEmpty else {
                 throw ValidationError("--transport hid needs --device VID:PID (hex, e.g. 1209:0001) or a hidraw path")
@@ -391,8 +417,9 @@ struct Serve: ParsableCommand {
         let logger = Logger(label: "fidosim")
         if let warning = SecretsInMemory.protect() { printError(warning) }
         let specs = try keySpecs()
-        var chosen = transport
-        if transport == .auto {
+        let card = transport.contains(.pcsc)
+        var chosen = transport.first { $0 != .pcsc } ?? (card ? .pcsc : .auto)
+        if chosen == .auto {
             let (automatic, line) = TransportChoice.automatic(uhidPath: uhidPath, udpAddress: "\(host):\(port)")
             chosen = automatic
             printLine(line)
@@ -402,9 +429,11 @@ struct Serve: ParsableCommand {
         let factory = keyFactory()
         for spec in specs {
             do {
+                let index = UInt16(slots.count)
                 let (slot, lines) = try factory.makeSlot(
                     spec,
                     transport: chosen,
+                    card: card ? vpcdPort &+ index : nil,
                     several: specs.count > 1,
                     logger: logger
                 )
@@ -465,7 +494,9 @@ struct Serve: ParsableCommand {
         factory.resetWindow = resetWindow == .on
         factory.minPinLengthRPs = minPinLengthRPs
         factory.enterpriseRPs = enterpriseRPs
-        factory.resetTransports = resetTransports.split(separator: ",").map(String.init)
+        factory.resetTransports = resetTransports.map { $0.split(separator: ",").map(String.init) }
+        factory.vpcdHost = vpcdHost
+        factory.vpcdPort = vpcdPort
         factory.pinPolicyURL = pinPolicyUrl
         factory.backupEligible = backupEligible.map { $0 == .on }
         factory.backupState = backupState.map { $0 == .on }

@@ -41,7 +41,7 @@ import fido2.hid  # noqa: E402
 from fido2.hid.base import HidDescriptor  # noqa: E402
 
 from fidosim.control import FidosimControl  # noqa: E402
-from fidosim.udp import REPORT_SIZE, UdpCtapHidConnection, free_udp_port, wait_until_ready  # noqa: E402
+from fidosim.udp import REPORT_SIZE, UdpCtapHidConnection, free_udp_port  # noqa: E402
 
 EP_RP_ID = "ep.example.com"
 
@@ -76,6 +76,9 @@ def pytest_addoption(parser):
     group.addoption("--fidosim-socket", default=None, help="control socket of the running key (--fidosim-hidraw)")
     group.addoption("--fidosim-serial", default=None,
                     help="--fidosim-hidraw: the key's USB serial number; other HID devices are not listed")
+    group.addoption("--fidosim-pcsc", default=None, choices=["nfc", "ccid"],
+                    help="serve the key as a card in a vpcd reader of a pcscd of the run's own and hand the suite "
+                         "that reader (--reader): as an NFC card, or with the suite's --ccid (a contact card)")
 
 
 # -- the key ------------------------------------------------------------------------------------------------------
@@ -98,18 +101,33 @@ class Key:
         self.udp = True
         self.serial: str | None = None  # over hidraw: the key's USB serial number
         self.log = None
+        self.pcsc = None  # the PcscDaemon whose reader holds the card (--fidosim-pcsc)
 
     def start(self, config: dict):
         self.directory = tempfile.mkdtemp(prefix="fidosim-device-suite-")
         self.socket_path = os.path.join(self.directory, "key.sock")
         self.port = free_udp_port()
-        args = [fidosim_binary(), "serve", "--transport", "udp", "--port", str(self.port), "--flash", "memory",
+        if self.pcsc is not None:
+            self.udp = False
+            where = ["--transport", "pcsc", "--vpcd-port", str(self.pcsc.port)]
+        else:
+            where = ["--transport", "udp", "--port", str(self.port)]
+        ready = os.path.join(self.directory, "ready.json")
+        args = [fidosim_binary(), "serve", *where, "--flash", "memory", "--ready-file", ready,
                 "--control", self.socket_path, "--presence", config.get("presence", "prompt")] + config["args"]
         self.log = open(os.path.join(self.directory, "serve.log"), "w+")
         self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        if not wait_until_ready("127.0.0.1", self.port, total=20, is_alive=lambda: self.process.poll() is None):
+        deadline = time.monotonic() + 20
+        while not os.path.exists(ready) and self.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not os.path.exists(ready):
             self.log.seek(0)
             raise pytest.UsageError(f"fidosim did not start: {' '.join(args)}\n{self.log.read()}")
+        if self.pcsc is not None:
+            # The suite's contact-card mode connects at once: wait until the card is in the reader.
+            from fidosim.pcsc import open_pcsc_device
+
+            open_pcsc_device(self.pcsc.reader(0), timeout=20).close(release=True)
         if config.get("batch"):
             subprocess.run([fidosim_binary(), "attestation", "provision", "--socket", self.socket_path,
                             "--root-out", os.path.join(self.directory, "root.pem")],
@@ -134,6 +152,8 @@ class Key:
                 self.process.wait()
         if self.log is not None:
             self.log.close()
+        if self.pcsc is not None:
+            self.pcsc.stop()
         if self.directory:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -258,6 +278,13 @@ def pytest_configure(config):
             raise pytest.UsageError("--fidosim-hidraw needs --fidosim-socket")
         KEY.attach(socket_path, config.getoption("fidosim_serial"))
     else:
+        mode = config.getoption("fidosim_pcsc")
+        if mode:
+            from fidosim.pcsc import PcscDaemon
+
+            KEY.pcsc = PcscDaemon().start()
+            config.option.reader = KEY.pcsc.reader(0)
+            config.option.ccid = mode == "ccid"
         KEY.start(fidosim)
     CONTROLLER = Controller()
     threading.Thread(target=CONTROLLER.serve_forever, daemon=True).start()

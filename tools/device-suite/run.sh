@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # python-fido2's own device tests (tests/device of its source distribution) against fidosim, in each configuration
-# of fidosim_device_suite.py (default: all four), over UDP. Prints the pass/skip/deselect counts per configuration
+# of fidosim_device_suite.py (default: all four), over UDP, and the default configuration as an NFC card in a PC/SC
+# reader (nfc; ccid: the suite's contact-card mode). Prints the pass/skip/deselect counts per configuration
 # and fails when any test fails.
 #
 #   tools/device-suite/run.sh [CONFIG ...]        FIDOSIM_BIN=path/to/fidosim (default .build/debug/fidosim)
@@ -53,7 +54,13 @@ if [ "${1:-}" = --hidraw ]; then
     run hidraw --fidosim-config default --fidosim-hidraw --fidosim-socket "$2" --fidosim-serial "$3"
 else
     configs=("$@")
-    [ ${#configs[@]} -gt 0 ] || configs=(default fingerprint ep yubikey5)
-    for config in "${configs[@]}"; do run "$config" --fidosim-config "$config"; done
+    [ ${#configs[@]} -gt 0 ] || configs=(default fingerprint ep yubikey5 nfc)
+    for config in "${configs[@]}"; do
+        case $config in
+            # The default configuration as a card in a vpcd reader of a pcscd of the run's own (--reader).
+            nfc | ccid) run "pcsc-$config" --fidosim-config default --fidosim-pcsc "$config" ;;
+            *) run "$config" --fidosim-config "$config" ;;
+        esac
+    done
 fi
 [ "$failures" -eq 0 ]

@@ -2,6 +2,8 @@
 // Compiled together with Sources/CTAPNFC. Checks: every response ends in a status word and is never longer
 // than the reader's Ne allows (256 bytes of data for a short APDU, 65536 for an extended one); after a tick the
 // next deadline (if any) lies in the future; a request is handed to the key only while none is in flight.
+// vpcd's framing (VPCDFramer) takes fuzzed stream pieces: every message it makes has the length its header said,
+// and it never holds more than one partial message.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzNFC(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -9,6 +11,7 @@ public func fuzzNFC(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     var input = UnsafeBufferPointer(start: data, count: size)[...]
     var machine = NFCMachine(u2f: size % 2 == 0, maxMessageSize: 1024 + size % 7000)
     var now: Duration = .zero
+    var framer = VPCDFramer()
 
     func take(_ n: Int) -> [UInt8] {
         let bytes = Array(input.prefix(n))
@@ -19,7 +22,7 @@ public func fuzzNFC(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     while let op = input.first {
         input = input.dropFirst()
         var actions: [NFCAction] = []
-        switch op % 8 {
+        switch op % 9 {
         case 0, 1, 2:  // a command APDU of fuzzed length
             let length = Int(take(2).reduce(0) { $0 << 8 | Int($1) }) % 600
             let wasBusy = machine.busy
@@ -40,6 +43,16 @@ public func fuzzNFC(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             actions = machine.complete(Array(repeating: op, count: length), now: now)
         case 6:
             machine.setStatus(op & 0x10 == 0 ? .processing : .upNeeded)
+        case 7:  // a piece of vpcd's stream
+            let length = Int(take(1).first ?? 0)
+            do {
+                for message in try framer.feed(take(length)) {
+                    if case .apdu(let apdu) = message { precondition(apdu.count >= 2, "an APDU of one byte") }
+                }
+            } catch {
+                precondition(framer.pending == 0, "a malformed stream left bytes behind")
+            }
+            precondition(framer.pending < 2 + 65536, "more than one partial message held")
         default:
             machine.powerOff()
         }

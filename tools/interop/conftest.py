@@ -38,6 +38,9 @@ def pytest_configure(config):
         "sim_args(*args): extra command-line arguments for `fidosim serve` "
         '(e.g. @pytest.mark.sim_args("--presence", "deny"))',
     )
+    config.addinivalue_line(
+        "markers", "card_args(*args): extra arguments for the card's `fidosim serve --transport pcsc` (test_pcsc_interop)"
+    )
 
 
 def fidosim_binary() -> Path:

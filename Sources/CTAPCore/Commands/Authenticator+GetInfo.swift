@@ -44,7 +44,7 @@ extension Authenticator {
             0x06: .array(PinUvAuthProtocol.supported.map { CBORValue($0.rawValue) }),
             0x07: 8,  // maxCredentialCountInList
             0x08: CBORValue(maxCredentialIdLength),
-            0x09: ["usb"],
+            0x09: .array(configuration.transports.map { .textString($0) }),
             0x0A: .array(
                 configuration.profile.algorithms.map { ["alg": CBORValue($0.rawValue), "type": "public-key"] }
             ),

@@ -73,6 +73,9 @@ package enum CTAPCommand: UInt8, Sendable {
 /// asks the user and calls ``resume(_:now:)``.
 package struct Authenticator: Sendable {
     package internal(set) var configuration: AuthenticatorConfiguration
+
+    /// The transport the next request arrives on (`usb` or `nfc`): reset is allowed only over transportsForReset.
+    package mutating func setTransport(_ transport: String) { configuration.transport = transport }
     package var storage: any AuthenticatorStorage
     var entropy: EntropySource
     var sealingKey: SymmetricKey

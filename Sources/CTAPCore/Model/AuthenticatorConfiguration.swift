@@ -28,8 +28,10 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
     package var profile: KeyProfile
     /// The transports over which authenticatorReset is allowed (getInfo transportsForReset, CTAP 2.2).
     package var transportsForReset: [String]
-    /// The transport the key's requests arrive on (every transport fidosim has is USB HID).
+    /// The transport the current request arrived on (`usb` for every HID transport, `nfc` for the card).
     package var transport: String
+    /// The transports the key is reachable on (getInfo transports).
+    package var transports: [String]
     /// The URL of the PIN complexity policy (getInfo pinComplexityPolicyURL, CTAP 2.2), if the key names one.
     package var pinComplexityPolicyURL: String?
     /// New credentials are backup eligible (WebAuthn Level 3 BE), and backed up (BS).
@@ -57,6 +59,7 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
         profile: KeyProfile = .fidosim,
         transportsForReset: [String] = ["usb"],
         transport: String = "usb",
+        transports: [String] = ["usb"],
         pinComplexityPolicyURL: String? = nil,
         backupEligible: Bool = false,
         backupState: Bool = false
@@ -66,6 +69,7 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
         self.profile = profile
         self.transportsForReset = transportsForReset
         self.transport = transport
+        self.transports = transports
         self.pinComplexityPolicyURL = pinComplexityPolicyURL
         self.enterpriseAttestationRPIDs = enterpriseAttestationRPIDs
         self.fingerprintSensor = fingerprintSensor

@@ -12,6 +12,8 @@ import Glibc
 /// Where a virtual key's reports travel.
 package enum TransportChoice: String, CaseIterable, Sendable {
     case auto, udp, uhid, hid, gadget
+    /// A card in vsmartcard's vpcd reader, which pcscd presents to every PC/SC client (the NFC binding).
+    case pcsc
 }
 
 /// What differs between the keys of one `serve`.
@@ -122,8 +124,11 @@ package struct KeyFactory {
     package var resetWindow = true
     package var minPinLengthRPs: [String] = []
     package var enterpriseRPs: [String] = []
-    /// getInfo transportsForReset: where authenticatorReset is allowed (`usb` by default).
-    package var resetTransports: [String] = ["usb"]
+    /// getInfo transportsForReset: where authenticatorReset is allowed (nil: every transport the key is on).
+    package var resetTransports: [String]?
+    /// Where vpcd listens for the card (`--transport pcsc`): the first key's port; key N takes port + N - 1.
+    package var vpcdHost = "127.0.0.1"
+    package var vpcdPort: UInt16 = 35963
     /// getInfo pinComplexityPolicyURL, if the key names one.
     package var pinPolicyURL: String?
     /// New credentials are backup eligible / backed up (WebAuthn Level 3); nil: the profile says.
@@ -142,10 +147,12 @@ package struct KeyFactory {
     package func makeSlot(
         _ spec: KeySpec,
         transport chosen: TransportChoice,
+        card cardPort: UInt16? = nil,
         several: Bool,
         logger: Logger
     ) throws -> (SlotIO, [ConsoleLine]) {
         var lines: [ConsoleLine] = []
+        let cardPort = chosen == .pcsc ? cardPort ?? vpcdPort : cardPort
         let presenceArgument = spec.presence ?? (chosen == .udp ? "approve" : "prompt")
         guard let mode = PresenceMode(argument: presenceArgument, approveDelay: presenceDelay) else {
             throw KeyStartError("unknown presence '\(presenceArgument)'", aboutKey: true)
@@ -200,6 +207,8 @@ package struct KeyFactory {
                 device = try GadgetTransport(name: spec.name, info: info, udc: udc)
             } else if chosen == .hid, let board {
                 device = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
+            } else if chosen == .pcsc {
+                device = NoReportTransport()
             } else {
                 device = try UDPTransport(
                     host: host,
@@ -218,6 +227,14 @@ package struct KeyFactory {
         } catch {
             throw KeyStartError(error.description)
         }
+        var card: VPCDCard?
+        if let cardPort {
+            do {
+                card = try VPCDCard(host: vpcdHost, port: cardPort)
+            } catch {
+                throw KeyStartError(error.description)
+            }
+        }
 
         // Every write goes through the fault switch of the control plane (a failed flash write on demand).
         let key = try makeKey(
@@ -226,7 +243,8 @@ package struct KeyFactory {
             storage: FaultInjectingStorage(persistent.storage),
             entropy: entropy,
             presence: mode,
-            transport: chosen
+            transport: chosen,
+            card: card != nil
         )
         if !enterpriseRPs.isEmpty && key.authenticator.storage.batchAttestation == nil {
             lines.append(
@@ -236,13 +254,14 @@ package struct KeyFactory {
                 )
             )
         }
+        let whereServed = [device.summary, card?.summary ?? ""].filter { !$0.isEmpty }.joined(separator: " and ")
         // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
         let defaulted = spec.presence == nil && chosen != .udp ? ", the default on \(chosen.rawValue)" : ""
         var named = several ? "key \(spec.name), " : ""
         if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
         lines.append(
             .out(
-                "fidosim: serving a virtual key on \(device.summary) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))"
+                "fidosim: serving a virtual key on \(whereServed) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))"
             )
         )
         if chosen != .udp, case .approve = mode {
@@ -254,7 +273,7 @@ package struct KeyFactory {
             )
         }
         // With several keys, the terminal's answer goes to the key that asked.
-        let slot = SlotIO(key: key, transport: device, logger: logger, control: server, name: spec.name)
+        let slot = SlotIO(key: key, transport: device, logger: logger, control: server, name: spec.name, card: card)
         if let trace = spec.trace {
             do {
                 slot.tracer = try TraceWriter(path: trace)
@@ -275,8 +294,11 @@ package struct KeyFactory {
         storage: any AuthenticatorStorage,
         entropy: EntropySource,
         presence mode: PresenceMode,
-        transport chosen: TransportChoice = .udp
+        transport chosen: TransportChoice = .udp,
+        card: Bool = false
     ) throws(KeyStartError) -> VirtualKey {
+        // getInfo transports: USB for every HID transport, NFC for the card.
+        let transports = (chosen == .pcsc ? [] : ["usb"]) + (card || chosen == .pcsc ? ["nfc"] : [])
         var entropy = entropy
         // The kernel's uhid output queue holds 32 reports and never blocks the writer: a host that writes a longer
         // message faster than this process reads loses reports. 1200 bytes (21 reports) is also what common
@@ -290,7 +312,8 @@ package struct KeyFactory {
             preEnrolledFingerprints: spec.enrolledFingers,
             enterpriseAttestationRPIDs: enterpriseRPs,
             profile: profileFile.profile,
-            transportsForReset: resetTransports,
+            transportsForReset: resetTransports ?? transports.sorted(),
+            transports: transports.sorted(),
             pinComplexityPolicyURL: pinPolicyURL,
             backupEligible: backupEligible ?? profileFile.backupEligible,
             backupState: backupState ?? profileFile.backupState
@@ -321,6 +344,7 @@ package struct KeyFactory {
         )
         var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
         key.presenceTimeout = presenceTimeout
+        if transports.contains("nfc") { key.addNFC(only: transports == ["nfc"]) }
         return key
     }
 }

@@ -65,6 +65,28 @@ package struct KeySlot: Sendable {
         }
     }
 
+    /// What the card's reader did.
+    package mutating func receive(card event: CardEvent, now: Duration) -> [SlotEffect] {
+        switch event {
+        case .fieldOn:
+            if unpluggedUntil != nil { return [] }
+            key.fieldOn(now: now)
+            logger.info("pcsc: the reader powered the card")
+            return self.event("field", now: now) { ["on": true] }
+        case .fieldOff:
+            key.fieldOff(now: now)
+            logger.info("pcsc: the card is off")
+            return self.event("field", now: now) { ["on": false] }
+        case .apdu(let apdu):
+            if unpluggedUntil != nil { return [] }
+            logger.trace("apdu in: \(Hex.string(apdu))")
+            return effects(of: key.receive(apdu: apdu, now: now), now: now)
+        case .note(let text):
+            logger.notice("\(text)")
+            return []
+        }
+    }
+
     /// Lets time pass: a power cycle asked by a signal (`powerCycles` is the count of SIGUSR1 so far), the end of
     /// an unplugged spell, keepalives, timeouts and automatic touches.
     package mutating func tick(now: Duration, powerCycles: Int) -> [SlotEffect] {
@@ -124,6 +146,9 @@ package struct KeySlot: Sendable {
                 reports.removeAll()
             }
             switch output {
+            case .apdu(let apdu):
+                logger.trace("apdu out: \(Hex.string(apdu))")
+                out.append(.sendAPDU(apdu))
             case .report(let report):
                 logger.trace("report out: \(Hex.string(report))")
                 if tracing { out.append(.traceReport(report, fromHost: false)) }

@@ -20,7 +20,7 @@ package enum ReadyFile {
     }
 
     static func key(_ slot: SlotIO, flash: String) -> JSONValue {
-        var out = transportMembers(slot.transport)
+        var out = transportMembers(slot.transport, card: slot.card)
         out["name"] = .string(slot.slot.name)
         out["control"] = slot.control.map { .string($0.path) } ?? .null
         out["flash"] = .string(flash)
@@ -28,9 +28,16 @@ package enum ReadyFile {
     }
 
     /// Where a transport can be reached: `transport` (udp, uhid, gadget, hid) and its address members.
-    package static func transportMembers(_ transport: any ReportTransport) -> [String: JSONValue] {
+    package static func transportMembers(_ transport: any ReportTransport, card: VPCDCard? = nil) -> [String: JSONValue]
+    {
         var out: [String: JSONValue] = [:]
+        if let card {
+            out["vpcdHost"] = .string(card.host)
+            out["vpcdPort"] = .integer(Int64(card.port))
+        }
         switch transport {
+        case is NoReportTransport:
+            out["transport"] = .string("pcsc")
         case let udp as UDPTransport:
             out["transport"] = .string("udp")
             out["host"] = .string(udp.host)

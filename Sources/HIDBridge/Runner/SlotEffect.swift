@@ -5,6 +5,8 @@ package import ControlProtocol
 package enum SlotEffect: Equatable, Sendable {
     /// Send the reports of one answer together (one system call over UDP).
     case send([[UInt8]])
+    /// Send one response APDU to the reader (the card).
+    case sendAPDU([UInt8])
     /// Take the key's device away until ``plug``.
     case unplug
     /// Plug the unplugged device back in.

@@ -14,6 +14,8 @@ import Glibc
 package final class SlotIO {
     package internal(set) var slot: KeySlot
     let transport: any ReportTransport
+    /// The key as a card in a PC/SC reader (`--transport pcsc`), if it is one.
+    package let card: VPCDCard?
     /// The control plane's socket, if the key has one.
     let control: ControlServer?
     let logger: Logger
@@ -29,11 +31,14 @@ package final class SlotIO {
         transport: any ReportTransport,
         logger: Logger,
         control: ControlServer? = nil,
-        name: String = "default"
+        name: String = "default",
+        card: VPCDCard? = nil
     ) {
-        slot = KeySlot(key: key, name: name, transportSummary: transport.summary, logger: logger)
-        slot.transportDetail = .object(ReadyFile.transportMembers(transport))
+        let summary = [transport.summary, card?.summary ?? ""].filter { !$0.isEmpty }.joined(separator: " and ")
+        slot = KeySlot(key: key, name: name, transportSummary: summary, logger: logger)
+        slot.transportDetail = .object(ReadyFile.transportMembers(transport, card: card))
         self.transport = transport
+        self.card = card
         self.control = control
         self.logger = logger
         start = clock.now
@@ -44,16 +49,20 @@ package final class SlotIO {
 
     /// Milliseconds until this key has work to do, at most `cap`.
     func timeout(cap: Int32) -> Int32 {
-        let cap = control?.timeout(cap: cap) ?? cap
+        var cap = control?.timeout(cap: cap) ?? cap
+        if let card { cap = card.timeout(cap: cap) }
         guard let deadline = slot.nextDeadline else { return cap }
         let wait = deadline - now
         let ms = wait <= .zero ? 0 : Int(wait.wholeMilliseconds) + 1
         return Int32(min(ms, Int(cap)))
     }
 
-    /// The descriptors this key polls: its transport, its control socket.
+    /// The descriptors this key polls: its transport, its card's connection, its control socket.
     func pollDescriptors() -> [pollfd] {
-        var fds = [pollfd(fd: transport.descriptor, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: transport.descriptor, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: card?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
+        ]
         if let control { fds += control.pollDescriptors() }
         return fds
     }
@@ -67,6 +76,14 @@ package final class SlotIO {
             // Drain first, then handle: a slow handler must not make the kernel drop queued reports.
             for event in transport.receiveAll() {
                 asks += update { slot, now in slot.receive(event, now: now) }
+            }
+        }
+        index += 1
+        if let card {
+            var events = card.maintain()
+            if fds[index].revents != 0 { events += card.receive() }
+            for event in events {
+                asks += update { slot, now in slot.receive(card: event, now: now) }
             }
         }
         index += 1
@@ -114,12 +131,20 @@ package final class SlotIO {
             switch effect {
             case .send(let reports):
                 transport.send(batch: reports)
+            case .sendAPDU(let apdu):
+                card?.send(apdu)
             case .unplug:
                 do { try transport.unplug() } catch { logger.error("unplug: \(error)") }
+                card?.remove()
             case .plug:
                 do { try transport.plug() } catch { logger.error("power cycle: \(error)") }
+                card?.insert(after: .zero)
             case .replug:
                 do { try transport.replug() } catch { logger.error("power cycle: \(error)") }
+                if let card {
+                    card.remove()
+                    card.insert(after: VPCDCard.replugDelay)
+                }
             case .event(let name, let fields):
                 control?.broadcast(ControlMessage.event(name, fields))
             case .say(let line):

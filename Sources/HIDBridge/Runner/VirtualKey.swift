@@ -1,10 +1,13 @@
 package import CTAPCore
 package import CTAPHID
+package import CTAPNFC
 
 /// Something the I/O loop must do for a ``VirtualKey``.
 package enum KeyOutput: Equatable, Sendable {
     /// Send one 64-byte report to the host.
     case report([UInt8])
+    /// Answer the reader's command APDU with this response APDU (NFC).
+    case apdu([UInt8])
     /// A request waits for the user (in prompt mode, ask the person at the terminal to touch the key).
     case prompt(PresencePrompt)
     /// The host asked the key to identify itself.
@@ -30,12 +33,19 @@ package struct RequestRecord: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A whole virtual security key without I/O: CTAPHID framing, the authenticator and the simulated user.
+/// A whole virtual security key without I/O: CTAPHID framing, the NFC binding when the key has one, the
+/// authenticator and the simulated user.
 ///
-/// Reports and time go in, reports and prompts come out; the I/O loop only moves bytes and sleeps until
-/// ``nextDeadline``.
+/// Reports, APDUs and time go in, reports, APDUs and prompts come out; the I/O loop only moves bytes and sleeps
+/// until ``nextDeadline``.
 package struct VirtualKey: Sendable {
     package private(set) var hid: CTAPHIDMachine
+    /// The NFC binding (ISO 7816-4 APDUs), when the key is also, or only, a card.
+    package private(set) var nfc: NFCMachine?
+    /// The card is in the reader's field (powered): NFC requests are heard only then.
+    package private(set) var inField = false
+    /// NFC is the key's only transport: the field going away powers the whole key down.
+    package private(set) var nfcOnly = false
     package internal(set) var authenticator: Authenticator
     package var presence: PresenceMode
     /// How long a prompt waits for a touch before the request fails with USER_ACTION_TIMEOUT.
@@ -46,8 +56,14 @@ package struct VirtualKey: Sendable {
     /// holds the key this long, and a control-plane touch shorter than this does not count.
     package var longTouchHold: Duration = .seconds(5)
 
+    /// Where a request came from, and where its answer goes.
+    enum Route: Equatable, Sendable {
+        case hid(channel: UInt32)
+        case nfc
+    }
+
     struct PresenceWait: Sendable {
-        var channel: UInt32
+        var channel: Route
         /// When the automatic answer is given (approve/deny modes) or the prompt times out.
         var deadline: Duration
         var answer: PresenceResult
@@ -55,7 +71,7 @@ package struct VirtualKey: Sendable {
 
     var waiting: PresenceWait?
     var lastTouch: Duration?
-    var inFlight: (name: String, u2f: Bool)?
+    var inFlight: (name: String, u2f: Bool, route: Route)?
     /// The control plane's faults and switches (see ``KeyControls``).
     package var controls = KeyControls()
     /// Emit ``KeyOutput/traced(_:)`` for every CTAP request and response.
@@ -101,9 +117,18 @@ package struct VirtualKey: Sendable {
         self.presence = presence
     }
 
+    /// Gives the key the NFC binding: `only` when it has no other transport.
+    package mutating func addNFC(only: Bool) {
+        nfc = NFCMachine(
+            u2f: authenticator.configuration.profile.speaksU2F,
+            maxMessageSize: hid.configuration.maxMessageSize
+        )
+        nfcOnly = only
+    }
+
     /// The earliest time ``tick(now:)`` has work to do.
     package var nextDeadline: Duration? {
-        [hid.nextDeadline, waiting?.deadline].compactMap { $0 }.min()
+        [hid.nextDeadline, waiting?.deadline, nfc?.nextDeadline].compactMap { $0 }.min()
     }
 
     /// The request waiting for a touch, if any.
@@ -118,6 +143,64 @@ package struct VirtualKey: Sendable {
         return perform(hid.receive(report: report, now: now), now: now)
     }
 
+    /// The reader powered the card (it entered the field, or the reader reset it). On a key whose only transport
+    /// is NFC this is its power-up: volatile state goes, and the reset window starts.
+    package mutating func fieldOn(now: Duration) {
+        if nfcOnly && !inField { powerCycle(now: now) }
+        nfc?.powerOff()
+        inField = true
+    }
+
+    /// The card left the field (or the reader cut its power): a request from NFC in flight is dropped.
+    package mutating func fieldOff(now: Duration) {
+        nfc?.powerOff()
+        inField = false
+        if inFlight?.route == .nfc || waiting?.channel == .nfc {
+            waiting = nil
+            inFlight = nil
+            authenticator.abort()
+        }
+        if nfcOnly { powerCycle(now: now) }
+    }
+
+    /// A command APDU from the reader; every one gets exactly one response APDU, now or (for a request the
+    /// authenticator works on) later.
+    package mutating func receive(apdu: [UInt8], now: Duration) -> [KeyOutput] {
+        guard nfc != nil, inField else { return [] }
+        var out: [KeyOutput] = []
+        for action in nfc!.receive(apdu, now: now) {
+            switch action {
+            case .respond(let bytes):
+                out.append(.apdu(bytes))
+            case .cancel:
+                if waiting?.channel == .nfc { waiting = nil }
+                if inFlight?.route == .nfc, let response = authenticator.cancel() {
+                    out += answer(.response(response), channel: .nfc, now: now)
+                }
+            case .ctap2(let payload), .u2f(let payload):
+                let isU2F: Bool
+                if case .u2f = action { isU2F = true } else { isU2F = false }
+                let command: CTAPHIDCommand = isU2F ? .msg : .cbor
+                if inFlight != nil {
+                    // The authenticator works for the other transport: one request at a time, as on a real key.
+                    out += nfcComplete(isU2F ? [0x69, 0x85] : [CTAPStatus.channelBusy.rawValue], now: now)
+                    continue
+                }
+                out += deliver(command: command, payload: payload, route: .nfc, now: now)
+            }
+        }
+        return out
+    }
+
+    /// The answer to the NFC request in flight, through the binding (now, or when the reader polls).
+    mutating func nfcComplete(_ bytes: [UInt8], now: Duration) -> [KeyOutput] {
+        guard nfc != nil else { return [] }
+        return nfc!.complete(bytes, now: now).compactMap { action in
+            if case .respond(let apdu) = action { return .apdu(apdu) }
+            return nil
+        }
+    }
+
     /// Lets time pass: keepalives, timeouts, automatic touches.
     package mutating func tick(now: Duration) -> [KeyOutput] {
         var out: [KeyOutput] = []
@@ -127,6 +210,9 @@ package struct VirtualKey: Sendable {
             out += answer(authenticator.resume(wait.answer, now: now), channel: wait.channel, now: now)
         }
         out += perform(hid.tick(now: now), now: now)
+        if nfc != nil {
+            for case .respond(let apdu) in nfc!.tick(now: now) { out.append(.apdu(apdu)) }
+        }
         return out
     }
 
@@ -148,6 +234,10 @@ package struct VirtualKey: Sendable {
     /// reset answers.
     mutating func longTouchRegistered(now: Duration) -> [KeyOutput] {
         guard authenticator.pendingPrompt?.gesture == .longTouch else { return [] }
+        if waiting?.channel == .nfc || inFlight?.route == .nfc {
+            nfc?.setStatus(.processing)
+            return []
+        }
         return perform(hid.setKeepaliveStatus(.processing, now: now), now: now)
     }
 
@@ -205,28 +295,27 @@ package struct VirtualKey: Sendable {
             case .wink:
                 out.append(.wink)
             case .deliver(let channel, let command, let payload):
-                inFlight = (Self.describe(command: command, payload: payload), command == .msg)
-                if traceMessages {
-                    out.append(
-                        .traced(
-                            TraceMessage(fromHost: true, channel: channel, command: command.rawValue, payload: payload)
-                        )
+                if inFlight?.route == .nfc {
+                    // The authenticator works for the card: the HID host hears busy, as from a busy key.
+                    out += perform(
+                        hid.complete(
+                            channel: channel,
+                            payload: command == .msg ? [0x69, 0x85] : [CTAPStatus.channelBusy.rawValue],
+                            now: now
+                        ),
+                        now: now
                     )
-                }
-                if let status = controls.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
-                    out += answer(.response(status), channel: channel, now: now, injected: true)
                     continue
                 }
-                let outcome =
-                    command == .msg
-                    ? authenticator.handleU2F(payload, now: now) : authenticator.handleCBOR(payload, now: now)
-                out += answer(outcome, channel: channel, now: now)
+                out += deliver(command: command, payload: payload, route: .hid(channel: channel), now: now)
             case .cancel(let channel):
+                guard inFlight?.route != .nfc else { continue }
                 waiting = nil
                 if let response = authenticator.cancel() {
-                    out += answer(.response(response), channel: channel, now: now)
+                    out += answer(.response(response), channel: .hid(channel: channel), now: now)
                 }
             case .abort:
+                guard inFlight?.route != .nfc else { continue }
                 waiting = nil
                 inFlight = nil
                 authenticator.abort()
@@ -235,9 +324,30 @@ package struct VirtualKey: Sendable {
         return out
     }
 
+    /// Hands a whole request to the authenticator (or answers it with a fault the control plane injected).
+    mutating func deliver(command: CTAPHIDCommand, payload: [UInt8], route: Route, now: Duration) -> [KeyOutput] {
+        var out: [KeyOutput] = []
+        inFlight = (Self.describe(command: command, payload: payload), command == .msg, route)
+        authenticator.setTransport(route == .nfc ? "nfc" : "usb")
+        if traceMessages {
+            let channel: UInt32
+            if case .hid(let id) = route { channel = id } else { channel = 0 }
+            out.append(
+                .traced(TraceMessage(fromHost: true, channel: channel, command: command.rawValue, payload: payload))
+            )
+        }
+        if let status = controls.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
+            return out + answer(.response(status), channel: route, now: now, injected: true)
+        }
+        let outcome =
+            command == .msg
+            ? authenticator.handleU2F(payload, now: now) : authenticator.handleCBOR(payload, now: now)
+        return out + answer(outcome, channel: route, now: now)
+    }
+
     mutating func answer(
         _ outcome: AuthenticatorOutcome,
-        channel: UInt32,
+        channel route: Route,
         now: Duration,
         injected: Bool = false
     ) -> [KeyOutput] {
@@ -257,6 +367,8 @@ package struct VirtualKey: Sendable {
                     )
                 )
                 if traceMessages {
+                    var channel: UInt32 = 0
+                    if case .hid(let id) = route { channel = id }
                     out.append(
                         .traced(
                             TraceMessage(
@@ -270,8 +382,9 @@ package struct VirtualKey: Sendable {
                 }
                 inFlight = nil
             }
+            guard case .hid(let channel) = route else { return out + nfcComplete(bytes, now: now) }
             return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
-        case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f:
+        case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f && route != .nfc:
             // U2F has no keepalive: the request answers at once, and the host polls until it succeeds.
             let result: PresenceResult
             var out: [KeyOutput] = []
@@ -291,20 +404,40 @@ package struct VirtualKey: Sendable {
                     out.append(.prompt(prompt))
                 }
             }
-            return out + answer(authenticator.resume(result, now: now), channel: channel, now: now)
+            return out + answer(authenticator.resume(result, now: now), channel: route, now: now)
+        case .needsUserPresence(let prompt) where route == .nfc:
+            // On NFC the tap is the presence: the person who put the key in the field is there. A delay still
+            // passes (the reader hears status updates); deny mode refuses, as a person who pulls the key away.
+            nfc?.setStatus(.upNeeded)
+            var out: [KeyOutput] = []
+            switch presence {
+            case .approve(let delay) where delay > .zero:
+                waiting = PresenceWait(channel: route, deadline: now + delay, answer: userAnswer(.approved))
+                presenceAnswered()
+            case .deny(let delay):
+                waiting = PresenceWait(channel: route, deadline: now + delay, answer: userAnswer(.denied))
+                presenceAnswered()
+            case .approve, .prompt:
+                presenceAnswered()
+                out.append(.prompt(prompt))
+                return out + answer(authenticator.resume(userAnswer(.approved), now: now), channel: route, now: now)
+            }
+            out.append(.prompt(prompt))
+            return out
         case .needsUserPresence(let prompt):
+            guard case .hid(let channel) = route else { return [] }
             var out = perform(hid.setKeepaliveStatus(.upNeeded, now: now), now: now)
             switch presence {
             case .approve(let delay):
                 // The automatic user holds a long touch for as long as it takes.
                 let hold = prompt.gesture == .longTouch ? longTouchHold : .zero
-                waiting = PresenceWait(channel: channel, deadline: now + delay + hold, answer: userAnswer(.approved))
+                waiting = PresenceWait(channel: route, deadline: now + delay + hold, answer: userAnswer(.approved))
                 presenceAnswered()
             case .deny(let delay):
-                waiting = PresenceWait(channel: channel, deadline: now + delay, answer: userAnswer(.denied))
+                waiting = PresenceWait(channel: route, deadline: now + delay, answer: userAnswer(.denied))
                 presenceAnswered()
             case .prompt:
-                waiting = PresenceWait(channel: channel, deadline: now + presenceTimeout, answer: .timedOut)
+                waiting = PresenceWait(channel: route, deadline: now + presenceTimeout, answer: .timedOut)
             }
             // In every mode: the control plane's subscribers learn that a request waits for the user.
             out.append(.prompt(prompt))

@@ -44,3 +44,13 @@ extension ReportTransport {
     package func unplug() throws(TransportError) {}
     package func plug() throws(TransportError) { try replug() }
 }
+
+/// The HID side of a key that has none (`--transport pcsc` alone): nothing to poll, nothing to send.
+package final class NoReportTransport: ReportTransport {
+    package init() {}
+    package var descriptor: Int32 { -1 }
+    package var summary: String { "" }
+    package func receive() -> TransportEvent? { nil }
+    package func send(_ report: [UInt8]) {}
+    package func replug() throws(TransportError) {}
+}

@@ -133,6 +133,12 @@ class Key:
             from .udp import open_udp_device
 
             dev = open_udp_device(self.host, self.port, timeout=timeout)
+        elif self.transport == "pcsc":
+            from .pcsc import open_pcsc_device
+
+            if self.server.pcsc is None:
+                raise RuntimeError("a pcsc key needs the PcscDaemon it was started with (pcsc=...)")
+            dev = open_pcsc_device(self.server.pcsc.reader(self.server.keys.index(self)), timeout=timeout)
         elif self.transport == "uhid":
             # Every open hidraw handle gets every input report: the devices of one key share one handle (a new
             # CTAPHID channel each), so that no handle reads the answers meant for another's channel.
@@ -168,7 +174,11 @@ class Key:
     def _close_devices(self) -> None:
         for dev in self._devices:
             try:
-                dev.close()
+                # A PC/SC device also gives back its PC/SC context, while pcscd is still there to take it.
+                if self.transport == "pcsc":
+                    dev.close(release=True)
+                else:
+                    dev.close()
             except Exception:
                 pass
         self._devices.clear()
@@ -204,6 +214,7 @@ class FidosimServer:
         credentials: str | os.PathLike | None = None,
         args: Sequence[str] = (),
         startup_timeout: float = STARTUP_TIMEOUT,
+        pcsc=None,
     ):
         self.binary = find_binary(binary)
         self.directory = tempfile.mkdtemp(prefix="fidosim-key-")
@@ -214,6 +225,11 @@ class FidosimServer:
                    "--presence", presence, "--log-level", "warning", "--notify", "off"]
         if transport == "udp":
             command += ["--port", "0"]
+        self.pcsc = pcsc
+        if transport == "pcsc":
+            if pcsc is None:
+                raise ValueError("transport='pcsc' needs pcsc=PcscDaemon() (fidosim.pcsc), whose reader the card joins")
+            command += ["--vpcd-port", str(pcsc.port)]
         if transport == "uhid":
             command += ["--serial", serial or "T" + os.urandom(6).hex().upper()]
         elif serial:

@@ -1,0 +1,185 @@
+import CTAPCBOR
+package import CTAPNFC
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What the card side of a key heard from the reader.
+package enum CardEvent: Equatable, Sendable {
+    /// The reader powered the card (it is in the field).
+    case fieldOn
+    /// The reader cut the power, or the connection to the reader went away.
+    case fieldOff
+    /// A command APDU.
+    case apdu([UInt8])
+    /// Something worth a log line (connected, lost the reader, a malformed stream).
+    case note(String)
+}
+
+/// The key as a virtual smart card in vsmartcard's vpcd reader (`serve --transport pcsc`): a TCP client of the
+/// port vpcd listens on (35963 by default), which pcscd presents as a card in the reader "Virtual PCD".
+///
+/// The card is "in the field" while the connection stands. Taking it out (``remove()``) closes the connection;
+/// presenting it again connects anew, which vpcd shows to every PC/SC client as a card removed and inserted. When
+/// vpcd is not there (pcscd not running, or restarting) the card tries again every ``retryInterval``.
+package final class VPCDCard {
+    package let host: String
+    package let port: UInt16
+    /// How often a card that is not connected tries again.
+    package static let retryInterval: Duration = .milliseconds(500)
+    /// How long a card taken out for a power cycle stays out: pcscd looks for cards every 400 ms, and a card
+    /// back before it looked would seem never to have left.
+    package static let replugDelay: Duration = .seconds(1)
+
+    var fd: Int32 = -1
+    var framer = VPCDFramer()
+    /// Whether the card is to be in the reader (false while the control plane holds it out).
+    package private(set) var present = true
+    /// When the next connection attempt is due.
+    var retryAt: ContinuousClock.Instant
+    let clock = ContinuousClock()
+    /// Whether the last attempt failed (so a failure is reported once, not every retry).
+    var reportedAbsent = false
+
+    package init(host: String, port: UInt16) throws(TransportError) {
+        var probe = in_addr()
+        let numeric = host == "localhost" ? "127.0.0.1" : host
+        guard inet_pton(AF_INET, numeric, &probe) == 1 else {
+            throw TransportError("invalid --vpcd-host '\(host)': give an IPv4 address such as 127.0.0.1")
+        }
+        self.host = numeric
+        self.port = port
+        retryAt = clock.now
+    }
+
+    deinit { disconnect() }
+
+    /// Where the card is, for the start-up line and `status`.
+    package var summary: String { "pcsc (vpcd \(host):\(port))" }
+
+    /// Whether the card is connected to the reader.
+    package var connected: Bool { fd >= 0 }
+
+    /// The descriptor to poll (-1, which poll skips, while not connected).
+    package var descriptor: Int32 { fd }
+
+    /// Milliseconds until the next connection attempt, at most `cap`.
+    package func timeout(cap: Int32) -> Int32 {
+        guard !connected, present else { return cap }
+        let wait = retryAt - clock.now
+        if wait <= .zero { return 0 }
+        return Int32(min(Int64(cap), wait.wholeMilliseconds + 1))
+    }
+
+    /// Connects when it is time to; returns what happened.
+    package func maintain() -> [CardEvent] {
+        guard !connected, present, clock.now >= retryAt else { return [] }
+        retryAt = clock.now + Self.retryInterval
+        #if canImport(Glibc)
+        let socketType = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        #else
+        let socketType = SOCK_STREAM
+        #endif
+        let socketFD = socket(AF_INET, socketType, 0)
+        guard socketFD >= 0 else { return [.note("pcsc: cannot create a socket: \(Self.errnoText())")] }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        _ = inet_pton(AF_INET, host, &address.sin_addr)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            let reason = Self.errnoText()
+            close(socketFD)
+            if reportedAbsent { return [] }
+            reportedAbsent = true
+            return [
+                .note(
+                    "pcsc: no vpcd reader on \(host):\(port) (\(reason)); is pcscd running with vsmartcard-vpcd? "
+                        + "trying again every \(Self.retryInterval.wholeMilliseconds) ms"
+                )
+            ]
+        }
+        var one: Int32 = 1
+        setsockopt(socketFD, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        fd = socketFD
+        framer = VPCDFramer()
+        reportedAbsent = false
+        return [.note("pcsc: the card is in the vpcd reader at \(host):\(port)")]
+    }
+
+    /// Reads what the reader sent; answers ATR requests itself.
+    package func receive() -> [CardEvent] {
+        guard connected else { return [] }
+        var buffer = [UInt8](repeating: 0, count: 70_000)
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return [] }
+        guard count > 0 else {
+            disconnect()
+            return [.fieldOff, .note("pcsc: the vpcd reader closed the connection; reconnecting")]
+        }
+        let messages: [VPCDMessage]
+        do {
+            messages = try framer.feed(Array(buffer[..<count]))
+        } catch {
+            disconnect()
+            return [.fieldOff, .note("pcsc: a message of length 0 from vpcd: the stream is out of step; reconnecting")]
+        }
+        var events: [CardEvent] = []
+        for message in messages {
+            switch message {
+            case .powerOn: events.append(.fieldOn)
+            case .reset: events += [.fieldOff, .fieldOn]
+            case .powerOff: events.append(.fieldOff)
+            case .getATR: send(VPCDFramer.atr)
+            case .apdu(let apdu): events.append(.apdu(apdu))
+            case .unknownControl(let code):
+                events.append(.note("pcsc: unknown vpcd control code \(code), ignored"))
+            }
+        }
+        return events
+    }
+
+    /// Sends one response APDU (or the ATR).
+    package func send(_ payload: [UInt8]) {
+        guard connected else { return }
+        let frame = VPCDFramer.frame(payload)
+        var offset = 0
+        while offset < frame.count {
+            let sent = frame[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if sent < 0 && errno == EINTR { continue }
+            guard sent > 0 else {
+                disconnect()
+                return
+            }
+            offset += sent
+        }
+    }
+
+    /// Takes the card out of the field until ``insert()``.
+    package func remove() {
+        present = false
+        disconnect()
+    }
+
+    /// Puts the card back into the field after `delay`.
+    package func insert(after delay: Duration) {
+        present = true
+        retryAt = clock.now + delay
+    }
+
+    func disconnect() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+
+    static func errnoText() -> String { String(cString: strerror(errno)) }
+}
