@@ -83,11 +83,17 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CPCSC",
+            path: "Sources/CPCSC",
+            pkgConfig: "libpcsclite",
+            providers: [.apt(["libpcsclite-dev"])]
+        ),
         .target(name: "HIDAPIDevice", dependencies: ["CHIDAPI"], swiftSettings: swiftSettings),
         .target(
             name: "FIDOClient",
             dependencies: [
-                "CTAPCBOR", "HIDAPIDevice", "COpenSSL",
+                "CTAPCBOR", "HIDAPIDevice", "COpenSSL", "CPCSC",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],

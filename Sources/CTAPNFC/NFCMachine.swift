@@ -173,6 +173,10 @@ package struct NFCMachine: Sendable {
             return [.ctap2(apdu.data)]
         case (0x80, 0x11):
             return [.respond(StatusWord.conditionsNotSatisfied.bytes)]  // nothing in flight
+        case (0x80, 0x01), (0x80, 0x02), (0x80, 0x03):
+            // A U2F instruction under the applet's other class: the U2F layer takes class 0 only, and says so as it
+            // does over CTAPHID_MSG.
+            return [.respond((u2f ? StatusWord.claNotSupported : StatusWord.insNotSupported).bytes)]
         case (0x00, 0x01), (0x00, 0x02), (0x00, 0x03):
             guard u2f else { return [.respond(StatusWord.insNotSupported.bytes)] }
             inFlight = InFlight(updates: false, readerWaiting: true, expectedLength: ne, isU2F: true)

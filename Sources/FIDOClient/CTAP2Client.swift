@@ -103,15 +103,44 @@ package struct CTAPResponse: Sendable {
     }
 }
 
-/// CTAP2 and U2F requests over CTAPHID.
+/// How a client reaches a key: CTAPHID (a HID device, or UDP), or the NFC binding (a card in a PC/SC reader).
+package enum KeyLink {
+    case hid(CTAPHIDClient)
+    case card(PCSCCard)
+
+    /// Makes the link usable: CTAPHID_INIT allocates a channel; a card is connected and its applet selected.
+    package func initialize(timeoutMs: Int = 5000) throws(ClientError) {
+        switch self {
+        case .hid(let hid): try hid.initialize(timeoutMs: timeoutMs)
+        case .card(let card): if !card.connected { try card.connect() }
+        }
+    }
+}
+
+/// CTAP2 and U2F requests over CTAPHID or the NFC binding.
 package final class CTAP2Client {
-    package let hid: CTAPHIDClient
-    /// Called with each keepalive status while a request waits (UPNEEDED = 2 asks for a touch).
+    package let link: KeyLink
+    /// Called with each keepalive status while a request waits (UPNEEDED = 2 asks for a touch); over NFC, with
+    /// each status update.
     package var onKeepalive: ((UInt8) -> Void)?
     package var timeoutMs = 40000
 
     package init(hid: CTAPHIDClient) {
-        self.hid = hid
+        link = .hid(hid)
+    }
+
+    package init(link: KeyLink) {
+        self.link = link
+    }
+
+    /// The CTAPHID client, when the key is a HID key.
+    package var hid: CTAPHIDClient? {
+        if case .hid(let hid) = link { hid } else { nil }
+    }
+
+    /// The card, when the key is in a PC/SC reader.
+    package var card: PCSCCard? {
+        if case .card(let card) = link { card } else { nil }
     }
 
     /// Sends a CTAP2 command with CBOR parameters (or none).
@@ -121,6 +150,14 @@ package final class CTAP2Client {
 
     /// Sends `bytes` as the payload of a CTAPHID_CBOR message.
     package func sendRaw(_ bytes: [UInt8]) throws(ClientError) -> CTAPResponse {
+        let hid: CTAPHIDClient
+        switch link {
+        case .hid(let client):
+            hid = client
+        case .card(let card):
+            let answer = try card.cbor(bytes, timeoutMs: timeoutMs, onKeepalive: onKeepalive)
+            return CTAPResponse(status: answer[0], body: Array(answer.dropFirst()))
+        }
         let answer = try hid.transact(
             command: HIDCommand.cbor,
             payload: bytes,
@@ -145,6 +182,14 @@ package final class CTAP2Client {
 
     /// A U2F APDU through CTAPHID_MSG: the response data and the status word.
     package func u2f(_ apdu: [UInt8]) throws(ClientError) -> (data: [UInt8], status: UInt16) {
+        let hid: CTAPHIDClient
+        switch link {
+        case .hid(let client):
+            hid = client
+        case .card(let card):
+            let p = try card.u2f(apdu)
+            return (Array(p.dropLast(2)), UInt16(p[p.count - 2]) << 8 | UInt16(p[p.count - 1]))
+        }
         let answer = try hid.transact(
             command: HIDCommand.msg,
             payload: apdu,

@@ -7,6 +7,8 @@ extension CTAPHIDClient {
         let serial = HIDSerialMemo()
         return {
             switch address {
+            case .pcsc:
+                throw ClientError.transport("\(address) is a card, not a HID key")
             case .udp(let host, let port):
                 return CTAPHIDClient(channel: try UDPReportChannel(host: host, port: port))
             case .hidPath, .hidAuto, .hidID:
@@ -25,6 +27,18 @@ extension CTAPHIDClient {
                 return CTAPHIDClient(channel: try HIDAPIReportChannel(path: path, backend: backend))
             }
         }
+    }
+}
+
+extension KeyLink {
+    /// Opens the key at `address` each time it is called: a HID key as ``CTAPHIDClient/opener(_:backend:)`` does,
+    /// a card by connecting to it in its reader.
+    package static func opener(_ address: DeviceAddress, backend: HIDBackend) -> () throws -> KeyLink {
+        if case .pcsc(let reader) = address {
+            return { .card(try PCSCCard(readerMatch: reader)) }
+        }
+        let hid = CTAPHIDClient.opener(address, backend: backend)
+        return { .hid(try hid()) }
     }
 }
 

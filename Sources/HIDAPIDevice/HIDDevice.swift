@@ -16,9 +16,10 @@ package struct HIDDeviceError: Error, Equatable, CustomStringConvertible {
 }
 
 /// Where a key is: `udp:HOST:PORT`, `hid:/dev/hidrawN` (or any hidapi path), `hid:VID:PID` (hexadecimal) or
-/// `hid:auto`.
+/// `hid:auto`; or a card in a PC/SC reader, `pcsc:NAME` (the one reader whose name contains NAME).
 package enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
     case udp(host: String, port: UInt16)
+    case pcsc(reader: String)
     case hidPath(String)
     case hidID(vendor: UInt16, product: UInt16)
     case hidAuto
@@ -44,6 +45,11 @@ package enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
     package init(parsing text: String) throws(HIDDeviceError) {
         if text == "hid:auto" {
             self = .hidAuto
+        } else if text.hasPrefix("pcsc:") {
+            guard text.count > 5 else {
+                throw HIDDeviceError("'\(text)': expected pcsc:READER (a part of the reader's name)")
+            }
+            self = .pcsc(reader: String(text.dropFirst(5)))
         } else if text.hasPrefix("hid:"), let (vendor, product) = Self.parseVIDPID(text.dropFirst(4)) {
             self = .hidID(vendor: vendor, product: product)
         } else if text.hasPrefix("hid:"), text.count > 4 {
@@ -57,7 +63,9 @@ package enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
             }
             self = .udp(host: host, port: port)
         } else {
-            throw HIDDeviceError("'\(text)': expected hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT")
+            throw HIDDeviceError(
+                "'\(text)': expected hid:/dev/hidrawN, hid:VID:PID, hid:auto, udp:HOST:PORT or pcsc:READER"
+            )
         }
     }
 
@@ -67,6 +75,7 @@ package enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
         case .hidPath(let path): "hid:\(path)"
         case .hidID(let vendor, let product): "hid:" + Self.formatVIDPID(vendor, product)
         case .hidAuto: "hid:auto"
+        case .pcsc(let reader): "pcsc:\(reader)"
         }
     }
 }
@@ -106,14 +115,14 @@ extension DeviceAddress {
         case .hidID(let vendor, let product):
             candidates = devices.filter { $0.vendorID == vendor && $0.productID == product }
         case .hidAuto: candidates = devices.filter { $0.usagePage == HIDDeviceInfo.fidoUsagePage }
-        case .hidPath, .udp: break
+        case .hidPath, .udp, .pcsc: break
         }
         if let knownSerial, !knownSerial.isEmpty {
             return candidates.first { $0.serial == knownSerial }?.path
         }
         switch self {
         case .hidPath(let given): return given
-        case .udp: return nil
+        case .udp, .pcsc: return nil
         case .hidID, .hidAuto: return candidates.first?.path
         }
     }

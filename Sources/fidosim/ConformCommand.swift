@@ -94,7 +94,9 @@ struct ConformCommand: ParsableCommand {
         _ = try groups()
         if !list && !listDevices {
             guard let device else {
-                throw ValidationError("--device is required: hid:/dev/hidrawN, hid:VID:PID, hid:auto or udp:HOST:PORT")
+                throw ValidationError(
+                    "--device is required: hid:/dev/hidrawN, hid:VID:PID, hid:auto, udp:HOST:PORT or pcsc:READER"
+                )
             }
             do { _ = try DeviceAddress(parsing: device) } catch { throw ValidationError("\(error)") }
         }
@@ -127,10 +129,14 @@ struct ConformCommand: ParsableCommand {
             }
             for device in devices { print(device.listingLine) }
             if devices.isEmpty { print("hidapi (\(hidBackend) backend) lists no HID device") }
+            // Readers, when a PC/SC service runs: a key in one is pcsc:NAME (any part of the name).
+            if let readers = try? PCSCCard.readers() {
+                for reader in readers { print("pcsc:\(reader)\tPC/SC reader") }
+            }
             return
         }
         let address = try DeviceAddress(parsing: device ?? "")
-        let open = CTAPHIDClient.opener(address, backend: HIDBackend(rawValue: hidBackend)!)
+        let open = KeyLink.opener(address, backend: HIDBackend(rawValue: hidBackend)!)
         let deviceOperator: any DeviceOperator
         do {
             deviceOperator = try OperatorChoice.choose(
@@ -158,12 +164,22 @@ struct ConformCommand: ParsableCommand {
         }
         // On a terminal each line says how far the run is; in a pipe or file the lines stay as they are.
         let selected = try groups()
-        let total = 1 + ConformanceSuite.all.filter { selected?.contains($0.group) ?? true }.count
+        var isCard = false
+        if case .pcsc = address { isCard = true }
+        let options = ConformanceRunner.Options(
+            allowDestructive: allowDestructive,
+            groups: selected,
+            pin: try knownPIN(),
+            card: isCard
+        )
+        let total =
+            1
+            + ConformanceSuite.all.filter { (selected?.contains($0.group) ?? true) && options.applies($0.group) }.count
         let terminal = isatty(STDOUT_FILENO) == 1
         nonisolated(unsafe) var done = 0
         let quiet = json
         let runner = ConformanceRunner(
-            options: .init(allowDestructive: allowDestructive, groups: selected, pin: try knownPIN()),
+            options: options,
             deviceOperator: deviceOperator,
             open: open
         ) { result in

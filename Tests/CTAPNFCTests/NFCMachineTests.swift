@@ -184,6 +184,9 @@ import Testing
         var ctapOnly = selected(u2f: false)
         _ = ctapOnly.receive(Self.select, now: .zero)
         #expect(ctapOnly.receive(version, now: .zero) == [.respond([0x6D, 0x00])])
+        // U2F's instructions under class 0x80: the class the U2F layer refuses over CTAPHID_MSG too.
+        #expect(machine.receive([0x80, 0x03, 0x00, 0x00, 0x00], now: .zero) == [.respond([0x6E, 0x00])])
+        #expect(ctapOnly.receive([0x80, 0x03, 0x00, 0x00, 0x00], now: .zero) == [.respond([0x6D, 0x00])])
     }
 
     @Test(

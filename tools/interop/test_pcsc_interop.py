@@ -8,6 +8,7 @@ not a skip.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -278,3 +279,44 @@ def test_one_key_on_usb_and_nfc(pcsc):
         server_rp.authenticate_complete(state, [made.credential_data], got)
         assert Ctap2(nfc).get_info().transports == ["nfc", "usb"]
     assert server.process.returncode == 0, server.stderr()
+
+
+def test_conform_runs_every_check_of_the_nfc_binding_hands_free(card, pcsc, tmp_path):
+    """`fidosim conform --device pcsc:READER`: the NFC group and every CTAP2 and U2F group, 0 failures, driven
+    through the control socket (a power cycle takes the card off the reader and puts it back)."""
+    binary = str(fidosim_binary())
+    listed = subprocess.run([binary, "conform", "--list-devices"], capture_output=True, text=True, timeout=60)
+    assert f"pcsc:{pcsc.reader(0)}" in listed.stdout, listed.stdout
+    out = subprocess.run([binary, "conform", "--device", f"pcsc:{pcsc.reader(0)}", "--control", card.control_path,
+                          "--allow-destructive", "--report", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    every = subprocess.run([binary, "conform", "--list"], capture_output=True, text=True, check=True)
+    expected = [line.split("\t")[0] for line in every.stdout.splitlines() if not line.startswith("hid.")]
+    ids = [check["id"] for check in report["checks"]]
+    assert ids == expected, "every check but CTAPHID's ran, in --list order"
+    assert report["totals"] == {"passed": len(ids), "failed": 0, "skipped": 0}
+    nfc = [check for check in report["checks"] if check["group"] == "nfc"]
+    assert len(nfc) >= 9 and all(check["status"] == "passed" for check in nfc)
+    # What the runner saw is what python-fido2 reads from the card.
+    info = Ctap2(card.device()).get_info()
+    assert report["device"]["aaguid"].replace("-", "") == bytes(info.aaguid).hex()
+
+
+def test_conform_asks_a_person_to_keep_a_card_on_the_reader(card, pcsc):
+    """Without a control socket the runner asks the person: for a card, no touch, the card stays on the reader."""
+    out = subprocess.run([str(fidosim_binary()), "conform", "--device", f"pcsc:{pcsc.reader(0)}", "--no-control",
+                          "--only", "nfc,make-credential"],
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ">>> keep the key on the reader" in out.stderr
+    assert ">>> touch the key" not in out.stderr
+    assert "0 failed" in out.stdout
+
+
+def test_conform_names_a_reader_that_is_not_there(pcsc):
+    out = subprocess.run([str(fidosim_binary()), "conform", "--device", "pcsc:no such reader", "--no-control"],
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "no reader's name contains 'no such reader'" in out.stderr

@@ -3,6 +3,7 @@ import FIDOClient
 /// The groups checks belong to, in the order a run takes them.
 package enum CheckGroup: String, CaseIterable, Sendable, Codable {
     case hid
+    case nfc
     case info
     case u2f
     case makeCredential = "make-credential"
@@ -18,6 +19,7 @@ package enum CheckGroup: String, CaseIterable, Sendable, Codable {
     package var title: String {
         switch self {
         case .hid: "CTAPHID transport"
+        case .nfc: "NFC binding (ISO 7816-4 APDUs)"
         case .info: "authenticatorGetInfo"
         case .u2f: "U2F (CTAP1)"
         case .makeCredential: "authenticatorMakeCredential"

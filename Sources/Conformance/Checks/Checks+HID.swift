@@ -18,7 +18,7 @@ enum HIDChecks {
         var cid: UInt32 = 0
         repeat {
             cid = UInt32.random(in: 0x1000_0000...0x7FFF_FFFF)
-        } while cid == ctx.hid.cid
+        } while cid == (try? ctx.hid)?.cid
         return cid
     }
 
@@ -30,7 +30,7 @@ enum HIDChecks {
             "INIT on the broadcast channel allocates a channel"
         ) { ctx in
             let nonce = randomBytes(8)
-            let answer = try ctx.hid.transact(
+            let answer = try (try ctx.hid).transact(
                 command: HIDCommand.initialize,
                 payload: nonce,
                 on: CTAPHIDClient.broadcast,
@@ -70,24 +70,24 @@ enum HIDChecks {
             "INIT on an allocated channel answers on that channel with its ID"
         ) { ctx in
             let nonce = randomBytes(8)
-            let answer = try ctx.hid.transact(command: HIDCommand.initialize, payload: nonce, timeoutMs: 2000)
+            let answer = try (try ctx.hid).transact(command: HIDCommand.initialize, payload: nonce, timeoutMs: 2000)
             let parsed = try CTAPHIDClient.parseInit(answer, nonce: nonce)
             try ctx.require(
-                parsed.channel == ctx.hid.cid,
+                parsed.channel == (try ctx.hid).cid,
                 "the channel keeps its ID",
-                expected: String(ctx.hid.cid, radix: 16),
+                expected: String((try ctx.hid).cid, radix: 16),
                 actual: String(parsed.channel, radix: 16)
             )
         },
         ConformanceCheck("hid.init.abort", .hid, "CTAP 2.1 §11.2.5.3", "INIT in the middle of a message discards it") {
             ctx in
             let payload = randomBytes(100)
-            let reports = CTAPHIDClient.reports(channel: ctx.hid.cid, command: HIDCommand.ping, payload: payload)
-            try ctx.hid.channel.send(reports[0])
+            let reports = CTAPHIDClient.reports(channel: (try ctx.hid).cid, command: HIDCommand.ping, payload: payload)
+            try (try ctx.hid).channel.send(reports[0])
             let nonce = randomBytes(8)
-            let answer = try ctx.hid.transact(command: HIDCommand.initialize, payload: nonce, timeoutMs: 2000)
+            let answer = try (try ctx.hid).transact(command: HIDCommand.initialize, payload: nonce, timeoutMs: 2000)
             _ = try CTAPHIDClient.parseInit(answer, nonce: nonce)
-            let echo = try ctx.hid.transact(command: HIDCommand.ping, payload: [9, 8, 7], timeoutMs: 2000)
+            let echo = try (try ctx.hid).transact(command: HIDCommand.ping, payload: [9, 8, 7], timeoutMs: 2000)
             try ctx.require(
                 echo.payload == [9, 8, 7],
                 "a new PING after the INIT is answered alone",
@@ -102,7 +102,7 @@ enum HIDChecks {
         ) { ctx in
             for size in [0, 1, 56, 57, 58, 116, 117, 1024, CTAPHIDClient.maxPayload] {
                 let payload = randomBytes(size)
-                let answer = try ctx.hid.transact(command: HIDCommand.ping, payload: payload, timeoutMs: 5000)
+                let answer = try (try ctx.hid).transact(command: HIDCommand.ping, payload: payload, timeoutMs: 5000)
                 try ctx.require(
                     answer.command == HIDCommand.ping && answer.payload == payload,
                     "PING of \(size) bytes is echoed",
@@ -117,26 +117,26 @@ enum HIDChecks {
             "a message longer than 7609 bytes gets ERR_INVALID_LEN"
         ) { ctx in
             let report = CTAPHIDClient.reports(
-                channel: ctx.hid.cid,
+                channel: (try ctx.hid).cid,
                 command: HIDCommand.ping,
                 payload: randomBytes(57),
                 length: CTAPHIDClient.maxPayload + 1
             )[0]
-            try ctx.hid.channel.send(report)
+            try (try ctx.hid).channel.send(report)
             try expectError(
-                try ctx.hid.receive(timeoutMs: 2000),
+                try (try ctx.hid).receive(timeoutMs: 2000),
                 HIDErrorCode.invalidLength,
                 "a declared length of 7610"
             )
         },
         ConformanceCheck("hid.command.unknown", .hid, "CTAP 2.1 §11.2.9.1.6", "an unknown command gets ERR_INVALID_CMD")
         { ctx in
-            let answer = try ctx.hid.transact(command: 0xA0, payload: [1], timeoutMs: 2000)
+            let answer = try (try ctx.hid).transact(command: 0xA0, payload: [1], timeoutMs: 2000)
             try expectError(answer, HIDErrorCode.invalidCommand, "command 0x20")
         },
         ConformanceCheck("hid.channel.zero", .hid, "CTAP 2.1 §11.2.3", "channel 0 is reserved: ERR_INVALID_CHANNEL") {
             ctx in
-            let answer = try ctx.hid.transact(command: HIDCommand.ping, payload: [1], on: 0, timeoutMs: 2000)
+            let answer = try (try ctx.hid).transact(command: HIDCommand.ping, payload: [1], on: 0, timeoutMs: 2000)
             try expectError(answer, HIDErrorCode.invalidChannel, "PING on channel 0")
         },
         ConformanceCheck(
@@ -145,7 +145,7 @@ enum HIDChecks {
             "CTAP 2.1 §11.2.3",
             "the broadcast channel takes only INIT: ERR_INVALID_CHANNEL"
         ) { ctx in
-            let answer = try ctx.hid.transact(
+            let answer = try (try ctx.hid).transact(
                 command: HIDCommand.ping,
                 payload: [1],
                 on: CTAPHIDClient.broadcast,
@@ -159,7 +159,7 @@ enum HIDChecks {
             "CTAP 2.1 §11.2.3",
             "a channel no INIT allocated is served or refused with ERR_INVALID_CHANNEL, never left silent"
         ) { ctx in
-            let answer = try ctx.hid.transact(
+            let answer = try (try ctx.hid).transact(
                 command: HIDCommand.ping,
                 payload: [1],
                 on: unallocatedChannel(ctx),
@@ -179,14 +179,14 @@ enum HIDChecks {
             "a continuation out of sequence gets ERR_INVALID_SEQ"
         ) { ctx in
             var reports = CTAPHIDClient.reports(
-                channel: ctx.hid.cid,
+                channel: (try ctx.hid).cid,
                 command: HIDCommand.ping,
                 payload: randomBytes(100)
             )
             reports[1][4] = 1
-            for report in reports { try ctx.hid.channel.send(report) }
+            for report in reports { try (try ctx.hid).channel.send(report) }
             try expectError(
-                try ctx.hid.receive(timeoutMs: 2000),
+                try (try ctx.hid).receive(timeoutMs: 2000),
                 HIDErrorCode.invalidSequence,
                 "continuation 1 where 0 was due"
             )
@@ -197,14 +197,16 @@ enum HIDChecks {
             "CTAP 2.1 §11.2.5.4",
             "a continuation with no message under way is ignored"
         ) { ctx in
-            try ctx.hid.channel.send(CTAPHIDClient.pad(CTAPHIDClient.channelBytes(ctx.hid.cid) + [0] + randomBytes(20)))
-            if let stray = try? ctx.hid.receive(timeoutMs: 300) {
+            try (try ctx.hid).channel.send(
+                CTAPHIDClient.pad(CTAPHIDClient.channelBytes((try ctx.hid).cid) + [0] + randomBytes(20))
+            )
+            if let stray = try? (try ctx.hid).receive(timeoutMs: 300) {
                 throw CheckFailure(
                     "no answer to a lone continuation packet",
                     actual: "command 0x\(Hex.string(stray.command)) \(Hex.string(stray.payload))"
                 )
             }
-            let echo = try ctx.hid.transact(command: HIDCommand.ping, payload: [5], timeoutMs: 2000)
+            let echo = try (try ctx.hid).transact(command: HIDCommand.ping, payload: [5], timeoutMs: 2000)
             try ctx.require(echo.payload == [5], "PING works after it", actual: Hex.string(echo.payload))
         },
         ConformanceCheck(
@@ -215,12 +217,12 @@ enum HIDChecks {
         ) { ctx in
             let other = try ctx.newChannel()
             let payload = randomBytes(100)
-            let reports = CTAPHIDClient.reports(channel: ctx.hid.cid, command: HIDCommand.ping, payload: payload)
-            try ctx.hid.channel.send(reports[0])
+            let reports = CTAPHIDClient.reports(channel: (try ctx.hid).cid, command: HIDCommand.ping, payload: payload)
+            try (try ctx.hid).channel.send(reports[0])
             let busy = try other.transact(command: HIDCommand.ping, payload: [1], timeoutMs: 2000)
             try expectError(busy, HIDErrorCode.channelBusy, "PING on a second channel during a message on the first")
-            try ctx.hid.channel.send(reports[1])
-            let echo = try ctx.hid.receive(timeoutMs: 2000)
+            try (try ctx.hid).channel.send(reports[1])
+            let echo = try (try ctx.hid).receive(timeoutMs: 2000)
             try ctx.require(
                 echo.payload == payload,
                 "the first channel's message completes",
@@ -234,13 +236,13 @@ enum HIDChecks {
             "a message left unfinished gets ERR_MSG_TIMEOUT"
         ) { ctx in
             let reports = CTAPHIDClient.reports(
-                channel: ctx.hid.cid,
+                channel: (try ctx.hid).cid,
                 command: HIDCommand.ping,
                 payload: randomBytes(100)
             )
             let start = CTAPHIDClient.nowMs()
-            try ctx.hid.channel.send(reports[0])
-            let answer = try ctx.hid.receive(timeoutMs: 5000)
+            try (try ctx.hid).channel.send(reports[0])
+            let answer = try (try ctx.hid).receive(timeoutMs: 5000)
             try expectError(answer, HIDErrorCode.messageTimeout, "no continuation after the initialization packet")
             ctx.notes.append("hid.message.timeout: ERR_MSG_TIMEOUT after \(Int(CTAPHIDClient.nowMs() - start)) ms")
         },
@@ -250,8 +252,8 @@ enum HIDChecks {
             "CTAP 2.1 §11.2.9.2.1",
             "WINK is answered when the WINK capability is set, refused otherwise"
         ) { ctx in
-            let answer = try ctx.hid.transact(command: HIDCommand.wink, payload: [], timeoutMs: 2000)
-            if ctx.hid.info?.wink == true {
+            let answer = try (try ctx.hid).transact(command: HIDCommand.wink, payload: [], timeoutMs: 2000)
+            if (try ctx.hid).info?.wink == true {
                 try ctx.require(
                     answer.command == HIDCommand.wink && answer.payload.isEmpty,
                     "WINK answered with an empty WINK",
@@ -264,7 +266,7 @@ enum HIDChecks {
         ConformanceCheck("hid.lock", .hid, "CTAP 2.1 §11.2.9.2.2", "LOCK keeps other channels out until released") {
             ctx in
             let other = try ctx.newChannel()
-            let lock = try ctx.hid.transact(command: HIDCommand.lock, payload: [3], timeoutMs: 2000)
+            let lock = try (try ctx.hid).transact(command: HIDCommand.lock, payload: [3], timeoutMs: 2000)
             if lock.command == HIDCommand.error, lock.payload.first == HIDErrorCode.invalidCommand {
                 throw CheckSkip("the key does not implement the optional LOCK")
             }
@@ -275,13 +277,13 @@ enum HIDChecks {
             )
             let busy = try other.transact(command: HIDCommand.ping, payload: [1], timeoutMs: 2000)
             try expectError(busy, HIDErrorCode.channelBusy, "PING from another channel while locked")
-            let mine = try ctx.hid.transact(command: HIDCommand.ping, payload: [2], timeoutMs: 2000)
+            let mine = try (try ctx.hid).transact(command: HIDCommand.ping, payload: [2], timeoutMs: 2000)
             try ctx.require(
                 mine.payload == [2],
                 "the locking channel is still served",
                 actual: Hex.string(mine.payload)
             )
-            let release = try ctx.hid.transact(command: HIDCommand.lock, payload: [0], timeoutMs: 2000)
+            let release = try (try ctx.hid).transact(command: HIDCommand.lock, payload: [0], timeoutMs: 2000)
             try ctx.require(
                 release.command == HIDCommand.lock,
                 "LOCK 0 releases",
@@ -300,8 +302,12 @@ enum HIDChecks {
             "CTAP 2.1 §11.2.9.1.3",
             "the CBOR capability matches whether CTAPHID_CBOR works"
         ) { ctx in
-            let answer = try ctx.hid.transact(command: HIDCommand.cbor, payload: [CTAPCommand.getInfo], timeoutMs: 5000)
-            if ctx.hid.info?.cbor == true {
+            let answer = try (try ctx.hid).transact(
+                command: HIDCommand.cbor,
+                payload: [CTAPCommand.getInfo],
+                timeoutMs: 5000
+            )
+            if (try ctx.hid).info?.cbor == true {
                 try ctx.require(
                     answer.command == HIDCommand.cbor && answer.payload.first == 0,
                     "getInfo over CTAPHID_CBOR succeeds",
@@ -317,14 +323,14 @@ enum HIDChecks {
             "CTAP 2.1 §11.2.9.1.3",
             "NMSG is clear exactly when getInfo lists U2F_V2"
         ) { ctx in
-            let nmsg = ctx.hid.info?.noMessage ?? true
+            let nmsg = (try ctx.hid).info?.noMessage ?? true
             try ctx.require(
                 nmsg != ctx.info.versions.contains("U2F_V2"),
                 "NMSG and U2F_V2 agree",
                 actual: "NMSG \(nmsg), versions \(ctx.info.versions)"
             )
             if nmsg {
-                let answer = try ctx.hid.transact(
+                let answer = try (try ctx.hid).transact(
                     command: HIDCommand.msg,
                     payload: U2FMessage.apdu(ins: U2FMessage.version, data: [])
                 )
@@ -339,13 +345,13 @@ enum HIDChecks {
             requires: [.version("FIDO_2_1")]
         ) { ctx in
             try ctx.deviceOperator.holdTouch()
-            try ctx.hid.send(command: HIDCommand.cbor, payload: [CTAPCommand.selection])
+            try (try ctx.hid).send(command: HIDCommand.cbor, payload: [CTAPCommand.selection])
             let start = CTAPHIDClient.nowMs()
             var times: [Double] = []
             var statuses: Set<UInt8> = []
             while CTAPHIDClient.nowMs() - start < 1500 {
-                guard let report = try ctx.hid.channel.receive(timeoutMs: 300) else { continue }
-                guard report.count >= 8, Array(report[0..<4]) == CTAPHIDClient.channelBytes(ctx.hid.cid) else {
+                guard let report = try (try ctx.hid).channel.receive(timeoutMs: 300) else { continue }
+                guard report.count >= 8, Array(report[0..<4]) == CTAPHIDClient.channelBytes((try ctx.hid).cid) else {
                     continue
                 }
                 if report[4] == HIDCommand.keepalive {
@@ -358,8 +364,8 @@ enum HIDChecks {
                     )
                 }
             }
-            try ctx.hid.cancel()
-            _ = try? ctx.hid.receive(timeoutMs: 2000)
+            try (try ctx.hid).cancel()
+            _ = try? (try ctx.hid).receive(timeoutMs: 2000)
             try ctx.require(times.count >= 2, "keepalives while waiting", actual: "\(times.count) in 1.5 s")
             try ctx.require(
                 statuses.contains(2),
@@ -387,19 +393,19 @@ enum HIDChecks {
             requires: [.version("FIDO_2_1")]
         ) { ctx in
             try ctx.deviceOperator.holdTouch()
-            try ctx.hid.send(command: HIDCommand.cbor, payload: [CTAPCommand.selection])
+            try (try ctx.hid).send(command: HIDCommand.cbor, payload: [CTAPCommand.selection])
             let start = CTAPHIDClient.nowMs()
             var sawKeepalive = false
             while !sawKeepalive, CTAPHIDClient.nowMs() - start < 3000 {
-                if let report = try ctx.hid.channel.receive(timeoutMs: 200), report.count > 4,
-                    Array(report[0..<4]) == CTAPHIDClient.channelBytes(ctx.hid.cid)
+                if let report = try (try ctx.hid).channel.receive(timeoutMs: 200), report.count > 4,
+                    Array(report[0..<4]) == CTAPHIDClient.channelBytes((try ctx.hid).cid)
                 {
                     sawKeepalive = report[4] == HIDCommand.keepalive
                 }
             }
             try ctx.require(sawKeepalive, "the request waits (a keepalive comes first)")
-            try ctx.hid.cancel()
-            let answer = try ctx.hid.receive(timeoutMs: 2000)
+            try (try ctx.hid).cancel()
+            let answer = try (try ctx.hid).receive(timeoutMs: 2000)
             try ctx.require(
                 answer.command == HIDCommand.cbor && answer.payload == [CTAPStatusCode.keepaliveCancel],
                 "the request ends with CTAP2_ERR_KEEPALIVE_CANCEL",

@@ -19,19 +19,23 @@ package enum OperatorChoice {
         defaultPath: String,
         address: DeviceAddress,
         fidosimAAGUID: [UInt8],
-        open: () throws -> CTAPHIDClient
+        open: () throws -> KeyLink
     ) throws -> any DeviceOperator {
-        if noControl { return TerminalOperator() }
+        let card: Bool
+        if case .pcsc = address { card = true } else { card = false }
+        if noControl { return TerminalOperator(card: card) }
         if let socket { return try ControlSocketOperator(path: socket) }
         guard let candidate = try? ControlSocketOperator(path: defaultPath), let status = candidate.status,
             let aaguid = status["aaguid"]?.stringValue, let transport = status["transport"]?.stringValue
         else { return try terminalOperator(address, open, defaultPath, fidosimAAGUID) }
-        let hid = try open()
-        try hid.initialize()
-        let info = try CTAP2Client(hid: hid).getInfo()
+        let link = try open()
+        try link.initialize()
+        let info = try CTAP2Client(link: link).getInfo()
         let sameKey = aaguid.filter { $0 != "-" }.lowercased() == Hex.string(info.aaguid)
         var samePort = true
         if case .udp(_, let port) = address { samePort = transport.hasSuffix(":\(port)") }
+        // A card's reader does not say its vpcd port: the default key must at least be a card.
+        if card { samePort = transport.contains("pcsc") }
         guard sameKey && samePort else { return try terminalOperator(address, open, defaultPath, fidosimAAGUID) }
         printError("fidosim conform: using the control socket \(defaultPath) for touches and power cycles")
         return candidate
@@ -42,20 +46,22 @@ package enum OperatorChoice {
     /// failures that a person was meant to prevent.
     static func terminalOperator(
         _ address: DeviceAddress,
-        _ open: () throws -> CTAPHIDClient,
+        _ open: () throws -> KeyLink,
         _ path: String,
         _ fidosimAAGUID: [UInt8]
     ) throws(OperatorChoiceError) -> TerminalOperator {
-        guard let hid = try? open(), (try? hid.initialize()) != nil,
-            let info = try? CTAP2Client(hid: hid).getInfo(), info.aaguid == fidosimAAGUID
-        else { return TerminalOperator() }
+        var card = false
+        if case .pcsc = address { card = true }
+        guard let link = try? open(), (try? link.initialize()) != nil,
+            let info = try? CTAP2Client(link: link).getInfo(), info.aaguid == fidosimAAGUID
+        else { return TerminalOperator(card: card) }
         let hint =
             "the key at \(address) is a fidosim key (its AAGUID), but its control socket is not \(path): give "
             + "--name NAME or --control PATH (fidosim serve prints its socket), or --no-control to answer its touches "
             + "and replugs yourself"
         guard isatty(STDIN_FILENO) != 0 else { throw OperatorChoiceError(description: hint) }
         printError("fidosim conform: \(hint)")
-        return TerminalOperator()
+        return TerminalOperator(card: card)
     }
 }
 

@@ -8,9 +8,24 @@ import Glibc
 /// What a check works with: the key, the operator, what earlier checks learned.
 package final class ConformanceContext {
     package private(set) var client: CTAP2Client
-    package var hid: CTAPHIDClient { client.hid }
+    /// The CTAPHID client (the checks of the CTAPHID group run on HID keys only).
+    package var hid: CTAPHIDClient {
+        get throws {
+            guard let hid = client.hid else { throw CheckFailure("not a HID key: this check is for CTAPHID") }
+            return hid
+        }
+    }
+    /// The card (the checks of the NFC group run on cards in PC/SC readers only).
+    package var card: PCSCCard {
+        get throws {
+            guard let card = client.card else { throw CheckFailure("not a card: this check is for the NFC binding") }
+            return card
+        }
+    }
+    /// Whether the key is a card in a PC/SC reader.
+    package var isCard: Bool { client.card != nil }
     package let deviceOperator: any DeviceOperator
-    let open: () throws -> CTAPHIDClient
+    let open: () throws -> KeyLink
     package private(set) var info: AuthenticatorInfo
     package let allowDestructive: Bool
     /// The PIN the key has, when the runner knows it.
@@ -32,7 +47,7 @@ package final class ConformanceContext {
     package static let secondPIN = "27182818"
 
     init(
-        open: @escaping () throws -> CTAPHIDClient,
+        open: @escaping () throws -> KeyLink,
         deviceOperator: any DeviceOperator,
         allowDestructive: Bool,
         pin: String?
@@ -43,20 +58,29 @@ package final class ConformanceContext {
         self.deviceOperator = deviceOperator
         self.allowDestructive = allowDestructive
         self.pin = pin
-        let hid = try open()
-        try hid.initialize()
-        client = CTAP2Client(hid: hid)
+        let link = try open()
+        try link.initialize()
+        client = CTAP2Client(link: link)
         info = try Self.info(client)
         poweredUpAtMs = CTAPHIDClient.nowMs()
     }
 
-    /// getInfo, or for a key without the CBOR capability a U2F-only description.
+    /// getInfo, or for a key without the CBOR capability a U2F-only description. A card has no capabilities to say
+    /// it: one that answers getInfo with an error is U2F-only (as python-fido2 decides).
     static func info(_ client: CTAP2Client) throws -> AuthenticatorInfo {
-        client.hid.info?.cbor == false ? .u2fOnly : try client.getInfo()
+        if client.card != nil {
+            let response = try client.send(CTAPCommand.getInfo)
+            guard response.ok else { return .u2fOnly }
+            return try AuthenticatorInfo(response.map())
+        }
+        return client.hid?.info?.cbor == false ? .u2fOnly : try client.getInfo()
     }
 
-    /// Whether the key speaks CTAP2 (CTAPHID_INIT's CBOR capability).
-    package var speaksCTAP2: Bool { hid.info?.cbor != false }
+    /// Whether the key speaks CTAP2 (CTAPHID_INIT's CBOR capability; for a card, an answer to getInfo).
+    package var speaksCTAP2: Bool {
+        if client.card != nil { return info.versions != AuthenticatorInfo.u2fOnly.versions }
+        return client.hid?.info?.cbor != false
+    }
 
     /// getInfo again (after a change of PIN, options or a reset).
     package func refreshInfo() throws {
@@ -65,7 +89,7 @@ package final class ConformanceContext {
 
     /// A new channel on the same transport, for checks about several channels.
     package func newChannel() throws -> CTAPHIDClient {
-        let other = CTAPHIDClient(channel: hid.channel)
+        let other = CTAPHIDClient(channel: try hid.channel)
         try other.initialize()
         return other
     }
@@ -76,9 +100,9 @@ package final class ConformanceContext {
         var lastError: (any Error)?
         for _ in 0..<50 {
             do {
-                let hid = try open()
-                try hid.initialize(timeoutMs: 1000)
-                client = CTAP2Client(hid: hid)
+                let link = try open()
+                try link.initialize(timeoutMs: 1000)
+                client = CTAP2Client(link: link)
                 poweredUpAtMs = CTAPHIDClient.nowMs()
                 info = try Self.info(client)
                 return
@@ -93,13 +117,18 @@ package final class ConformanceContext {
     /// Drops what the last check left on the channel and makes sure the key still answers (a PING, else a new
     /// INIT, else the key opened again). False when it does not.
     func recover() -> Bool {
+        if let card = client.card {
+            // A card is asked again from the start: connected anew, the applet selected.
+            return (try? card.connect()) != nil
+        }
+        guard let hid = client.hid else { return false }
         hid.drain(ms: 20)
         if (try? hid.transact(command: HIDCommand.ping, payload: [1, 2, 3], timeoutMs: 1000))?.payload == [1, 2, 3] {
             return true
         }
         if (try? hid.initialize(timeoutMs: 1000)) != nil { return true }
         guard let again = try? open(), (try? again.initialize(timeoutMs: 2000)) != nil else { return false }
-        client = CTAP2Client(hid: again)
+        client = CTAP2Client(link: again)
         return true
     }
 

@@ -8,17 +8,31 @@ package final class ConformanceRunner {
         package var groups: Set<CheckGroup>?
         /// The PIN the key already has.
         package var pin: String?
+        /// The key is a card in a PC/SC reader: the NFC group runs and the CTAPHID group does not (for a HID key,
+        /// the other way round). The group of the other binding is not run, not counted as skipped.
+        package var card: Bool
 
-        package init(allowDestructive: Bool = false, groups: Set<CheckGroup>? = nil, pin: String? = nil) {
+        package init(
+            allowDestructive: Bool = false,
+            groups: Set<CheckGroup>? = nil,
+            pin: String? = nil,
+            card: Bool = false
+        ) {
             self.allowDestructive = allowDestructive
             self.groups = groups
             self.pin = pin
+            self.card = card
+        }
+
+        /// Whether checks of `group` apply to the key's binding.
+        package func applies(_ group: CheckGroup) -> Bool {
+            group != (card ? .hid : .nfc)
         }
     }
 
     let checks: [ConformanceCheck]
     let options: Options
-    let open: () throws -> CTAPHIDClient
+    let open: () throws -> KeyLink
     let deviceOperator: any DeviceOperator
     let progress: (CheckResult) -> Void
 
@@ -26,7 +40,7 @@ package final class ConformanceRunner {
         checks: [ConformanceCheck] = ConformanceSuite.all,
         options: Options,
         deviceOperator: any DeviceOperator,
-        open: @escaping () throws -> CTAPHIDClient,
+        open: @escaping () throws -> KeyLink,
         progress: @escaping (CheckResult) -> Void = { _ in }
     ) {
         self.checks = checks
@@ -39,8 +53,8 @@ package final class ConformanceRunner {
     /// The checks a run with these options takes, in order.
     package var selected: [ConformanceCheck] {
         let order = CheckGroup.allCases
-        let chosen = checks.filter { options.groups?.contains($0.group) ?? true }
-        let changesState = chosen.contains { $0.group != .hid && $0.group != .info }
+        let chosen = checks.filter { (options.groups?.contains($0.group) ?? true) && options.applies($0.group) }
+        let changesState = chosen.contains { $0.group != .hid && $0.group != .nfc && $0.group != .info }
         let start = options.allowDestructive && changesState ? [ConformanceSuite.blankStart] : []
         return start
             + chosen
@@ -62,7 +76,7 @@ package final class ConformanceRunner {
             pin: options.pin
         )
         try checkPIN(in: context)
-        let identity = DeviceIdentity(address: device, info: context.info, hid: context.hid.info)
+        let identity = DeviceIdentity(address: device, info: context.info, hid: context.client.hid?.info)
         var results: [CheckResult] = []
         var gone = false
         for check in selected {
@@ -150,7 +164,11 @@ package final class ConformanceRunner {
             return retries - spent >= 3
                 ? nil : "it would leave \(retries - spent) PIN retries (the key has \(retries)); a run keeps at least 3"
         case .u2fTransport:
-            return context.hid.info?.noMessage == false ? nil : "CTAPHID_INIT's capabilities say NMSG (no CTAPHID_MSG)"
+            if let card = context.client.card {
+                return card.version == "U2F_V2" ? nil : "SELECT answered \(card.version): the card has no U2F"
+            }
+            return context.client.hid?.info?.noMessage == false
+                ? nil : "CTAPHID_INIT's capabilities say NMSG (no CTAPHID_MSG)"
         }
     }
 
@@ -166,7 +184,17 @@ package final class ConformanceRunner {
             actual: nil,
             milliseconds: 0
         )
-        let ctap2 = check.group != .hid && check.group != .u2f
+        if check.group == .hid && context.isCard {
+            result.status = .skipped
+            result.message = "the key is a card in a PC/SC reader: CTAPHID is for HID keys"
+            return result
+        }
+        if check.group == .nfc && !context.isCard {
+            result.status = .skipped
+            result.message = "the key is a HID key: the NFC binding is for cards (--device pcsc:READER)"
+            return result
+        }
+        let ctap2 = check.group != .hid && check.group != .u2f && check.group != .nfc
         if ctap2 && !context.speaksCTAP2 {
             result.status = .skipped
             result.message = "the key does not speak CTAP2 (no CBOR capability at CTAPHID_INIT)"

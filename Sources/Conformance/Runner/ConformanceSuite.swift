@@ -1,7 +1,8 @@
 /// Every check fidosim conform knows, in the order a run takes them within each group.
 package enum ConformanceSuite {
     package static let all: [ConformanceCheck] =
-        HIDChecks.all + InfoChecks.all + U2FChecks.all + CredentialChecks.makeCredential + ChoiceChecks.makeCredential
+        HIDChecks.all + NFCChecks.all + InfoChecks.all + U2FChecks.all + CredentialChecks.makeCredential
+        + ChoiceChecks.makeCredential
         + CredentialChecks.getAssertion + ChoiceChecks.getAssertion + CredentialChecks.selection + PINChecks.all
         + ChoiceChecks.clientPIN + ManagementChecks.credentialManagement + ChoiceChecks.credentialManagement
         + ManagementChecks.largeBlobs + ManagementChecks.config + ExtensionChecks.all + ResetChecks.all
