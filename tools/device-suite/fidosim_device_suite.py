@@ -76,9 +76,11 @@ def pytest_addoption(parser):
     group.addoption("--fidosim-socket", default=None, help="control socket of the running key (--fidosim-hidraw)")
     group.addoption("--fidosim-serial", default=None,
                     help="--fidosim-hidraw: the key's USB serial number; other HID devices are not listed")
-    group.addoption("--fidosim-pcsc", default=None, choices=["nfc", "ccid"],
+    # The suite's --ccid mode (a USB CCID key) waits after each replug for the reader itself to vanish and
+    # return; vpcd's reader stays, so that mode cannot run here.
+    group.addoption("--fidosim-pcsc", default=None, choices=["nfc"],
                     help="serve the key as a card in a vpcd reader of a pcscd of the run's own and hand the suite "
-                         "that reader (--reader): as an NFC card, or with the suite's --ccid (a contact card)")
+                         "that reader (--reader): the suite's NFC mode")
 
 
 # -- the key ------------------------------------------------------------------------------------------------------
@@ -124,7 +126,7 @@ class Key:
             self.log.seek(0)
             raise pytest.UsageError(f"fidosim did not start: {' '.join(args)}\n{self.log.read()}")
         if self.pcsc is not None:
-            # The suite's contact-card mode connects at once: wait until the card is in the reader.
+            # Wait until the card is in the reader, so the suite's first connection finds it.
             from fidosim.pcsc import open_pcsc_device
 
             open_pcsc_device(self.pcsc.reader(0), timeout=20).close(release=True)
@@ -284,7 +286,6 @@ def pytest_configure(config):
 
             KEY.pcsc = PcscDaemon().start()
             config.option.reader = KEY.pcsc.reader(0)
-            config.option.ccid = mode == "ccid"
         KEY.start(fidosim)
     CONTROLLER = Controller()
     threading.Thread(target=CONTROLLER.serve_forever, daemon=True).start()

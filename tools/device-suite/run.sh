@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # python-fido2's own device tests (tests/device of its source distribution) against fidosim, in each configuration
 # of fidosim_device_suite.py (default: all four), over UDP, and the default configuration as an NFC card in a PC/SC
-# reader (nfc; ccid: the suite's contact-card mode). Prints the pass/skip/deselect counts per configuration
+# reader (nfc). Prints the pass/skip/deselect counts per configuration
 # and fails when any test fails.
 #
 #   tools/device-suite/run.sh [CONFIG ...]        FIDOSIM_BIN=path/to/fidosim (default .build/debug/fidosim)
@@ -58,7 +58,7 @@ else
     for config in "${configs[@]}"; do
         case $config in
             # The default configuration as a card in a vpcd reader of a pcscd of the run's own (--reader).
-            nfc | ccid) run "pcsc-$config" --fidosim-config default --fidosim-pcsc "$config" ;;
+            nfc) run pcsc-nfc --fidosim-config default --fidosim-pcsc nfc ;;
             *) run "$config" --fidosim-config "$config" ;;
         esac
     done
