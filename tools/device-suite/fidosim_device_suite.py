@@ -76,11 +76,10 @@ def pytest_addoption(parser):
     group.addoption("--fidosim-socket", default=None, help="control socket of the running key (--fidosim-hidraw)")
     group.addoption("--fidosim-serial", default=None,
                     help="--fidosim-hidraw: the key's USB serial number; other HID devices are not listed")
-    # The suite's --ccid mode (a USB CCID key) waits after each replug for the reader itself to vanish and
-    # return; vpcd's reader stays, so that mode cannot run here.
-    group.addoption("--fidosim-pcsc", default=None, choices=["nfc"],
+    group.addoption("--fidosim-pcsc", default=None, choices=["nfc", "ccid"],
                     help="serve the key as a card in a vpcd reader of a pcscd of the run's own and hand the suite "
-                         "that reader (--reader): the suite's NFC mode")
+                         "that reader (--reader): the suite's NFC mode, or its --ccid mode (a USB key with a "
+                         "smart-card interface: the key is also on USB, and its reader goes away while unplugged)")
 
 
 # -- the key ------------------------------------------------------------------------------------------------------
@@ -104,6 +103,8 @@ class Key:
         self.serial: str | None = None  # over hidraw: the key's USB serial number
         self.log = None
         self.pcsc = None  # the PcscDaemon whose reader holds the card (--fidosim-pcsc)
+        self.ccid = False  # --fidosim-pcsc ccid: the reader is the key's own, gone while it is unplugged
+        self.reader = ""  # the PC/SC reader the card is in
 
     def start(self, config: dict):
         self.directory = tempfile.mkdtemp(prefix="fidosim-device-suite-")
@@ -111,7 +112,12 @@ class Key:
         self.port = free_udp_port()
         if self.pcsc is not None:
             self.udp = False
-            where = ["--transport", "pcsc", "--vpcd-port", str(self.pcsc.port)]
+            index = int(os.environ.get("FIDOSIM_PCSC_READER", "0"))
+            self.reader = self.pcsc.reader(index)
+            where = ["--transport", "pcsc", "--vpcd-port", str(self.pcsc.port + index)]
+            if self.ccid:
+                # A USB key whose card interface is CCID: on USB (HID) too, so reset is allowed over USB.
+                where += ["--transport", "udp", "--port", str(self.port)]
         else:
             where = ["--transport", "udp", "--port", str(self.port)]
         ready = os.path.join(self.directory, "ready.json")
@@ -129,7 +135,7 @@ class Key:
             # Wait until the card is in the reader, so the suite's first connection finds it.
             from fidosim.pcsc import open_pcsc_device
 
-            open_pcsc_device(self.pcsc.reader(0), timeout=20).close(release=True)
+            open_pcsc_device(self.reader, timeout=20).close(release=True)
         if config.get("batch"):
             subprocess.run([fidosim_binary(), "attestation", "provision", "--socket", self.socket_path,
                             "--root-out", os.path.join(self.directory, "root.pem")],
@@ -224,6 +230,24 @@ fido2.hid.list_descriptors = _list_descriptors
 fido2.hid.open_connection = _open_connection
 fido2.hid.open_device = _open_device
 
+# The suite's --ccid mode is for a USB key with a smart-card interface: its reader is the key itself, so an unplugged
+# key's reader is gone, and the suite waits for that at a replug. vpcd's reader stays: while the key is unplugged
+# it is left out of python-fido2's reader list (the suite imports `_list_readers` at each call).
+try:
+    import fido2.pcsc as _fido2_pcsc
+except ImportError:  # no pyscard: no PC/SC run either
+    _fido2_pcsc = None
+else:
+    _real_list_readers = _fido2_pcsc._list_readers
+
+    def _list_readers():
+        readers = _real_list_readers()
+        if KEY.ccid and not KEY.plugged and KEY.pcsc is not None:
+            return [reader for reader in readers if reader.name != KEY.reader]
+        return readers
+
+    _fido2_pcsc._list_readers = _list_readers
+
 
 # -- the Pico controller -----------------------------------------------------------------------------------------
 
@@ -284,8 +308,12 @@ def pytest_configure(config):
         if mode:
             from fidosim.pcsc import PcscDaemon
 
-            KEY.pcsc = PcscDaemon().start()
-            config.option.reader = KEY.pcsc.reader(0)
+            # $FIDOSIM_PCSC_PORT: a pcscd run.sh holds for several runs at once (reader $FIDOSIM_PCSC_READER).
+            port = os.environ.get("FIDOSIM_PCSC_PORT")
+            KEY.pcsc = PcscDaemon.attach(int(port)) if port else PcscDaemon().start()
+            KEY.ccid = mode == "ccid"
+            config.option.reader = KEY.pcsc.reader(int(os.environ.get("FIDOSIM_PCSC_READER", "0")))
+            config.option.ccid = KEY.ccid
         KEY.start(fidosim)
     CONTROLLER = Controller()
     threading.Thread(target=CONTROLLER.serve_forever, daemon=True).start()

@@ -121,9 +121,11 @@ build_client() {
     mkdir -p "$mods"
     "$swiftc" "${fuzz_flags[@]}" -module-name CTAPCBOR -wmo -emit-module -emit-module-path "$mods/CTAPCBOR.swiftmodule" \
         -emit-object -o "$mods/CTAPCBOR.o" Sources/CTAPCBOR/*.swift || return 1
-    "$swiftc" "${fuzz_flags[@]}" -module-name FIDOClient -I "$mods" \
-        Sources/FIDOClient/{ClientError,AuthenticatorData,ReportChannel,CTAPHIDClient,CTAP2Client,U2FMessage}.swift \
-        tools/fuzz/client.swift "$mods/CTAPCBOR.o" -o "$out/client"
+    # CTAP2Client also speaks to cards: PCSCCard and pcsc-lite's header and library come along.
+    "$swiftc" "${fuzz_flags[@]}" -module-name FIDOClient -I "$mods" -I Sources/CPCSC \
+        $(pkg-config --cflags-only-I libpcsclite | sed 's/-I/-Xcc -I/g') \
+        Sources/FIDOClient/{ClientError,AuthenticatorData,ReportChannel,CTAPHIDClient,CTAP2Client,U2FMessage,PCSCCard}.swift \
+        tools/fuzz/client.swift "$mods/CTAPCBOR.o" -lpcsclite -o "$out/client"
 }
 
 pass=0

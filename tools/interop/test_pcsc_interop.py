@@ -258,6 +258,18 @@ def test_power_cycle_is_a_tap_volatile_state_goes_credentials_stay(card):
     server.authenticate_complete(state, [made.credential_data], got)
 
 
+def test_the_card_comes_back_when_pcscd_restarts(card, pcsc):
+    """pcscd restarting (an update, a crash) takes the reader away; the card reconnects and keeps its state."""
+    dev = card.device()
+    ClientPin(Ctap2(dev)).set_pin(PIN)
+    card._close_devices()
+    pcsc.restart()
+    ctap = Ctap2(card.device(timeout=20))
+    assert ctap.get_info().options["clientPin"] is True
+    # The reader powered the card anew: a card-only key starts over (a new PIN token is needed, and works).
+    ClientPin(ctap).get_pin_token(PIN)
+
+
 def test_one_key_on_usb_and_nfc(pcsc):
     """`--transport udp --transport pcsc`: a dual-interface key. A credential made over USB signs over NFC."""
     server = FidosimServer(binary=fidosim_binary(), transport="udp", args=["--transport", "pcsc", "--vpcd-port",

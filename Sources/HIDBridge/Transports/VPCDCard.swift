@@ -1,3 +1,4 @@
+import CDatagrams
 import CTAPCBOR
 package import CTAPNFC
 

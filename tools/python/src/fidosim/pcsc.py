@@ -73,6 +73,17 @@ class PcscDaemon:
         self.process: subprocess.Popen | None = None
         self._log = None
 
+    @classmethod
+    def attach(cls, port: int, name: str = "fidosim vpcd") -> "PcscDaemon":
+        """A pcscd another process started (``python -m fidosim.pcsc``) whose vpcd reader listens on ``port``:
+        its readers, without owning it (stop() leaves it running)."""
+        daemon = cls(name=name)
+        daemon.port = port
+        daemon.attached = True
+        return daemon
+
+    attached = False
+
     def reader(self, index: int = 0) -> str:
         """The PC/SC name of reader `index` (0: the card on ``port``, 1: on ``port + 1``)."""
         return f"{self.name} 00 {index:02d}"
@@ -93,16 +104,16 @@ class PcscDaemon:
                 pass
             except PermissionError as error:
                 raise PcscUnavailable(f"cannot remove the stale {stale}: {error}") from None
-        self.port = free_tcp_port_pair()
-        self.directory = tempfile.mkdtemp(prefix="fidosim-pcscd-")
-        conf = os.path.join(self.directory, "conf")
-        os.mkdir(conf)
-        with open(os.path.join(conf, "vpcd"), "w") as f:
-            f.write(f'FRIENDLYNAME "{self.name}"\nDEVICENAME /dev/null:0x{self.port:04X}\n'
-                    f"LIBPATH {VPCD_DRIVER}\nCHANNELID 0x{self.port:04X}\n")
+        if self.directory is None:
+            self.port = free_tcp_port_pair()
+            self.directory = tempfile.mkdtemp(prefix="fidosim-pcscd-")
+            os.mkdir(os.path.join(self.directory, "conf"))
+            with open(os.path.join(self.directory, "conf", "vpcd"), "w") as f:
+                f.write(f'FRIENDLYNAME "{self.name}"\nDEVICENAME /dev/null:0x{self.port:04X}\n'
+                        f"LIBPATH {VPCD_DRIVER}\nCHANNELID 0x{self.port:04X}\n")
         self._log = open(os.path.join(self.directory, "pcscd.log"), "w+b")
-        self.process = subprocess.Popen([self.pcscd, "-f", "-i", "-c", conf], stdin=subprocess.DEVNULL,
-                                        stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen([self.pcscd, "-f", "-i", "-c", os.path.join(self.directory, "conf")],
+                                        stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self.startup_timeout
         while not (_socket_live(PCSCD_SOCKET) and self._listening()):
             if self.process.poll() is not None:
@@ -116,6 +127,11 @@ class PcscDaemon:
             time.sleep(0.05)
         return self
 
+    def restart(self) -> "PcscDaemon":
+        """Stops pcscd and starts it again with the same reader on the same port (a card reconnects by itself)."""
+        self._stop_process()
+        return self.start()
+
     def _listening(self) -> bool:
         """Whether vpcd listens for the card on ``port`` (pcscd -i logs it)."""
         return f"port {self.port}" in self.log()
@@ -127,7 +143,7 @@ class PcscDaemon:
         self._log.seek(0)
         return self._log.read().decode(errors="replace")
 
-    def stop(self) -> int | None:
+    def _stop_process(self) -> int | None:
         # pyscard gives a connection's PC/SC context back when the object is collected, and raises if pcscd is
         # gone by then: collect what is unreachable while pcscd still answers.
         gc.collect()
@@ -144,8 +160,15 @@ class PcscDaemon:
         if self._log is not None:
             self._log.close()
             self._log = None
+        return code
+
+    def stop(self) -> int | None:
+        if self.attached:
+            return None
+        code = self._stop_process()
         if self.directory:
             shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
         return code
 
     def __enter__(self) -> "PcscDaemon":
@@ -170,3 +193,31 @@ def open_pcsc_device(reader: str, timeout: float = 10.0):
         if time.monotonic() >= deadline:
             raise TimeoutError(f"no FIDO card in reader {reader!r} within {timeout} s (last error: {last})")
         time.sleep(0.1)
+
+
+def main() -> int:
+    """`python -m fidosim.pcsc`: starts a pcscd with a vpcd reader on a free port, prints one JSON line (pid, port,
+    readers) and keeps it until standard input closes or SIGTERM/SIGINT comes; then stops it."""
+    import json
+    import sys
+    import threading
+
+    daemon = PcscDaemon()
+    try:
+        daemon.start()
+    except PcscUnavailable as error:
+        print(f"fidosim.pcsc: {error}", file=sys.stderr)
+        return 1
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    print(json.dumps({"pid": daemon.process.pid, "port": daemon.port, "readers": [daemon.reader(0), daemon.reader(1)]}),
+          flush=True)
+    done.wait()
+    daemon.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

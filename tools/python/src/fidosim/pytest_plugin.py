@@ -7,6 +7,9 @@ Fixtures:
   ``.port``/``.serial``. Options come from ``@pytest.mark.fidosim(profile=..., presence=..., uv=..., pin=...,
   transport=..., flash=..., keys=..., credentials=..., args=[...])``.
 - ``fidosim_server``: a factory, ``fidosim_server(**options)`` starts another key server (``.keys``, ``.key``).
+- ``fidosim_pcsc``: a pcscd of the session's own with a vpcd reader (``fidosim.pcsc.PcscDaemon``); a key with
+  ``transport="pcsc"`` is a card in it, and ``.device()`` is python-fido2's ``CtapPcscDevice`` (needs pyscard,
+  pcscd and vsmartcard-vpcd; skips the test when pcscd cannot be started, saying why).
 
 The binary is ``--fidosim-bin``, else $FIDOSIM_BIN, else `fidosim` on PATH. A key that died during the test, or that
 did not exit cleanly on SIGTERM, fails the test at teardown with its standard error.
@@ -68,9 +71,24 @@ def fidosim_server():
         _finish(server)
 
 
+@pytest.fixture(scope="session")
+def fidosim_pcsc():
+    """A pcscd of the session's own whose vpcd reader the PC/SC keys join."""
+    from .pcsc import PcscDaemon, PcscUnavailable
+
+    try:
+        daemon = PcscDaemon().start()
+    except PcscUnavailable as error:
+        pytest.skip(f"no PC/SC reader for fidosim: {error}")
+    yield daemon
+    daemon.stop()
+
+
 @pytest.fixture
 def fidosim_key(request, fidosim_server):
     """A virtual key for this test (options: ``@pytest.mark.fidosim(...)``)."""
     marker = request.node.get_closest_marker("fidosim")
     options = dict(marker.kwargs) if marker else {}
+    if options.get("transport") == "pcsc" and "pcsc" not in options:
+        options["pcsc"] = request.getfixturevalue("fidosim_pcsc")
     return fidosim_server(**options).key
