@@ -15,7 +15,7 @@ SERVE_ARGS ?=
 # Debian packages the tests need, as command:package pairs (installed only when the command is missing).
 DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux strace:strace \
 	Xvfb:xvfb dunst:dunst notify-send:libnotify-bin busctl:systemd gdbus:libglib2.0-bin dbus-daemon:dbus-daemon \
-	systemd-analyze:systemd pcscd:pcscd pcsc_scan:pcsc-tools opensc-tool:opensc swig:swig
+	systemd-analyze:systemd pcscd:pcscd pcsc_scan:pcsc-tools opensc-tool:opensc swig:swig usbip:usbip
 # Files whose package the tests need, as path:package pairs (the vpcd reader driver for the PC/SC card tests).
 DEB_FILES := /usr/lib/pcsc/drivers/serial/libifdvpcd.so:vsmartcard-vpcd
 # Libraries the build links (hidapi for FIDOClient's HID transport, OpenSSL's libcrypto for its verification), as
@@ -121,8 +121,15 @@ venv: deps
 python-package-test: venv build
 	bash tools/python/test-install.sh $(CURDIR)/$(BIN) $(VENV_PY) $(PYTHON)
 
+# The PC/SC tests (they own the machine's one pcscd while they run) go in a lane beside the rest: both mostly wait.
 interop: venv build
-	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_DESKTOP=1 FIDOSIM_REQUIRE_PCSC=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q tools/interop tools/e2e/test_steps.py
+	@pcsc_log=$$(mktemp); \
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_PCSC=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q \
+	  tools/interop/test_pcsc_interop.py >$$pcsc_log 2>&1 & pcsc_pid=$$!; \
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_DESKTOP=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q \
+	  --ignore=tools/interop/test_pcsc_interop.py tools/interop tools/e2e/test_steps.py; rc=$$?; \
+	wait $$pcsc_pid; pcsc_rc=$$?; echo "interop, PC/SC lane (tools/interop/test_pcsc_interop.py):"; cat $$pcsc_log; \
+	rm -f $$pcsc_log; [ $$rc = 0 ] && [ $$pcsc_rc = 0 ]
 
 # python-fido2's device tests, written for real keys, in four configurations (tools/device-suite/run.sh).
 device-suite: venv build
@@ -134,9 +141,9 @@ test: format-lint fuzz-smoke unit-test python-package-test interop device-suite 
 # The end-to-end run in a VM: Debian's kernel (with uhid) under virtme-ng, real clients against /dev/hidraw.
 E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* busybox-static:/bin/busybox \
 	fido2-tools:fido2-token openssh-client:ssh-keygen chromium:chromium chromium-driver:chromedriver \
-	firefox-esr:firefox-esr
+	firefox-esr:firefox-esr usbip:usbip
 E2E_PY := 'virtme_ng=virtme-ng' 'selenium=selenium' 'websockets=websockets'
-E2E_GROUPS ?= libfido2,ssh,python,conform,bridge,gadget,browser
+E2E_GROUPS ?= libfido2,ssh,python,conform,bridge,gadget,usbip,browser
 E2E_REPEAT ?= 1
 
 e2e-deps: deps

@@ -109,7 +109,7 @@ package final class PCSCCard {
                 &handle,
                 &activeProtocol
             )
-            guard rv == Self.noCard || rv == Self.removedCard, CTAPHIDClient.nowMs() < deadline else { break }
+            guard Self.cardNotReady.contains(rv), CTAPHIDClient.nowMs() < deadline else { break }
             usleep(100_000)
         } while true
         guard rv == 0 else { throw .transport("pcsc: no card in \(reader): \(Self.describe(rv))") }
@@ -238,6 +238,9 @@ package final class PCSCCard {
     static let noReaders = 0x8010_002E  // SCARD_E_NO_READERS_AVAILABLE
     static let noCard = 0x8010_000C  // SCARD_E_NO_SMARTCARD
     static let removedCard = 0x8010_0069  // SCARD_W_REMOVED_CARD
+    /// What SCardConnect says while a card is arriving or being powered: no card yet, removed, unresponsive,
+    /// unpowered, just reset, reader not ready.
+    static let cardNotReady: Set<LONG> = [noCard, removedCard, 0x8010_0066, 0x8010_0067, 0x8010_0068, 0x8010_0010]
     /// How long ``connect()`` waits for a card to be in the reader.
     package var cardWaitMs = 3000
 
