@@ -34,6 +34,7 @@ let package = Package(
         ),
         .target(name: "ControlProtocol", swiftSettings: swiftSettings),
         .target(name: "CTAPNFC", swiftSettings: swiftSettings),
+        .target(name: "USBIP", swiftSettings: swiftSettings),
         .target(name: "FlashStore", swiftSettings: swiftSettings),
         .target(
             name: "FlashImage",
@@ -119,7 +120,8 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPNFC", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl", "Console",
+                "CTAPCBOR", "CTAPHID", "CTAPNFC", "USBIP", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl",
+                "Console",
                 "ControlProtocol",
                 "FlashImage",
                 "HIDAPIDevice",
@@ -165,6 +167,7 @@ let package = Package(
         ),
         .testTarget(name: "CTAPCBORTests", dependencies: ["CTAPCBOR", "FlashStore"], swiftSettings: swiftSettings),
         .testTarget(name: "CTAPNFCTests", dependencies: ["CTAPNFC"], swiftSettings: swiftSettings),
+        .testTarget(name: "USBIPTests", dependencies: ["USBIP"], swiftSettings: swiftSettings),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AttestationTests",

@@ -1,7 +1,9 @@
+// (sys/epoll.h: the USB/IP transport polls its listener and connections through one epoll descriptor.)
 // sendmmsg is a GNU extension that Swift's Glibc module does not show (it is built without _GNU_SOURCE), so it is
 // reached through syscall() with the kernel's struct mmsghdr layout: several datagrams handed to the kernel in one
 // call (UDPTransport sends the reports of an answer with it, and drains what is waiting with recvmmsg).
 #include <sys/socket.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <netinet/in.h>
 #include <unistd.h>

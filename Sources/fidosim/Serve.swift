@@ -38,6 +38,17 @@ struct Serve: ParsableCommand {
     )
     var transport: [TransportChoice] = []
 
+    @Option(
+        help: "--transport usbip: the address the USB/IP server listens on (another machine's needs --allow-remote)."
+    )
+    var usbipHost: String = "127.0.0.1"
+
+    @Option(
+        help:
+            "--transport usbip: the USB/IP server's TCP port (0 picks a free one; key N of --keys takes port + N - 1)."
+    )
+    var usbipPort: UInt16 = 3240
+
     @Option(help: "--transport pcsc: the address vpcd listens on for the card.")
     var vpcdHost: String = "127.0.0.1"
 
@@ -340,6 +351,15 @@ struct Serve: ParsableCommand {
         if !transport.contains(.pcsc) && (vpcdPort != 35963 || vpcdHost != "127.0.0.1") {
             throw ValidationError("--vpcd-host and --vpcd-port are for --transport pcsc")
         }
+        if !transport.contains(.usbip) && (usbipPort != 3240 || usbipHost != "127.0.0.1") {
+            throw ValidationError("--usbip-host and --usbip-port are for --transport usbip")
+        }
+        if !KeyFactory.isLoopback(usbipHost) && !allowRemote {
+            throw ValidationError(
+                "--usbip-host \(usbipHost) can be reached from other machines, and anyone who reaches it can attach the "
+                    + "key and use it: add --allow-remote to mean it, or listen on 127.0.0.1"
+            )
+        }
         if !KeyFactory.isLoopback(vpcdHost) && !allowRemote {
             throw ValidationError(
                 "--vpcd-host \(vpcdHost) is another machine: the key would be a card in a reader there; "
@@ -434,6 +454,7 @@ struct Serve: ParsableCommand {
                     spec,
                     transport: chosen,
                     card: card ? vpcdPort &+ index : nil,
+                    usbipPort: usbipPort == 0 ? 0 : usbipPort &+ index,
                     several: specs.count > 1,
                     logger: logger
                 )
@@ -497,6 +518,8 @@ struct Serve: ParsableCommand {
         factory.resetTransports = resetTransports.map { $0.split(separator: ",").map(String.init) }
         factory.vpcdHost = vpcdHost
         factory.vpcdPort = vpcdPort
+        factory.usbipHost = usbipHost
+        factory.usbipPort = usbipPort
         factory.pinPolicyURL = pinPolicyUrl
         factory.backupEligible = backupEligible.map { $0 == .on }
         factory.backupState = backupState.map { $0 == .on }

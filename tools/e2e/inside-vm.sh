@@ -9,7 +9,7 @@ out=$2
 repo=$3
 python=${PYTHON:-python3}
 pin() { "$python" "$repo/tools/e2e/answer_pin.py" 1234 "$@"; } # runs a command, typing PIN 1234 at its prompts
-groups=${E2E_GROUPS:-libfido2,ssh,python,conform,bridge,gadget,browser}
+groups=${E2E_GROUPS:-libfido2,ssh,python,conform,bridge,gadget,usbip,browser}
 want() { [[ ",$groups," == *",$1,"* ]]; }
 rounds=${E2E_REPEAT:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "E2E_REPEAT must be a positive number, not '$rounds'"; rounds=1; }
@@ -45,6 +45,7 @@ run_round() {
     e2e_bridge
     e2e_gadget
     join_lane second
+    e2e_usbip
     e2e_ssh
     e2e_browser
 }

@@ -23,7 +23,7 @@ set +e
 repeat=${E2E_REPEAT:-1}
 [[ $repeat =~ ^[1-9][0-9]*$ ]] || { echo "E2E_REPEAT must be a positive number, not '$repeat'"; exit 2; }
 timeout $((300 + 1200 * repeat)) vng --run "$kernel" --disable-kvm --user root --memory 4G --cpus 2 --rwdir "$results" \
-    --exec "PYTHON=$python E2E_REPEAT=$repeat E2E_GROUPS=${E2E_GROUPS:-libfido2,ssh,python,conform,bridge,gadget,browser} E2E_BROWSERS='${E2E_BROWSERS:-chromium firefox}' bash $here/inside-vm.sh $bin $results $repo" 2>&1 | grep -v -E '^\s*$'
+    --exec "PYTHON=$python E2E_REPEAT=$repeat E2E_GROUPS=${E2E_GROUPS:-libfido2,ssh,python,conform,bridge,gadget,usbip,browser} E2E_BROWSERS='${E2E_BROWSERS:-chromium firefox}' bash $here/inside-vm.sh $bin $results $repo" 2>&1 | grep -v -E '^\s*$'
 status=${PIPESTATUS[0]}
 set -e
 echo "e2e: VM exited with status $status after $(( $(date +%s) - start )) s"

@@ -38,7 +38,7 @@ case ${FUZZ_TIMEOUT:-$default_timeout} in '' | *[!0-9]* | 0) echo "FUZZ_TIMEOUT:
 timeout=$((10#${FUZZ_TIMEOUT:-$default_timeout}))
 case ${FUZZ_JOBS:-1} in *[!0-9]*) FUZZ_JOBS=0 ;; esac
 [ $((10#${FUZZ_JOBS:-1})) -ge 1 ] || { echo "FUZZ_JOBS: a number of processes, 1 or more"; exit 64; }
-[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid nfc flashstore flashimage authenticator control client)
+[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid nfc usbip flashstore flashimage authenticator control client)
 swiftc=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)
 
 module_of() {
@@ -46,6 +46,7 @@ module_of() {
         cbor) echo CTAPCBOR ;;
         ctaphid) echo CTAPHID ;;
         nfc) echo CTAPNFC ;;
+        usbip) echo USBIP ;;
         flashstore | flashimage) echo FlashStore ;;
         authenticator) echo CTAPCore ;;
         control) echo ControlProtocol ;;
@@ -57,7 +58,7 @@ module_of() {
 fuzz_flags=(-sanitize=fuzzer,address -parse-as-library -O -package-name fidosim
     -enable-upcoming-feature InternalImportsByDefault)
 
-# One module whose sources contain the driver: CTAPCBOR, CTAPHID, CTAPNFC, FlashStore, ControlProtocol.
+# One module whose sources contain the driver: CTAPCBOR, CTAPHID, CTAPNFC, USBIP, FlashStore, ControlProtocol.
 build_single() { # $1 target, $2 module
     local sources
     mapfile -t sources < <(find Sources/"$2" -name '*.swift' | sort)

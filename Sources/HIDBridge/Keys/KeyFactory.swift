@@ -3,6 +3,7 @@ import CTAPHID
 package import Console
 import HIDAPIDevice
 package import Logging
+import USBIP
 
 #if canImport(Glibc)
 import CProcessControl
@@ -12,6 +13,8 @@ import Glibc
 /// Where a virtual key's reports travel.
 package enum TransportChoice: String, CaseIterable, Sendable {
     case auto, udp, uhid, hid, gadget
+    /// A USB device exported over USB/IP (TCP), which `usbip attach` makes a USB device on another machine.
+    case usbip
     /// A card in vsmartcard's vpcd reader, which pcscd presents to every PC/SC client (the NFC binding).
     case pcsc
 }
@@ -129,6 +132,9 @@ package struct KeyFactory {
     /// Where vpcd listens for the card (`--transport pcsc`): the first key's port; key N takes port + N - 1.
     package var vpcdHost = "127.0.0.1"
     package var vpcdPort: UInt16 = 35963
+    /// Where the USB/IP server listens (`--transport usbip`): the first key's port; key N takes port + N - 1.
+    package var usbipHost = "127.0.0.1"
+    package var usbipPort: UInt16 = 3240
     /// getInfo pinComplexityPolicyURL, if the key names one.
     package var pinPolicyURL: String?
     /// New credentials are backup eligible / backed up (WebAuthn Level 3); nil: the profile says.
@@ -148,6 +154,7 @@ package struct KeyFactory {
         _ spec: KeySpec,
         transport chosen: TransportChoice,
         card cardPort: UInt16? = nil,
+        usbipPort usbipPortOverride: UInt16? = nil,
         several: Bool,
         logger: Logger
     ) throws -> (SlotIO, [ConsoleLine]) {
@@ -209,6 +216,16 @@ package struct KeyFactory {
                 device = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
             } else if chosen == .pcsc {
                 device = NoReportTransport()
+            } else if chosen == .usbip {
+                let exported = USBDevice(
+                    vendorID: UInt16(vendorID),
+                    productID: UInt16(productID),
+                    manufacturer: "fidosim",
+                    product: deviceName,
+                    serial: spec.serial ?? persistent.serial,
+                    reportDescriptor: UHIDDeviceInfo.reportDescriptor
+                )
+                device = try USBIPTransport(host: usbipHost, port: usbipPortOverride ?? usbipPort, device: exported)
             } else {
                 device = try UDPTransport(
                     host: host,
@@ -267,7 +284,10 @@ package struct KeyFactory {
         if chosen != .udp, case .approve = mode {
             lines.append(
                 .error(
-                    "fidosim: warning: presence \(mode) on \(chosen.rawValue): any local program that can open the key "
+                    "fidosim: warning: presence \(mode) on \(chosen.rawValue): "
+                        + (chosen == .usbip
+                            ? "the host that attaches the key, and any program there that can open it, "
+                            : "any local program that can open the key ")
                         + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key"
                 )
             )

@@ -1,5 +1,6 @@
 package import ControlProtocol
 import SystemPackage
+import USBIP
 
 #if canImport(Glibc)
 import Glibc
@@ -50,6 +51,12 @@ package enum ReadyFile {
         case let gadget as GadgetTransport:
             out["transport"] = .string("gadget")
             out["device"] = .string(gadget.node)
+        case let usbip as USBIPTransport:
+            out["transport"] = .string("usbip")
+            out["host"] = .string(usbip.host)
+            out["port"] = .integer(Int64(usbip.port))
+            out["busId"] = .string(usbip.device.busID)
+            out["serial"] = .string(usbip.device.serial)
         case let board as HIDAPITransport:
             out["transport"] = .string("hid")
             out["device"] = .string(board.summary)

@@ -1,0 +1,91 @@
+# The VM run's usbip group: fidosim as a USB/IP server (serve --transport usbip); Linux's vhci-hcd imports the key
+# with `usbip attach`, and it is a USB HID device with a hidraw node like any key. Sourced by inside-vm.sh;
+# e2e_usbip runs it in the current round, after the second lane (OpenSSH talks to every FIDO device it finds).
+
+usbip_serial=
+usbip_ready() { UDEV=$(hidraw_with "HID_UNIQ=$usbip_serial"); }
+usbip_gone() { no_hidraw_with "HID_UNIQ=$usbip_serial"; }
+usbip_listed() { usbip list -r 127.0.0.1 2>/dev/null | grep -q "1209:f1d0"; }
+usbip_port() { usbip port 2>/dev/null | sed -n 's/^Port \([0-9]*\):.*/\1/p' | head -1; }
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+
+start_usbip() {
+    modprobe vhci-hcd || return 1
+    usbip_serial=U$RANDOM$RANDOM
+    "$bin" serve --transport usbip --flash memory --presence approve --presence-delay 0 --name usbip \
+        --serial "$usbip_serial" --log-level info >"$out/serve-usbip.log" 2>&1 &
+    serve_pid=$!
+    serve_gone=(usbip_gone)
+    wait_for 30 "the USB/IP server" usbip_listed && return 0
+    cat "$out/serve-usbip.log"
+    stop_key
+    return 1
+}
+
+attach_usbip() {
+    local start
+    start=$(date +%s%N)
+    usbip attach -r 127.0.0.1 -b 1-1 || return 1
+    wait_for 30 "the attached key's hidraw node" usbip_ready || return 1
+    echo "usbip: attach to hidraw node in $(ms_since "$start") ms" | tee -a "$out/usbip-timing.txt"
+}
+
+detach_usbip() {
+    local port
+    port=$(usbip_port)
+    [ -n "$port" ] || { echo "no port is attached"; return 1; }
+    usbip detach -p "$port" && wait_for 30 "the detached key's hidraw node to go" usbip_gone
+}
+
+usbip_make_and_assert() { # a discoverable credential made and an assertion verified through the imported device
+    local cdh id
+    cdh() { head -c 32 /dev/urandom | base64; }
+    printf '%s\n%s\n%s\n%s\n' "$(cdh)" "example.com" "alice" "$(head -c 16 /dev/urandom | base64)" >usbip.in
+    fido2-cred -M -r -i usbip.in -o usbip.cred "$UDEV" es256 &&
+        fido2-cred -V -i usbip.cred -o usbip.pub es256 || return 1
+    id=$(sed -n 5p usbip.cred)
+    printf '%s\n%s\n%s\n' "$(cdh)" "example.com" "$id" >usbip.ain
+    local start
+    start=$(date +%s%N)
+    fido2-assert -G -i usbip.ain -o usbip.assert "$UDEV" || return 1
+    echo "usbip: fido2-assert -G (getAssertion with its INIT and getInfo) in $(ms_since "$start") ms" |
+        tee -a "$out/usbip-timing.txt"
+    fido2-assert -V -i usbip.assert usbip.pub es256
+}
+
+usbip_discoverable_after_reattach() { # the credential made before the detach signs after the attach
+    printf '%s\n%s\n' "$(head -c 32 /dev/urandom | base64)" "example.com" >usbip-rk.ain
+    fido2-assert -G -r -i usbip-rk.ain -o usbip-rk.assert "$UDEV" && fido2-assert -V -i usbip-rk.assert usbip.pub es256
+}
+
+e2e_usbip() {
+if want usbip; then
+    group
+    gate start-usbip start_usbip
+    step usbip-list bash -c "usbip list -r 127.0.0.1 | tee /dev/stderr | grep -q '1-1: .*(1209:f1d0)'"
+    gate usbip-attach attach_usbip
+    step usbip-usb-device bash -c "grep -l '$usbip_serial' /sys/bus/usb/devices/*/serial | tee /dev/stderr | grep -q ."
+    step usbip-fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$UDEV: vendor=0x1209, product=0xf1d0'"
+    step usbip-fido2-token-info bash -c "fido2-token -I $UDEV | tee /dev/stderr | grep -q 'version strings: U2F_V2'"
+    step usbip-cred-assert usbip_make_and_assert
+    step usbip-ssh-keygen bash -c "rm -f usbip_sk usbip_sk.pub; ssh-keygen -q -t ecdsa-sk -N '' -f usbip_sk </dev/null && \
+        echo signed >usbip_msg && ssh-keygen -Y sign -n file -f usbip_sk usbip_msg && \
+        printf 'u %s\n' \"\$(cat usbip_sk.pub)\" >usbip_allowed && \
+        ssh-keygen -Y verify -n file -f usbip_allowed -I u -s usbip_msg.sig <usbip_msg"
+    step usbip-conform "$bin" conform --device "hid:$UDEV" --name usbip --report "$out/conform-usbip"
+    # A detach is an unplug: the key power-cycles (volatile state goes), its credentials stay.
+    step usbip-detach detach_usbip
+    step usbip-detach-is-a-power-cycle grep -q "the host detached the key" "$out/serve-usbip.log"
+    step usbip-reattach attach_usbip
+    step usbip-credentials-kept usbip_discoverable_after_reattach
+    # The control plane's power cycle pulls the key out of its host (the host sees the device go) and offers it
+    # again: attaching once more finds it, with its credentials.
+    step usbip-control-power-cycle bash -c "'$bin' ctl --name usbip power-cycle && \
+        for i in \$(seq 100); do [ -z \"\$(usbip port 2>/dev/null | sed -n 's/^Port \([0-9]*\):.*/\1/p')\" ] && exit 0; sleep 0.1; done; exit 1"
+    step usbip-attach-after-power-cycle attach_usbip
+    step usbip-credentials-after-power-cycle usbip_discoverable_after_reattach
+    cleanup usbip-detach-last bash -c "[ -z \"\$(usbip port 2>/dev/null | sed -n 's/^Port \([0-9]*\):.*/\1/p')\" ] || \
+        usbip detach -p \"\$(usbip port | sed -n 's/^Port \([0-9]*\):.*/\1/p' | head -1)\""
+    cleanup stop-usbip stop_key
+fi
+}

@@ -1,0 +1,157 @@
+"""fidosim as a USB/IP server (`serve --transport usbip`), from the host side that needs no kernel module: Linux's
+own `usbip list` reads the exported device, a raw client imports it and speaks URBs, and malformed clients are
+disconnected without harming the key. The attach through vhci-hcd, and libfido2, OpenSSH and conform on the
+imported device, run in the VM (tools/e2e/groups/usbip.sh).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import struct
+import subprocess
+import time
+
+import pytest
+
+from conftest import fidosim_binary
+from fidosim import FidosimServer
+
+DEVID = 0x00010002
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def usbip_key():
+    port = free_tcp_port()
+    server = FidosimServer(binary=fidosim_binary(), transport="usbip",
+                           args=["--usbip-port", str(port), "--serial", "USBIPTEST1"])
+    server.start()
+    yield server, port
+    code = server.stop()
+    assert code == 0, server.stderr()
+
+
+def connect(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.settimeout(5)
+    return s
+
+
+def read_exactly(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise EOFError(f"closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def import_device(port: int) -> socket.socket:
+    s = connect(port)
+    s.sendall(struct.pack(">HHI", 0x0111, 0x8003, 0) + b"1-1".ljust(32, b"\0"))
+    reply = read_exactly(s, 8)
+    assert struct.unpack(">HHI", reply) == (0x0111, 0x0003, 0)
+    read_exactly(s, 0x138)
+    return s
+
+
+def submit(seqnum, direction_in, ep, length, setup=b"\0" * 8, data=b""):
+    return struct.pack(">IIIIIIIIII", 1, seqnum, DEVID, 1 if direction_in else 0, ep, 0, length, 0, 0xFFFFFFFF,
+                       0) + setup + data
+
+
+def ret_submit(s: socket.socket, with_data: bool):
+    header = read_exactly(s, 48)
+    command, seqnum, _, _, _, status, length = struct.unpack(">IIIIIiI", header[:28])
+    assert command == 3
+    return seqnum, status, read_exactly(s, length) if with_data and length else b""
+
+
+def test_usbip_list_shows_the_key(usbip_key):
+    if shutil.which("usbip") is None:
+        pytest.fail("usbip (Debian package usbip) is needed: make deps installs it")
+    _, port = usbip_key
+    out = subprocess.run(["usbip", "--tcp-port", str(port), "list", "-r", "127.0.0.1"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "1-1: " in out.stdout and "(1209:f1d0)" in out.stdout, out.stdout
+    assert "(03/00/00)" in out.stdout  # one HID interface
+
+
+def test_a_raw_host_runs_ctaphid_init_over_urbs(usbip_key):
+    server, port = usbip_key
+    s = import_device(port)
+    # Descriptors as a host reads them, then SET_CONFIGURATION.
+    s.sendall(submit(1, True, 0, 18, bytes([0x80, 6, 0, 1, 0, 0, 18, 0])))
+    _, status, device = ret_submit(s, True)
+    assert status == 0 and device[:2] == b"\x12\x01" and device[8:12] == b"\x09\x12\xd0\xf1"
+    s.sendall(submit(2, True, 0, 255, bytes([0x80, 6, 3, 3, 0x09, 0x04, 255, 0])))
+    _, _, serial = ret_submit(s, True)
+    assert serial[2:].decode("utf-16-le") == "USBIPTEST1"
+    s.sendall(submit(3, False, 0, 0, bytes([0, 9, 1, 0, 0, 0, 0, 0])))
+    assert ret_submit(s, False)[1] == 0
+    # An IN transfer waits; CTAPHID_INIT goes OUT; the answer comes on the waiting IN transfer.
+    s.sendall(submit(4, True, 1, 64))
+    nonce = b"12345678"
+    s.sendall(submit(5, False, 1, 64, data=(b"\xff\xff\xff\xff\x86\x00\x08" + nonce).ljust(64, b"\0")))
+    answers = {}
+    for _ in range(2):
+        header = read_exactly(s, 48)
+        seqnum, status, length = struct.unpack(">IiI", header[4:8] + header[20:28])
+        answers[seqnum] = (status, read_exactly(s, length) if seqnum == 4 else b"")
+    assert answers[5][0] == 0
+    status, report = answers[4]
+    assert status == 0 and report[4] == 0x86 and report[7:15] == nonce
+    s.close()
+
+
+def test_one_host_at_a_time_and_a_detach_is_a_power_cycle(usbip_key):
+    server, port = usbip_key
+    first = import_device(port)
+    second = connect(port)
+    second.sendall(struct.pack(">HHI", 0x0111, 0x8003, 0) + b"1-1".ljust(32, b"\0"))
+    assert struct.unpack(">HHI", read_exactly(second, 8)) == (0x0111, 0x0003, 1)
+    events = server.key.events
+    first.close()
+    assert events.wait_for("powerCycle", timeout=10)
+    import_device(port).close()
+
+
+def test_malformed_clients_are_disconnected_and_the_key_serves_on(usbip_key):
+    server, port = usbip_key
+    for garbage in [b"\x01\x06\x80\x05\0\0\0\0", b"\x01\x11\x12\x34\0\0\0\0", b"\xff" * 100]:
+        s = connect(port)
+        s.sendall(garbage)
+        assert s.recv(100) == b"", "the connection is closed"
+        s.close()
+    s = import_device(port)
+    s.sendall(struct.pack(">IIIIIIIIII", 1, 1, 0x7777, 1, 1, 0, 64, 0, 0xFFFFFFFF, 0) + b"\0" * 8)  # wrong devid
+    assert s.recv(100) == b""
+    s.close()
+    # The key is alive and the device can be imported again.
+    import_device(port).close()
+    assert server.process.poll() is None
+
+
+def test_usbip_options_are_checked():
+    binary = str(fidosim_binary())
+    remote = subprocess.run([binary, "serve", "--transport", "usbip", "--usbip-host", "0.0.0.0"],
+                            capture_output=True, text=True, timeout=30)
+    assert remote.returncode == 2 and "--allow-remote" in remote.stderr
+    stray = subprocess.run([binary, "serve", "--transport", "udp", "--usbip-port", "4000"],
+                           capture_output=True, text=True, timeout=30)
+    assert stray.returncode == 2 and "--usbip-host and --usbip-port are for --transport usbip" in stray.stderr
+    port = free_tcp_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        busy = subprocess.run([binary, "serve", "--transport", "usbip", "--usbip-port", str(port), "--flash",
+                               "memory", "--control", "off"], capture_output=True, text=True, timeout=30)
+    assert busy.returncode == 1 and f"cannot listen on tcp 127.0.0.1:{port} for USB/IP" in busy.stderr
