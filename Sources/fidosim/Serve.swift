@@ -33,7 +33,8 @@ struct Serve: ParsableCommand {
         help: ArgumentHelp(
             "Transport: auto picks uhid when /dev/uhid is writable, else udp; hid serves through a HID bridge board "
                 + "(--device); pcsc is a card in vsmartcard's vpcd reader (NFC), alone or given beside another "
-                + "(--transport uhid --transport pcsc: one key on USB and NFC)."
+                + "(--transport uhid --transport pcsc: one key on USB and NFC); usbip exports the key over USB/IP, alone "
+                + "or beside another (--transport uhid --transport usbip: one key on this machine and another host)."
         )
     )
     var transport: [TransportChoice] = []
@@ -341,11 +342,13 @@ struct Serve: ParsableCommand {
         guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 != UInt8(ascii: "/") }) else {
             throw ValidationError("--name must be a non-empty word without '/'")
         }
-        let hidTransports = transport.filter { $0 != .pcsc }
-        guard hidTransports.count <= 1, transport.filter({ $0 == .pcsc }).count <= 1 else {
+        let hidTransports = transport.filter { $0 != .pcsc && $0 != .usbip }
+        guard hidTransports.count <= 1, transport.filter({ $0 == .pcsc }).count <= 1,
+            transport.filter({ $0 == .usbip }).count <= 1, !(hidTransports == [.auto] && transport.count > 1)
+        else {
             throw ValidationError(
-                "--transport: one of auto, udp, uhid, hid, gadget, and pcsc beside it or alone (given: "
-                    + transport.map(\.rawValue).joined(separator: ", ") + ")"
+                "--transport: one of udp, uhid, hid, gadget, with usbip and pcsc beside it or alone; auto only alone "
+                    + "(given: " + transport.map(\.rawValue).joined(separator: ", ") + ")"
             )
         }
         if !transport.contains(.pcsc) && (vpcdPort != 35963 || vpcdHost != "127.0.0.1") {
@@ -366,7 +369,8 @@ struct Serve: ParsableCommand {
                     + "add --allow-remote to mean it"
             )
         }
-        let transport = hidTransports.first ?? (self.transport.isEmpty ? .auto : .pcsc)
+        let transport =
+            hidTransports.first ?? self.transport.first { $0 != .pcsc } ?? (self.transport.isEmpty ? .auto : .pcsc)
         if transport == .hid {
             guard let device, !device.isEmpty else {
                 throw ValidationError("--transport hid needs --device VID:PID (hex, e.g. 1209:0001) or a hidraw path")
@@ -438,7 +442,11 @@ struct Serve: ParsableCommand {
         if let warning = SecretsInMemory.protect() { printError(warning) }
         let specs = try keySpecs()
         let card = transport.contains(.pcsc)
-        var chosen = transport.first { $0 != .pcsc } ?? (card ? .pcsc : .auto)
+        // usbip beside another HID transport joins it; alone it is the key's one HID transport.
+        let alsoUSBIP = transport.contains(.usbip) && transport.contains { $0 != .pcsc && $0 != .usbip }
+        var chosen =
+            transport.first { $0 != .pcsc && $0 != .usbip } ?? transport.first { $0 == .usbip }
+            ?? (card ? .pcsc : .auto)
         if chosen == .auto {
             let (automatic, line) = TransportChoice.automatic(uhidPath: uhidPath, udpAddress: "\(host):\(port)")
             chosen = automatic
@@ -455,6 +463,7 @@ struct Serve: ParsableCommand {
                     transport: chosen,
                     card: card ? vpcdPort &+ index : nil,
                     usbipPort: usbipPort == 0 ? 0 : usbipPort &+ index,
+                    alsoUSBIP: alsoUSBIP,
                     several: specs.count > 1,
                     logger: logger
                 )

@@ -14,7 +14,11 @@ import time
 
 import pytest
 
+from fido2.hid import CtapHidConnection, CtapHidDevice, HidDescriptor
+from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
+
 from conftest import fidosim_binary
+from ctap_helpers import authenticate, make_client, make_server, register, web_user
 from fidosim import FidosimServer
 
 DEVID = 0x00010002
@@ -72,6 +76,86 @@ def ret_submit(s: socket.socket, with_data: bool):
     command, seqnum, _, _, _, status, length = struct.unpack(">IIIIIiI", header[:28])
     assert command == 3
     return seqnum, status, read_exactly(s, length) if with_data and length else b""
+
+
+class UsbipHidConnection(CtapHidConnection):
+    """python-fido2's HID connection over a raw USB/IP import: one interrupt IN transfer always waits for the next
+    report, each report goes out as an interrupt OUT transfer (a host without vhci-hcd, as on this kernel)."""
+
+    def __init__(self, port: int):
+        self.s = import_device(port)
+        self.s.sendall(submit(1, False, 0, 0, bytes([0, 9, 1, 0, 0, 0, 0, 0])))  # SET_CONFIGURATION 1
+        assert ret_submit(self.s, False)[1] == 0
+        self.seqnum = 2
+        self.in_seqnum = self._submit_in()
+
+    def _submit_in(self) -> int:
+        self.seqnum += 1
+        self.s.sendall(submit(self.seqnum, True, 1, 64))
+        return self.seqnum
+
+    def _next(self):
+        header = read_exactly(self.s, 48)
+        seqnum, status, length = struct.unpack(">IiI", header[4:8] + header[20:28])
+        data = read_exactly(self.s, length) if seqnum == self.in_seqnum and length else b""
+        assert status == 0, f"URB {seqnum} failed with status {status}"
+        return seqnum, data
+
+    def write_packet(self, data: bytes) -> None:
+        self.seqnum += 1
+        out = self.seqnum
+        self.s.sendall(submit(out, False, 1, 64, data=bytes(data)))
+
+    def read_packet(self) -> bytes:
+        while True:
+            seqnum, data = self._next()
+            if seqnum == self.in_seqnum:
+                self.in_seqnum = self._submit_in()
+                return data
+
+    def close(self) -> None:
+        self.s.close()
+
+
+def open_usbip_device(port: int) -> CtapHidDevice:
+    descriptor = HidDescriptor(path=f"usbip:127.0.0.1:{port}", vid=0x1209, pid=0xF1D0, report_size_in=64,
+                               report_size_out=64, product_name="fidosim", serial_number=None)
+    return CtapHidDevice(descriptor, UsbipHidConnection(port))
+
+
+def test_one_key_on_udp_and_usbip_at_once_signs_on_one_what_the_other_made():
+    port = free_tcp_port()
+    server = FidosimServer(binary=fidosim_binary(), transport="udp",
+                           args=["--transport", "usbip", "--usbip-port", str(port), "--log-level", "info"])
+    server.start()
+    try:
+        record = server.keys[0].record
+        assert (record["transport"], record["usbipPort"], record["busId"]) == ("udp", port, "1-1")
+        over_udp = server.keys[0].device()
+        over_usbip = open_usbip_device(port)
+        # Two hosts, two channels from the one CTAPHID machine.
+        assert over_udp._channel_id != over_usbip._channel_id
+        rp = make_server()
+        discouraged = UserVerificationRequirement.DISCOURAGED
+        client, _ = make_client(over_udp, pin=None)
+        _, made = register(rp, client, web_user("both"), rk=ResidentKeyRequirement.DISCOURAGED, uv=discouraged)
+        client, _ = make_client(over_usbip, pin=None)
+        authenticate(rp, client, [made.credential_data], uv=discouraged)
+        # Requests on both, interleaved: each host hears only its own answers.
+        for _ in range(3):
+            assert over_udp.call(0x01, b"udp") == b"udp"
+            assert over_usbip.call(0x01, b"usbip" * 40) == b"usbip" * 40
+        # The USB/IP host letting go is not a power cycle here: UDP keeps its channel (a power cycle would have
+        # made it invalid) and its request waiting for the key is not disturbed.
+        over_usbip.close()
+        deadline = time.monotonic() + 10
+        while "the key stays plugged into udp" not in server.stderr() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "the key stays plugged into udp" in server.stderr()
+        assert "power cycle" not in server.stderr()
+        assert over_udp.call(0x01, b"still here") == b"still here"
+    finally:
+        assert server.stop() == 0, server.stderr()
 
 
 def test_usbip_list_shows_the_key(usbip_key):
@@ -148,6 +232,10 @@ def test_usbip_options_are_checked():
     stray = subprocess.run([binary, "serve", "--transport", "udp", "--usbip-port", "4000"],
                            capture_output=True, text=True, timeout=30)
     assert stray.returncode == 2 and "--usbip-host and --usbip-port are for --transport usbip" in stray.stderr
+    for twice in (["udp", "uhid"], ["usbip", "usbip"], ["auto", "usbip"]):
+        refused = subprocess.run([binary, "serve"] + [a for t in twice for a in ("--transport", t)],
+                                 capture_output=True, text=True, timeout=30)
+        assert refused.returncode == 2 and "usbip and pcsc beside it" in refused.stderr, (twice, refused.stderr)
     port = free_tcp_port()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port))

@@ -155,12 +155,14 @@ package struct KeyFactory {
         transport chosen: TransportChoice,
         card cardPort: UInt16? = nil,
         usbipPort usbipPortOverride: UInt16? = nil,
+        alsoUSBIP: Bool = false,
         several: Bool,
         logger: Logger
     ) throws -> (SlotIO, [ConsoleLine]) {
         var lines: [ConsoleLine] = []
         let cardPort = chosen == .pcsc ? cardPort ?? vpcdPort : cardPort
-        let presenceArgument = spec.presence ?? (chosen == .udp ? "approve" : "prompt")
+        // Only a key that no desktop sees defaults to approve: over USB/IP a host sees a USB device.
+        let presenceArgument = spec.presence ?? (chosen == .udp && !alsoUSBIP ? "approve" : "prompt")
         guard let mode = PresenceMode(argument: presenceArgument, approveDelay: presenceDelay) else {
             throw KeyStartError("unknown presence '\(presenceArgument)'", aboutKey: true)
         }
@@ -196,6 +198,7 @@ package struct KeyFactory {
         }
         let device: any ReportTransport
         do {
+            let plain: any ReportTransport
             if chosen == .uhid {
                 let info = UHIDDeviceInfo(
                     name: deviceName,
@@ -203,7 +206,7 @@ package struct KeyFactory {
                     productID: productID,
                     serial: spec.serial ?? persistent.serial
                 )
-                device = try UHIDTransport(path: uhidPath, info: info)
+                plain = try UHIDTransport(path: uhidPath, info: info)
             } else if chosen == .gadget {
                 let info = UHIDDeviceInfo(
                     name: deviceName,
@@ -211,23 +214,15 @@ package struct KeyFactory {
                     productID: productID,
                     serial: spec.serial ?? persistent.serial
                 )
-                device = try GadgetTransport(name: spec.name, info: info, udc: udc)
+                plain = try GadgetTransport(name: spec.name, info: info, udc: udc)
             } else if chosen == .hid, let board {
-                device = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
+                plain = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
             } else if chosen == .pcsc {
-                device = NoReportTransport()
+                plain = NoReportTransport()
             } else if chosen == .usbip {
-                let exported = USBDevice(
-                    vendorID: UInt16(vendorID),
-                    productID: UInt16(productID),
-                    manufacturer: "fidosim",
-                    product: deviceName,
-                    serial: spec.serial ?? persistent.serial,
-                    reportDescriptor: UHIDDeviceInfo.reportDescriptor
-                )
-                device = try USBIPTransport(host: usbipHost, port: usbipPortOverride ?? usbipPort, device: exported)
+                plain = try usbipServer(serial: spec.serial ?? persistent.serial, port: usbipPortOverride)
             } else {
-                device = try UDPTransport(
+                plain = try UDPTransport(
                     host: host,
                     port: spec.port,
                     policy: UDPKeyPolicy(anyUser: udpAnyUser, powerCycleDatagram: udpPowerCycle, remote: allowRemote)
@@ -240,6 +235,13 @@ package struct KeyFactory {
                         )
                     )
                 }
+            }
+            if alsoUSBIP && chosen != .usbip {
+                // The same key on this machine's transport and, through USB/IP, on another host.
+                let usbip = try usbipServer(serial: spec.serial ?? persistent.serial, port: usbipPortOverride)
+                device = try JoinedTransport([plain, usbip])
+            } else {
+                device = plain
             }
         } catch {
             throw KeyStartError(error.description)
@@ -273,7 +275,9 @@ package struct KeyFactory {
         }
         let whereServed = [device.summary, card?.summary ?? ""].filter { !$0.isEmpty }.joined(separator: " and ")
         // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
-        let defaulted = spec.presence == nil && chosen != .udp ? ", the default on \(chosen.rawValue)" : ""
+        let defaulted =
+            spec.presence == nil && (chosen != .udp || alsoUSBIP)
+            ? ", the default on \(alsoUSBIP && chosen != .usbip ? "usbip" : chosen.rawValue)" : ""
         var named = several ? "key \(spec.name), " : ""
         if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
         lines.append(
@@ -281,11 +285,12 @@ package struct KeyFactory {
                 "fidosim: serving a virtual key on \(whereServed) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))"
             )
         )
-        if chosen != .udp, case .approve = mode {
+        if chosen != .udp || alsoUSBIP, case .approve = mode {
+            let served = alsoUSBIP && chosen != .usbip ? "\(chosen.rawValue) and usbip" : chosen.rawValue
             lines.append(
                 .error(
-                    "fidosim: warning: presence \(mode) on \(chosen.rawValue): "
-                        + (chosen == .usbip
+                    "fidosim: warning: presence \(mode) on \(served): "
+                        + (chosen == .usbip || alsoUSBIP
                             ? "the host that attaches the key, and any program there that can open it, "
                             : "any local program that can open the key ")
                         + "uses it without a touch (signs in, resets it); use --presence prompt for a daily key"
@@ -303,6 +308,19 @@ package struct KeyFactory {
             lines.append(.out("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))"))
         }
         return (slot, lines)
+    }
+
+    /// The USB/IP server that exports the key (`--transport usbip`), with the same identity uhid would give it.
+    func usbipServer(serial: String, port: UInt16?) throws(TransportError) -> USBIPTransport {
+        let exported = USBDevice(
+            vendorID: UInt16(vendorID),
+            productID: UInt16(productID),
+            manufacturer: "fidosim",
+            product: deviceName,
+            serial: serial,
+            reportDescriptor: UHIDDeviceInfo.reportDescriptor
+        )
+        return try USBIPTransport(host: usbipHost, port: port ?? usbipPort, device: exported)
     }
 
     /// The key itself, without I/O: the authenticator with `spec`'s profile and options over `storage`, and its

@@ -57,7 +57,7 @@ package struct KeySlot: Sendable {
             logger.trace("report in: \(Hex.string(report))")
             let traced: [SlotEffect] = tracing ? [.traceReport(report, fromHost: true)] : []
             return traced + effects(of: key.receive(report: report, now: now), now: now)
-        case .powerCycle:
+        case .powerCycle, .detached:
             return powerCycle(now: now)
         case .note(let text):
             logger.info("\(text)")

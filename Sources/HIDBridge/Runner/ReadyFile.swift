@@ -37,6 +37,18 @@ package enum ReadyFile {
             out["vpcdPort"] = .integer(Int64(card.port))
         }
         switch transport {
+        case let joined as JoinedTransport:
+            // The first member's members, and the USB/IP server's address beside them.
+            for member in joined.members.dropFirst().reversed() {
+                if let usbip = member as? USBIPTransport {
+                    out["usbipHost"] = .string(usbip.host)
+                    out["usbipPort"] = .integer(Int64(usbip.port))
+                    out["busId"] = .string(usbip.device.busID)
+                }
+            }
+            if let first = joined.members.first {
+                out.merge(transportMembers(first)) { _, primary in primary }
+            }
         case is NoReportTransport:
             out["transport"] = .string("pcsc")
         case let udp as UDPTransport:

@@ -4,6 +4,8 @@ package enum TransportEvent: Equatable, Sendable {
     case report([UInt8])
     /// The host asked for a power cycle (UDP's magic datagram).
     case powerCycle
+    /// The host let go of the device (a USB/IP detach, its connection gone): for a key with one host, an unplug.
+    case detached
     /// Something worth a log line (device opened or closed by the host, a refused feature report).
     case note(String)
 }

@@ -189,7 +189,7 @@ package final class USBIPTransport: ReportTransport {
             attachedFD = nil
             if !byKey {
                 pending.append(.note("usbip: the host detached the key\(why.map { " (\($0))" } ?? "")"))
-                pending.append(.powerCycle)
+                pending.append(.detached)
             }
         }
     }

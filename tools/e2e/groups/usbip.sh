@@ -58,6 +58,58 @@ usbip_discoverable_after_reattach() { # the credential made before the detach si
     fido2-assert -G -r -i usbip-rk.ain -o usbip-rk.assert "$UDEV" && fido2-assert -V -i usbip-rk.assert usbip.pub es256
 }
 
+# One key on uhid and USB/IP at once (serve --transport uhid --transport usbip): two hidraw nodes with one serial,
+# this machine's through uhid and the attached one through vhci-hcd; one CTAPHID machine answers both.
+joined_serial=
+joined_node() { # joined_node uhid|vhci: the key's hidraw node under that driver
+    local f node
+    for f in /sys/class/hidraw/hidraw*; do
+        grep -qx "HID_UNIQ=$joined_serial" "$f/device/uevent" 2>/dev/null || continue
+        readlink -f "$f" | grep -q "$1" || continue
+        node=/dev/$(basename "$f")
+        [ -c "$node" ] && { echo "$node"; return 0; }
+    done
+    return 1
+}
+joined_local() { JLOCAL=$(joined_node uhid); }
+joined_remote() { JREMOTE=$(joined_node vhci); }
+joined_remote_gone() { ! joined_node vhci >/dev/null; }
+
+start_joined() {
+    joined_serial=J$RANDOM$RANDOM
+    "$bin" serve --transport uhid --transport usbip --usbip-port 3241 --flash memory --presence approve \
+        --presence-delay 0 --name joined --serial "$joined_serial" --log-level info >"$out/serve-joined.log" 2>&1 &
+    serve_pid=$!
+    serve_gone=(no_hidraw_with "HID_UNIQ=$joined_serial")
+    wait_for 30 "the joined key's uhid node" joined_local && return 0
+    cat "$out/serve-joined.log"
+    stop_key
+    return 1
+}
+
+attach_joined() {
+    usbip --tcp-port 3241 attach -r 127.0.0.1 -b 1-1 && wait_for 30 "the joined key's vhci node" joined_remote
+}
+
+joined_cred_here_assert_there() { # made through uhid, signed through USB/IP
+    printf '%s\n%s\n%s\n%s\n' "$(head -c 32 /dev/urandom | base64)" "example.com" "jo" \
+        "$(head -c 16 /dev/urandom | base64)" >joined.in
+    fido2-cred -M -r -i joined.in -o joined.cred "$JLOCAL" es256 &&
+        fido2-cred -V -i joined.cred -o joined.pub es256 || return 1
+    printf '%s\n%s\n' "$(head -c 32 /dev/urandom | base64)" "example.com" >joined.ain
+    fido2-assert -G -r -i joined.ain -o joined.assert "$JREMOTE" && fido2-assert -V -i joined.assert joined.pub es256
+}
+
+joined_detach_keeps_local() { # the USB/IP host lets go; this machine's node stays, and signs
+    local before=$JLOCAL port
+    port=$(usbip_port)
+    usbip detach -p "$port" && wait_for 30 "the joined key's vhci node to go" joined_remote_gone || return 1
+    grep -q "the key stays plugged into uhid" "$out/serve-joined.log" || { echo "no 'stays plugged' line"; return 1; }
+    ! grep -q "power cycle" "$out/serve-joined.log" || { echo "the detach power-cycled the key"; return 1; }
+    joined_local && [ "$JLOCAL" = "$before" ] || { echo "the uhid node changed: $before -> $JLOCAL"; return 1; }
+    fido2-assert -G -r -i joined.ain -o joined2.assert "$JLOCAL" && fido2-assert -V -i joined2.assert joined.pub es256
+}
+
 e2e_usbip() {
 if want usbip; then
     group
@@ -87,5 +139,13 @@ if want usbip; then
     cleanup usbip-detach-last bash -c "[ -z \"\$(usbip port 2>/dev/null | sed -n 's/^Port \([0-9]*\):.*/\1/p')\" ] || \
         usbip detach -p \"\$(usbip port | sed -n 's/^Port \([0-9]*\):.*/\1/p' | head -1)\""
     cleanup stop-usbip stop_key
+    group
+    gate usbip-joined-start start_joined
+    gate usbip-joined-attach attach_joined
+    step usbip-joined-two-nodes bash -c "grep -lx 'HID_UNIQ=$joined_serial' /sys/class/hidraw/hidraw*/device/uevent | \
+        tee /dev/stderr | wc -l | grep -qx 2 && fido2-token -I $JREMOTE | grep -q 'version strings: U2F_V2'"
+    step usbip-joined-cred-here-assert-there joined_cred_here_assert_there
+    step usbip-joined-detach-keeps-local joined_detach_keeps_local
+    cleanup stop-joined stop_key
 fi
 }

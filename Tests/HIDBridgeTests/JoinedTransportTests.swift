@@ -1,0 +1,162 @@
+import Logging
+import Testing
+
+@testable import HIDBridge
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A host's end of a report transport, in memory: what it sent waits in `inbox`, what the key sent lands in `heard`.
+final class MemoryHost: ReportTransport {
+    var inbox: [TransportEvent] = []
+    var heard: [[UInt8]] = []
+    var replugs = 0
+    var descriptor: Int32 { -1 }
+    var summary: String { "memory" }
+    func receive() -> TransportEvent? { inbox.isEmpty ? nil : inbox.removeFirst() }
+    func send(_ report: [UInt8]) { heard.append(report) }
+    func replug() throws(TransportError) { replugs += 1 }
+}
+
+func cidBytes(_ cid: UInt32) -> [UInt8] {
+    [UInt8(cid >> 24), UInt8(cid >> 16 & 0xFF), UInt8(cid >> 8 & 0xFF), UInt8(cid & 0xFF)]
+}
+
+@Suite struct ChannelRoutesTests {
+    func initAnswer(assigning cid: UInt32) -> [UInt8] {
+        cidBytes(0xFFFF_FFFF) + [0x86, 0, 17] + Array(repeating: 9, count: 8) + cidBytes(cid) + [2, 1, 0, 0, 5]
+            + Array(repeating: 0, count: 40)
+    }
+
+    @Test func theInitAnswerGivesTheNewChannelToTheHostThatAsked() {
+        var routes = ChannelRoutes()
+        routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 1)
+        #expect(routes.outbound(initAnswer(assigning: 0x0000_0007)) == 1)
+        routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 0)
+        #expect(routes.outbound(initAnswer(assigning: 0x0000_0008)) == 0)
+        // Later answers (a keepalive while host 0's reports are handled) follow the channel, not the last sender.
+        #expect(routes.outbound(cidBytes(7) + [0xBB, 0, 1, 1]) == 1)
+        #expect(routes.outbound(cidBytes(8) + [0x90, 0, 1, 0]) == 0)
+        #expect(routes.owners == [7: 1, 8: 0])
+    }
+
+    @Test func aChannelNobodyGaveIsTheFirstSendersAndAnotherHostCannotTakeIt() {
+        var routes = ChannelRoutes()
+        routes.inbound(cidBytes(0x1234) + [0x90, 0, 1, 4], from: 0)
+        routes.inbound(cidBytes(0x1234) + [0x90, 0, 1, 4], from: 1)
+        #expect(routes.outbound(cidBytes(0x1234) + [0xBF, 0, 1, 0x0B]) == 0)
+        // Channel 0 and short reports go to the host being handled.
+        #expect(routes.outbound(cidBytes(0) + [0xBF, 0, 1, 0x0B]) == 1)
+        #expect(routes.outbound([1, 2]) == 1)
+    }
+
+    @Test func aPowerCycleForgetsEveryChannelAndTheOldestGoFirst() {
+        var routes = ChannelRoutes()
+        for cid in 1...UInt32(ChannelRoutes.capacity + 10) {
+            routes.inbound(cidBytes(cid) + [0x90, 0, 0], from: Int(cid % 2))
+        }
+        #expect(routes.owners.count == ChannelRoutes.capacity)
+        #expect(routes.owners[1] == nil && routes.owners[11] != nil)
+        routes.reset()
+        #expect(routes.owners.isEmpty && routes.source == nil)
+        #expect(routes.outbound(cidBytes(11) + [0x90, 0, 0]) == nil)
+    }
+}
+
+@Suite struct JoinedTransportTests {
+    /// One key (the factory's) behind two in-memory hosts, through the loop's own service path.
+    func twoHosts(
+        presence: PresenceMode = .approve(after: .zero)
+    ) throws -> (SlotIO, MemoryHost, MemoryHost, KeyHarness) {
+        let harness = try KeyHarness(presence: presence)
+        let a = MemoryHost()
+        let b = MemoryHost()
+        let joined = try JoinedTransport([a, b])
+        let io = SlotIO(key: harness.key, transport: joined, logger: Logger(label: "t"))
+        return (io, a, b, harness)
+    }
+
+    func serviceOnce(_ io: SlotIO) {
+        let ready = [
+            pollfd(fd: 0, events: Int16(POLLIN), revents: Int16(POLLIN)),
+            pollfd(fd: -1, events: Int16(POLLIN), revents: 0),
+        ]
+        _ = io.service(ready[...], powerCycles: 0)
+    }
+
+    func initRequest(_ harness: KeyHarness, nonce: UInt8) -> TransportEvent {
+        .report(harness.reports(command: 0x06, payload: Array(repeating: nonce, count: 8), channel: 0xFFFF_FFFF)[0])
+    }
+
+    @Test func eachHostGetsItsOwnChannelAndOnlyItsOwnAnswers() throws {
+        let (io, a, b, harness) = try twoHosts()
+        // Both hosts ask for a channel before the key looks: each answer goes to the host that asked.
+        a.inbox = [initRequest(harness, nonce: 0xAA)]
+        b.inbox = [initRequest(harness, nonce: 0xBB)]
+        serviceOnce(io)
+        serviceOnce(io)
+        let answerA = messages(a.heard.map(KeyOutput.report))
+        let answerB = messages(b.heard.map(KeyOutput.report))
+        #expect(answerA.count == 1 && answerB.count == 1)
+        #expect(Array(answerA[0].payload.prefix(8)) == Array(repeating: 0xAA, count: 8))
+        #expect(Array(answerB[0].payload.prefix(8)) == Array(repeating: 0xBB, count: 8))
+        let channelA = ChannelRoutes.channel(Array(answerA[0].payload[8..<12]))!
+        let channelB = ChannelRoutes.channel(Array(answerB[0].payload[8..<12]))!
+        #expect(channelA != channelB)
+        a.heard.removeAll()
+        b.heard.removeAll()
+        // getInfo from B, then PING from A: the answers do not cross.
+        b.inbox = harness.reports(command: 0x10, payload: [0x04], channel: channelB).map(TransportEvent.report)
+        serviceOnce(io)
+        a.inbox = harness.reports(command: 0x01, payload: [1, 2, 3], channel: channelA).map(TransportEvent.report)
+        serviceOnce(io)
+        let toB = messages(b.heard.map(KeyOutput.report))
+        let toA = messages(a.heard.map(KeyOutput.report))
+        #expect(
+            toB.map(\.channel) == [channelB] && toB.first?.payload.first == 0x00 && (toB.first?.payload.count ?? 0) > 50
+        )
+        #expect(toA.map(\.channel) == [channelA] && toA.first?.payload == [1, 2, 3])
+    }
+
+    /// Host A's channel, from an INIT through the loop.
+    func channel(_ io: SlotIO, _ host: MemoryHost, _ harness: KeyHarness) -> UInt32 {
+        host.inbox = [initRequest(harness, nonce: 7)]
+        serviceOnce(io)
+        let answer = messages(host.heard.map(KeyOutput.report))
+        host.heard.removeAll()
+        return ChannelRoutes.channel(Array(answer[0].payload[8..<12]))!
+    }
+
+    @Test func aHostDetachingEndsItsRequestsAndTheOtherHostKeepsThePoweredKey() throws {
+        let (io, a, b, harness) = try twoHosts(presence: .prompt)
+        let channelA = channel(io, a, harness)
+        let channelB = channel(io, b, harness)
+        // B's authenticatorSelection waits for a touch; then B's host detaches the key.
+        b.inbox = harness.reports(command: 0x10, payload: [0x0B], channel: channelB).map(TransportEvent.report)
+        serviceOnce(io)
+        #expect(io.slot.key.pendingPrompt != nil)
+        b.heard.removeAll()
+        b.inbox = [.detached]
+        serviceOnce(io)
+        #expect(io.slot.key.pendingPrompt == nil, "the detached host's request was cancelled")
+        #expect(a.replugs == 0 && b.replugs == 0, "no power cycle: A still powers the key")
+        #expect(b.heard.isEmpty && a.heard.isEmpty, "the cancelled request's answer goes nowhere")
+        // A's channel lives on, and the authenticator is free for it.
+        a.inbox = harness.reports(command: 0x01, payload: [5, 6], channel: channelA).map(TransportEvent.report)
+        serviceOnce(io)
+        #expect(
+            messages(a.heard.map(KeyOutput.report)) == [Message(channel: channelA, command: 0x81, payload: [5, 6])]
+        )
+    }
+
+    @Test func aPowerCycleFromAnyHostReachesEveryHost() throws {
+        let (io, a, b, harness) = try twoHosts()
+        _ = channel(io, a, harness)
+        b.inbox = [.powerCycle]
+        serviceOnce(io)
+        #expect(a.replugs == 1 && b.replugs == 1)
+        let joined = try #require(io.transport as? JoinedTransport)
+        #expect(joined.routes.owners.isEmpty)
+    }
+}
