@@ -185,6 +185,11 @@ let package = Package(
         .testTarget(name: "FlashImageTests", dependencies: ["FlashImage", "FlashStore"], swiftSettings: swiftSettings),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
+            name: "ConformanceTests",
+            dependencies: ["Conformance", "ControlProtocol"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "FIDOClientTests",
             dependencies: [
                 "FIDOClient", "HIDAPIDevice", "CTAPCBOR", "Attestation",

@@ -154,6 +154,8 @@ package enum ControlCommand: Equatable, Sendable {
     case touch
     /// A touch held this long (a reset with longTouchForReset needs a long one).
     case heldTouch(milliseconds: Int)
+    /// The person refuses the request waiting for the user (as `n` at the terminal).
+    case refuse
     case status
     case setOption(OptionChanges)
     case injectFault(Fault)
@@ -181,7 +183,8 @@ package enum ControlCommand: Equatable, Sendable {
     package static let names = [
         "addCredential", "getCredentials", "removeCredential", "removeAllCredentials", "setCredentialProperties",
         "setUserVerified",
-        "setAutomaticPresenceSimulation", "powerCycle", "presence", "touch", "status", "setOption", "injectFault",
+        "setAutomaticPresenceSimulation", "powerCycle", "presence", "touch", "refuse", "status", "setOption",
+        "injectFault",
         "clearFaults", "subscribe", "unsubscribe", "setAttestation", "trace",
     ]
 }
@@ -314,6 +317,7 @@ package struct ControlRequest: Equatable, Sendable {
             } else {
                 command = .touch
             }
+        case "refuse": command = .refuse
         case "status": command = .status
         case "setOption":
             let changes = OptionChanges(

@@ -23,7 +23,9 @@ struct ConformCommand: ParsableCommand {
             Without --allow-destructive nothing on the key changes beyond non-discoverable credentials (which use no \
             storage) and signature counters. With it, the run starts with a reset and sets, blocks and erases a PIN.
             A touch or a replug is asked of you on the terminal; for a fidosim key with a control socket (--control, \
-            --name, or the default socket when it belongs to this key) the runner does them itself.
+            --name, or the default socket when it belongs to this key) the runner does them itself. A rig does them \
+            for a real key: --touch-command, --refuse-command, --replug-command or --uhubctl, and --operator \
+            stdio-json for a harness.
             Exit status: 0 when no check failed, 1 when one did, 2 when the key could not be reached or stopped \
             answering during the run.
             """
@@ -65,6 +67,44 @@ struct ConformCommand: ParsableCommand {
     @Flag(help: "Never use a control socket, even the default one: ask a person.")
     var noControl = false
 
+    @Option(
+        help: ArgumentHelp(
+            "A real key in a rig: run this shell command when a request needs a touch (in the background, while the "
+                + "key waits; {what} is replaced by what the check asks, also in FIDOSIM_WHAT).",
+            valueName: "command"
+        )
+    )
+    var touchCommand: String?
+
+    @Option(help: ArgumentHelp("Run this shell command to refuse the next request.", valueName: "command"))
+    var refuseCommand: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Run this shell command to unplug the key and plug it back in; the run waits for it, then for the key "
+                + "to come back by its serial number.",
+            valueName: "command"
+        )
+    )
+    var replugCommand: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Replug the key by switching the power of this hub port: uhubctl -l LOCATION -p PORT -a cycle.",
+            valueName: "location:port"
+        )
+    )
+    var uhubctl: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Who is asked for what has no command: terminal (a person), or stdio-json (one JSON line per request on "
+                + "stdout, answers on stdin; firmware-spec/conformance.md).",
+            valueName: "kind"
+        )
+    )
+    var `operator`: String = "terminal"
+
     @Flag(
         help: "Print the report as one JSON object on stdout (the form of report.json) instead of a line per check."
     )
@@ -102,6 +142,15 @@ struct ConformCommand: ParsableCommand {
         }
         guard HIDBackend(rawValue: hidBackend) != nil else { throw ValidationError("--hid-backend: hidraw or libusb") }
         if control != nil && name != nil { throw ValidationError("give --control or --name, not both") }
+        guard ["terminal", "stdio-json"].contains(`operator`) else {
+            throw ValidationError("--operator \(`operator`): terminal or stdio-json")
+        }
+        let commands = try rigCommands()
+        if (commands.any || `operator` != "terminal") && (control != nil || name != nil) {
+            throw ValidationError(
+                "--control and --name act on a fidosim key through its socket: not with the rig's commands or --operator"
+            )
+        }
     }
 
     func run() throws {
@@ -138,19 +187,29 @@ struct ConformCommand: ParsableCommand {
         let address = try DeviceAddress(parsing: device ?? "")
         let open = KeyLink.opener(address, backend: HIDBackend(rawValue: hidBackend)!)
         let deviceOperator: any DeviceOperator
-        do {
-            deviceOperator = try OperatorChoice.choose(
-                noControl: noControl,
-                socket: control ?? name.map { KeyFiles.defaultControlPath(name: $0) },
-                defaultPath: KeyFiles.defaultControlPath(name: "default"),
-                address: address,
-                fidosimAAGUID: AuthenticatorConfiguration.fidosimAAGUID,
-                open: open
-            )
-        } catch let error as OperatorChoiceError {
-            throw ValidationError(error.description)
-        } catch {
-            throw Unreachable("conform: \(error)")
+        let commands = try rigCommands()
+        if commands.any || `operator` != "terminal" {
+            // A rig: its commands act, and a person (or the harness) does the rest; no control socket is looked for.
+            var card = false
+            if case .pcsc = address { card = true }
+            let person: any DeviceOperator =
+                `operator` == "stdio-json" ? JSONLinesOperator() : TerminalOperator(card: card)
+            deviceOperator = commands.any ? CommandOperator(commands, person: person) : person
+        } else {
+            do {
+                deviceOperator = try OperatorChoice.choose(
+                    noControl: noControl,
+                    socket: control ?? name.map { KeyFiles.defaultControlPath(name: $0) },
+                    defaultPath: KeyFiles.defaultControlPath(name: "default"),
+                    address: address,
+                    fidosimAAGUID: AuthenticatorConfiguration.fidosimAAGUID,
+                    open: open
+                )
+            } catch let error as OperatorChoiceError {
+                throw ValidationError(error.description)
+            } catch {
+                throw Unreachable("conform: \(error)")
+            }
         }
         if allowDestructive {
             printError(
@@ -228,6 +287,20 @@ struct ConformCommand: ParsableCommand {
             throw Exit.unreachable
         }
         if report.failed > 0 { throw Exit.failed }
+    }
+
+    /// The rig's commands (--touch-command, --refuse-command, --replug-command, --uhubctl).
+    func rigCommands() throws -> CommandOperator.Commands {
+        do {
+            return try CommandOperator.Commands(
+                touch: touchCommand,
+                refuse: refuseCommand,
+                replug: replugCommand,
+                uhubctl: uhubctl
+            )
+        } catch {
+            throw ValidationError(error.description)
+        }
     }
 
     /// The PIN from --pin, --pin-file (its first line) or the environment's FIDOSIM_PIN, in that order.

@@ -11,7 +11,7 @@ struct Ctl: ParsableCommand {
         discussion: """
             COMMAND is a command of the control protocol (firmware-spec/control.md) or its kebab-case alias: \
             status, credentials (getCredentials), add-credential, remove-credential ID, remove-all-credentials, \
-            set-user-verified true|false, automatic-presence true|false, power-cycle, presence MODE, touch, \
+            set-user-verified true|false, automatic-presence true|false, power-cycle, presence MODE, touch, refuse, \
             set-option NAME=VALUE, fault KIND NAME=VALUE..., clear-faults, events.
             Parameters are NAME=VALUE (true, false, null and integers are typed; anything else is a string), \
             or one JSON object with --params. `events` prints every event until interrupted (or --count).
@@ -137,6 +137,10 @@ struct Ctl: ParsableCommand {
             // Nothing was waiting: the touch is only remembered for a U2F request in the next 10 s.
             let reason = result["reason"]?.stringValue ?? "no request was waiting for a touch"
             printError("fidosim ctl: touch: \(reason)")
+            throw Exit.failed
+        }
+        if commandName == "refuse" && result["answered"] == false {
+            printError("fidosim ctl: refuse: no request was waiting for the user")
             throw Exit.failed
         }
     }

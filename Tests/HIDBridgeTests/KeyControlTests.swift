@@ -11,7 +11,7 @@ extension KeyHarness {
     /// Runs a control command and returns its result (the test fails on an error).
     mutating func control(_ command: ControlCommand) -> JSONValue? {
         let (result, outputs) = key.execute(command, now: now)
-        #expect(outputs.isEmpty || command == .touch)
+        #expect(outputs.isEmpty || command == .touch || command == .refuse)
         switch result {
         case .success(let value): return value
         case .failure(let error):
@@ -232,6 +232,17 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         #expect(touched?["answered"] == true)
         #expect(h.key.pendingPrompt == nil)
         #expect(h.control(.touch)?["answered"] == false)
+    }
+
+    @Test func refuseAnswersTheWaitingRequestWithADenial() throws {
+        var h = try KeyHarness(presence: .prompt)
+        #expect(h.control(.refuse)?["answered"] == false)
+        _ = h.send(command: cbor, payload: makeCredentialRequest())
+        let (result, outputs) = h.key.execute(.refuse, now: h.now)
+        #expect((try? result.get())?["answered"] == true)
+        #expect((try? result.get())?["command"] == "makeCredential")
+        #expect(h.key.pendingPrompt == nil)
+        #expect(messages(outputs).last?.payload == [CTAPStatus.operationDenied.rawValue])
     }
 
     @Test func setUserVerifiedDecidesTheFinger() throws {

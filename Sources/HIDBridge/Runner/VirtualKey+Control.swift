@@ -86,6 +86,13 @@ extension VirtualKey {
                 "answered": true, "command": .string(prompt.command),
                 "rpId": prompt.rpId.map(JSONValue.string) ?? .null,
             ]
+        case .refuse:
+            guard let prompt = pendingPrompt else { return ["answered": false] }
+            outputs += refuse(now: now)
+            return [
+                "answered": true, "command": .string(prompt.command),
+                "rpId": prompt.rpId.map(JSONValue.string) ?? .null,
+            ]
         case .setOption(let changes):
             try ctap { () throws(CTAPError) in
                 try authenticator.setOptions(

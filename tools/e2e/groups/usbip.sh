@@ -110,6 +110,47 @@ joined_detach_keeps_local() { # the USB/IP host lets go; this machine's node sta
     fido2-assert -G -r -i joined.ain -o joined2.assert "$JLOCAL" && fido2-assert -V -i joined2.assert joined.pub es256
 }
 
+# A rig, as a lab builds one for a real key (conform --touch-command/--refuse-command/--replug-command): the key
+# waits for touches (presence prompt), a "relay" script presses until the key takes it, and the replug is the host
+# letting go of the USB device and attaching it again. The runner is told nothing about the control socket.
+write_rig_scripts() {
+    cat >rig-touch.sh <<RIG
+#!/bin/sh
+# what a relay script does: press (here: the control socket's touch) until the key takes it, at most 10 s
+for i in \$(seq 100); do "$bin" ctl --name usbip touch >/dev/null 2>&1 && exit 0; sleep 0.1; done
+exit 1
+RIG
+    cat >rig-refuse.sh <<RIG
+#!/bin/sh
+for i in \$(seq 100); do "$bin" ctl --name usbip refuse >/dev/null 2>&1 && exit 0; sleep 0.1; done
+exit 1
+RIG
+    cat >rig-replug.sh <<RIG
+#!/bin/bash
+# the USB host lets go of the key and attaches it again (usbip detach / attach): an unplug and a plug
+port=\$(usbip port 2>/dev/null | sed -n 's/^Port \([0-9]*\):.*/\1/p' | head -1)
+[ -n "\$port" ] && usbip detach -p "\$port" >&2
+for i in \$(seq 50); do usbip attach -r 127.0.0.1 -b 1-1 >&2 2>/dev/null && exit 0; sleep 0.1; done
+exit 1
+RIG
+    chmod +x rig-touch.sh rig-refuse.sh rig-replug.sh
+}
+
+usbip_rig_conform() { # the whole suite, destructive, touches by the relay script: 0 failed, 0 skipped, no prompt
+    write_rig_scripts
+    "$bin" ctl --name usbip presence prompt || return 1
+    local rc=0
+    "$bin" conform --device "hid:$UDEV" --allow-destructive --touch-command ./rig-touch.sh \
+        --refuse-command ./rig-refuse.sh --replug-command ./rig-replug.sh --report "$out/conform-usbip-rig" \
+        2>"$out/conform-usbip-rig.err" || rc=$?
+    cat "$out/conform-usbip-rig.err"
+    "$bin" ctl --name usbip presence approve delayMs=0
+    usbip_ready  # the node after the last replug, for the steps after this one
+    [ "$rc" = 0 ] || return 1
+    grep -q ' 0 failed, 0 skipped' "$out/conform-usbip-rig/report.md" || { echo "failures or skips"; return 1; }
+    ! grep -q '>>>' "$out/conform-usbip-rig.err" || { echo "a person was asked"; return 1; }
+}
+
 e2e_usbip() {
 if want usbip; then
     group
@@ -119,12 +160,13 @@ if want usbip; then
     step usbip-usb-device bash -c "grep -l '$usbip_serial' /sys/bus/usb/devices/*/serial | tee /dev/stderr | grep -q ."
     step usbip-fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$UDEV: vendor=0x1209, product=0xf1d0'"
     step usbip-fido2-token-info bash -c "fido2-token -I $UDEV | tee /dev/stderr | grep -q 'version strings: U2F_V2'"
+    # First: its reset erases what the key holds.
+    step usbip-rig-conform usbip_rig_conform
     step usbip-cred-assert usbip_make_and_assert
     step usbip-ssh-keygen bash -c "rm -f usbip_sk usbip_sk.pub; ssh-keygen -q -t ecdsa-sk -N '' -f usbip_sk </dev/null && \
         echo signed >usbip_msg && ssh-keygen -Y sign -n file -f usbip_sk usbip_msg && \
         printf 'u %s\n' \"\$(cat usbip_sk.pub)\" >usbip_allowed && \
         ssh-keygen -Y verify -n file -f usbip_allowed -I u -s usbip_msg.sig <usbip_msg"
-    step usbip-conform "$bin" conform --device "hid:$UDEV" --name usbip --report "$out/conform-usbip"
     # A detach is an unplug: the key power-cycles (volatile state goes), its credentials stay.
     step usbip-detach detach_usbip
     step usbip-detach-is-a-power-cycle grep -q "the host detached the key" "$out/serve-usbip.log"

@@ -241,6 +241,10 @@ class FidosimControl:
         """Answers the request waiting for the user: `{answered, command?, rpId?, reason?}`."""
         return self.request("touch", durationMs=duration_ms)
 
+    def refuse(self) -> dict:
+        """Refuses the request waiting for the user (`n` at the terminal): `{answered, command?, rpId?}`."""
+        return self.request("refuse")
+
     def status(self) -> dict:
         return self.request("status")
 
