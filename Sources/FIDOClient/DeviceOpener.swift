@@ -5,11 +5,18 @@ extension CTAPHIDClient {
     /// key another hidraw node: from the second time on it is found by the serial number it had the first time.
     package static func opener(_ address: DeviceAddress, backend: HIDBackend) -> () throws -> CTAPHIDClient {
         let serial = HIDSerialMemo()
+        let shared = SharedChannel()
         return {
             switch address {
             case .pcsc:
                 throw ClientError.transport("\(address) is a card, not a HID key")
-            case .udp(let host, let port):
+            case .udp(let host, let port, let replyPort?):
+                // One socket can hold the reply port: every opening shares it (a new INIT makes a new channel).
+                if let channel = shared.value { return CTAPHIDClient(channel: channel) }
+                let channel = try UDPReportChannel(host: host, port: port, replyPort: replyPort)
+                shared.value = channel
+                return CTAPHIDClient(channel: channel)
+            case .udp(let host, let port, nil):
                 return CTAPHIDClient(channel: try UDPReportChannel(host: host, port: port))
             case .hidPath, .hidAuto, .hidID:
                 let devices = try HIDAPIReportChannel.devices(backend: backend, fidoOnly: false)
@@ -45,4 +52,9 @@ extension KeyLink {
 /// The serial number of the HID key first opened.
 final class HIDSerialMemo {
     var value: String?
+}
+
+/// The socket every opening of a key on a fixed reply port shares.
+final class SharedChannel {
+    var value: UDPReportChannel?
 }

@@ -18,8 +18,10 @@ package final class UDPReportChannel: ReportChannel {
     let fd: Int32
     package let name: String
 
-    package init(host: String, port: UInt16) throws(ClientError) {
-        name = "udp:\(host):\(port)"
+    /// A socket connected to `host:port`; with `replyPort`, bound to that local port first, for a key that answers
+    /// to a fixed port instead of the sender's (solo1's simulation answers to 127.0.0.1:7112).
+    package init(host: String, port: UInt16, replyPort: UInt16? = nil) throws(ClientError) {
+        name = "udp:\(host):\(port)" + (replyPort.map { "?reply-port=\($0)" } ?? "")
         var hints = addrinfo()
         hints.ai_family = AF_INET
         hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
@@ -30,6 +32,25 @@ package final class UDPReportChannel: ReportChannel {
         defer { freeaddrinfo(result) }
         fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .transport("socket: \(String(cString: strerror(errno)))") }
+        if let replyPort {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_port = replyPort.bigEndian
+            local.sin_addr.s_addr = INADDR_ANY
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                let reason = String(cString: strerror(errno))
+                Glibc.close(fd)
+                throw .transport(
+                    "\(name): cannot listen on the reply port \(replyPort): \(reason) (another client of a key that "
+                        + "answers there?)"
+                )
+            }
+        }
         guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
             let reason = String(cString: strerror(errno))
             Glibc.close(fd)

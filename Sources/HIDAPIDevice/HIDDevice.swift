@@ -18,7 +18,8 @@ package struct HIDDeviceError: Error, Equatable, CustomStringConvertible {
 /// Where a key is: `udp:HOST:PORT`, `hid:/dev/hidrawN` (or any hidapi path), `hid:VID:PID` (hexadecimal) or
 /// `hid:auto`; or a card in a PC/SC reader, `pcsc:NAME` (the one reader whose name contains NAME).
 package enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
-    case udp(host: String, port: UInt16)
+    /// `udp:HOST:PORT`, with `?reply-port=N` for a key that answers to a fixed port (solo1's simulation: 7112).
+    case udp(host: String, port: UInt16, replyPort: UInt16? = nil)
     case pcsc(reader: String)
     case hidPath(String)
     case hidID(vendor: UInt16, product: UInt16)
@@ -54,14 +55,27 @@ package enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
             self = .hidID(vendor: vendor, product: product)
         } else if text.hasPrefix("hid:"), text.count > 4 {
             self = .hidPath(String(text.dropFirst(4)))
-        } else if text.hasPrefix("udp:"), let colon = text.lastIndex(of: ":"),
-            colon > text.index(text.startIndex, offsetBy: 3)
-        {
-            let host = String(text[text.index(text.startIndex, offsetBy: 4)..<colon])
-            guard !host.isEmpty, let port = UInt16(text[text.index(after: colon)...]), port > 0 else {
+        } else if text.hasPrefix("udp:") {
+            let parts = text.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            let address = parts[0]
+            guard let colon = address.lastIndex(of: ":"), colon > address.index(address.startIndex, offsetBy: 3)
+            else {
                 throw HIDDeviceError("'\(text)': expected udp:HOST:PORT with a port from 1 to 65535")
             }
-            self = .udp(host: host, port: port)
+            let host = String(address[address.index(address.startIndex, offsetBy: 4)..<colon])
+            guard !host.isEmpty, let port = UInt16(address[address.index(after: colon)...]), port > 0 else {
+                throw HIDDeviceError("'\(text)': expected udp:HOST:PORT with a port from 1 to 65535")
+            }
+            var replyPort: UInt16?
+            if parts.count == 2 {
+                guard parts[1].hasPrefix("reply-port="), let value = UInt16(parts[1].dropFirst(11)), value > 0 else {
+                    throw HIDDeviceError(
+                        "'\(text)': the only option of a udp: address is ?reply-port=N (a port from 1 to 65535)"
+                    )
+                }
+                replyPort = value
+            }
+            self = .udp(host: host, port: port, replyPort: replyPort)
         } else {
             throw HIDDeviceError(
                 "'\(text)': expected hid:/dev/hidrawN, hid:VID:PID, hid:auto, udp:HOST:PORT or pcsc:READER"
@@ -71,7 +85,7 @@ package enum DeviceAddress: Equatable, Sendable, CustomStringConvertible {
 
     package var description: String {
         switch self {
-        case .udp(let host, let port): "udp:\(host):\(port)"
+        case .udp(let host, let port, let reply): "udp:\(host):\(port)" + (reply.map { "?reply-port=\($0)" } ?? "")
         case .hidPath(let path): "hid:\(path)"
         case .hidID(let vendor, let product): "hid:" + Self.formatVIDPID(vendor, product)
         case .hidAuto: "hid:auto"

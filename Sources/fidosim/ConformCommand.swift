@@ -282,6 +282,12 @@ struct ConformCommand: ParsableCommand {
             }
             summary("report: \(directory)/report.json, \(directory)/report.md")
         }
+        if !report.hungAfter.isEmpty {
+            printError(
+                "fidosim conform: the key stopped answering after \(report.hungAfter.joined(separator: ", "))"
+                    + (report.stoppedAnswering ? "" : "; each time a power cycle brought it back")
+            )
+        }
         if report.stoppedAnswering {
             printError("fidosim conform: the key stopped answering; the checks after that were not run")
             throw Exit.unreachable

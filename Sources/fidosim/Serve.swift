@@ -107,6 +107,15 @@ struct Serve: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "On UDP, answer to this port of the sender's address instead of the sender's port (solo1's simulation "
+                + "answers to 7112; clients written for it listen there).",
+            valueName: "port"
+        )
+    )
+    var udpReplyPort: UInt16?
+
+    @Option(
+        help: ArgumentHelp(
             "How the simulated user answers a touch request: approve, deny, prompt, or delay:MS (default: prompt on "
                 + "uhid, gadget and hid, where the desktop sees the key; approve on UDP).",
             discussion: "approve touches after --presence-delay; prompt asks the person: on the terminal (y or Enter "
@@ -351,6 +360,12 @@ struct Serve: ParsableCommand {
                     + "(given: " + transport.map(\.rawValue).joined(separator: ", ") + ")"
             )
         }
+        if let udpReplyPort, udpReplyPort == 0 {
+            throw ValidationError("--udp-reply-port takes a port from 1 to 65535")
+        }
+        if udpReplyPort != nil && !(transport.isEmpty || transport.contains(.udp) || transport.contains(.auto)) {
+            throw ValidationError("--udp-reply-port is for --transport udp")
+        }
         if !transport.contains(.pcsc) && (vpcdPort != 35963 || vpcdHost != "127.0.0.1") {
             throw ValidationError("--vpcd-host and --vpcd-port are for --transport pcsc")
         }
@@ -519,6 +534,7 @@ struct Serve: ParsableCommand {
         factory.host = host
         factory.udpAnyUser = udpAnyUser
         factory.udpPowerCycle = udpPowerCycle == .on
+        factory.udpReplyPort = udpReplyPort
         factory.allowRemote = allowRemote
         factory.maxMessageSize = maxMsgSize
         factory.resetWindow = resetWindow == .on

@@ -152,6 +152,12 @@ final class ScriptedChannel: ReportChannel {
 
     @Test func deviceAddressesParseOrSayWhatIsExpected() throws {
         #expect(try DeviceAddress(parsing: "udp:127.0.0.1:8111") == .udp(host: "127.0.0.1", port: 8111))
+        let solo = try DeviceAddress(parsing: "udp:127.0.0.1:8111?reply-port=7112")
+        #expect(solo == .udp(host: "127.0.0.1", port: 8111, replyPort: 7112))
+        #expect(solo.description == "udp:127.0.0.1:8111?reply-port=7112")
+        for bad in ["udp:h:1?reply-port=0", "udp:h:1?reply-port=", "udp:h:1?port=2", "udp:h:1?reply-port=70000"] {
+            #expect(throws: HIDDeviceError.self, "\(bad)") { try DeviceAddress(parsing: bad) }
+        }
         #expect(try DeviceAddress(parsing: "hid:/dev/hidraw3") == .hidPath("/dev/hidraw3"))
         #expect(try DeviceAddress(parsing: "hid:auto") == .hidAuto)
         #expect(try DeviceAddress(parsing: "hid:1209:F1D0") == .hidID(vendor: 0x1209, product: 0xF1D0))

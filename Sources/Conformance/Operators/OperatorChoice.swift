@@ -33,7 +33,7 @@ package enum OperatorChoice {
         let info = try CTAP2Client(link: link).getInfo()
         let sameKey = aaguid.filter { $0 != "-" }.lowercased() == Hex.string(info.aaguid)
         var samePort = true
-        if case .udp(_, let port) = address { samePort = transport.hasSuffix(":\(port)") }
+        if case .udp(_, let port, _) = address { samePort = transport.hasSuffix(":\(port)") }
         // A card's reader does not say its vpcd port: the default key must at least be a card.
         if card { samePort = transport.contains("pcsc") }
         guard sameKey && samePort else { return try terminalOperator(address, open, defaultPath, fidosimAAGUID) }

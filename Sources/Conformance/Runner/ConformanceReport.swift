@@ -43,6 +43,9 @@ package struct ConformanceReport: Sendable {
     package var seconds: Double
     /// The key stopped answering during the run: the checks after that were not run.
     package var stoppedAnswering = false
+    /// The checks after which the key stopped answering (each failed); all but the last of a run that stopped were
+    /// followed by a power cycle that brought the key back.
+    package var hungAfter: [String] = []
 
     package func count(_ status: CheckStatus, in group: CheckGroup? = nil) -> Int {
         results.filter { $0.status == status && (group == nil || $0.group == group) }.count
@@ -84,6 +87,7 @@ package struct ConformanceReport: Sendable {
         return .object([
             "tool": "fidosim conform", "device": .object(device), "allowDestructive": .boolean(allowDestructive),
             "stoppedAnswering": .boolean(stoppedAnswering),
+            "hungAfter": .array(hungAfter.map { .string($0) }),
             "seconds": .integer(Int64(seconds.rounded())),
             "totals": .object([
                 "passed": .integer(Int64(count(.passed))), "failed": .integer(Int64(failed)),
@@ -109,8 +113,13 @@ package struct ConformanceReport: Sendable {
             "- Destructive checks: \(allowDestructive ? "run" : "not run")",
             "- Result: \(count(.passed)) passed, \(failed) failed, \(count(.skipped)) skipped in \(Int(seconds.rounded())) s"
                 + (stoppedAnswering ? " (the key stopped answering: the run is incomplete)" : ""),
-            "", "| group | passed | failed | skipped |", "|---|---|---|---|",
         ]
+        if !hungAfter.isEmpty {
+            lines.append(
+                "- The key stopped answering after: \(hungAfter.joined(separator: ", ")) (a power cycle was tried after each)"
+            )
+        }
+        lines += ["", "| group | passed | failed | skipped |", "|---|---|---|---|"]
         for group in groups {
             lines.append(
                 "| \(group.title) | \(count(.passed, in: group)) | \(count(.failed, in: group)) | \(count(.skipped, in: group)) |"

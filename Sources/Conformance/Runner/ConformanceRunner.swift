@@ -79,6 +79,8 @@ package final class ConformanceRunner {
         let identity = DeviceIdentity(address: device, info: context.info, hid: context.client.hid?.info)
         var results: [CheckResult] = []
         var gone = false
+        /// The checks after which the key stopped answering until a power cycle.
+        var hung: [String] = []
         for check in selected {
             var result: CheckResult
             if gone {
@@ -95,8 +97,18 @@ package final class ConformanceRunner {
                 )
             } else {
                 result = run(check, in: context)
-                gone = !context.recover()
-                if gone { result.message = (result.message.map { $0 + "; " } ?? "") + "then the key stopped answering" }
+                if !context.recover() {
+                    // The key hung: this check is where. A power cycle (the rig's, the control socket's, a person's)
+                    // may bring it back, and the run goes on with the next check; else the rest are not run.
+                    result.message = (result.message.map { $0 + "; " } ?? "") + "then the key stopped answering"
+                    if (try? context.powerCycle()) != nil && context.recover() {
+                        result.status = .failed
+                        result.message! += "; it answered again after a power cycle, and the run went on"
+                    } else {
+                        gone = true
+                    }
+                    hung.append(check.id)
+                }
                 try? context.refreshInfo()
             }
             results.append(result)
@@ -109,7 +121,8 @@ package final class ConformanceRunner {
             observations: context.observations,
             allowDestructive: options.allowDestructive,
             seconds: (CTAPHIDClient.nowMs() - started) / 1000,
-            stoppedAnswering: gone
+            stoppedAnswering: gone,
+            hungAfter: hung
         )
     }
 

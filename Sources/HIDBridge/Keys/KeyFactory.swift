@@ -122,6 +122,8 @@ package struct KeyFactory {
     package var host = "127.0.0.1"
     package var udpAnyUser = false
     package var udpPowerCycle = true
+    /// UDP answers go to this port of the sender's address (`--udp-reply-port`).
+    package var udpReplyPort: UInt16?
     package var allowRemote = false
     package var maxMessageSize: Int?
     package var resetWindow = true
@@ -225,7 +227,12 @@ package struct KeyFactory {
                 plain = try UDPTransport(
                     host: host,
                     port: spec.port,
-                    policy: UDPKeyPolicy(anyUser: udpAnyUser, powerCycleDatagram: udpPowerCycle, remote: allowRemote)
+                    policy: UDPKeyPolicy(
+                        anyUser: udpAnyUser,
+                        powerCycleDatagram: udpPowerCycle,
+                        remote: allowRemote,
+                        replyPort: udpReplyPort
+                    )
                 )
                 if !Self.isLoopback(host) {
                     lines.append(

@@ -22,11 +22,16 @@ package struct UDPKeyPolicy: Sendable {
     package var powerCycleDatagram = true
     /// Senders that are not local sockets are heard (`--allow-remote` with a non-loopback `--host`).
     package var remote = false
+    /// Answers go to this port of the sender's address, not to the sender's port (`--udp-reply-port`: solo1's
+    /// simulation answers to 7112, and clients written for it listen there).
+    package var replyPort: UInt16?
 
-    package init(anyUser: Bool = false, powerCycleDatagram: Bool = true, remote: Bool = false) {
+    package init(anyUser: Bool = false, powerCycleDatagram: Bool = true, remote: Bool = false, replyPort: UInt16? = nil)
+    {
         self.anyUser = anyUser
         self.powerCycleDatagram = powerCycleDatagram
         self.remote = remote
+        self.replyPort = replyPort
     }
 }
 
@@ -242,18 +247,23 @@ package final class UDPTransport: ReportTransport {
         var destination: UDPPeer?
         for report in reports {
             let to = router.outbound(report, now: now)
-            if to != destination, let destination, !group.isEmpty { send(group: group, to: Self.address(destination)) }
+            if to != destination, let destination, !group.isEmpty {
+                send(group: group, to: Self.address(destination, replyPort: policy?.replyPort))
+            }
             if to != destination { group.removeAll() }
             destination = to
             if to != nil { group.append(report) }
         }
-        if let destination, !group.isEmpty { send(group: group, to: Self.address(destination)) }
+        if let destination, !group.isEmpty {
+            send(group: group, to: Self.address(destination, replyPort: policy?.replyPort))
+        }
     }
 
-    static func address(_ peer: UDPPeer) -> sockaddr_in {
+    /// The peer's address; its port, or `replyPort` when the key answers to a fixed port.
+    static func address(_ peer: UDPPeer, replyPort: UInt16? = nil) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = peer.port.bigEndian
+        address.sin_port = (replyPort ?? peer.port).bigEndian
         address.sin_addr.s_addr = peer.address.bigEndian
         return address
     }
