@@ -113,6 +113,17 @@ struct ConformCommand: ParsableCommand {
     @Flag(help: "List the checks with their spec sections and exit.")
     var list = false
 
+    @Option(
+        name: .long,
+        parsing: .upToNextOption,
+        help: ArgumentHelp(
+            "Compare two reports (report.json, or --report directories): print the checks whose outcome or answer "
+                + "differ, and exit 1 when any does.",
+            valueName: "report"
+        )
+    )
+    var compare: [String] = []
+
     @Flag(help: "List the HID devices hidapi sees (FIDO ones marked) and exit.")
     var listDevices = false
 
@@ -132,6 +143,11 @@ struct ConformCommand: ParsableCommand {
 
     func validate() throws {
         _ = try groups()
+        if !compare.isEmpty {
+            guard compare.count == 2 else { throw ValidationError("--compare takes two reports: A.json B.json") }
+            guard device == nil else { throw ValidationError("--compare reads two reports: no --device") }
+            return
+        }
         if !list && !listDevices {
             guard let device else {
                 throw ValidationError(
@@ -154,6 +170,23 @@ struct ConformCommand: ParsableCommand {
     }
 
     func run() throws {
+        if !compare.isEmpty {
+            let comparison: ReportComparison
+            do {
+                comparison = try ReportComparison(try ReportFile.read(compare[0]), try ReportFile.read(compare[1]))
+            } catch {
+                throw ValidationError("\(error)")
+            }
+            for line in comparison.differences { print(line) }
+            print(
+                comparison.differences.isEmpty
+                    ? "the reports agree: \(comparison.common) checks, the same outcomes and answers"
+                    : "\(comparison.differences.count) difference\(comparison.differences.count == 1 ? "" : "s") "
+                        + "(\(comparison.common) checks in both; first report | second report)"
+            )
+            if !comparison.differences.isEmpty { throw Exit.failed }
+            return
+        }
         if list {
             let checks = ConformanceSuite.all.filter { (try? groups())??.contains($0.group) ?? true }
             let all = [ConformanceSuite.blankStart] + checks

@@ -118,3 +118,28 @@ def test_rig_options_are_checked():
         out = subprocess.run([binary, "conform", "--device", "udp:127.0.0.1:9", *args], capture_output=True,
                              text=True, timeout=30)
         assert out.returncode == 2 and message in out.stderr, (args, out.stderr)
+
+
+def test_compare_says_where_two_keys_differ_and_that_two_runs_of_one_agree(tmp_path):
+    binary = str(fidosim_binary())
+    reports = {}
+    for name, profile in [("a", "fidosim"), ("b", "fidosim"), ("c", "yubikey5")]:
+        with FidosimServer(binary=binary, profile=profile) as server:
+            key = server.keys[0]
+            out = subprocess.run([binary, "conform", "--device", f"udp:127.0.0.1:{key.port}", "--control",
+                                  key.control_path, "--only", "info,hid,u2f,get-assertion", "--report",
+                                  str(tmp_path / name)], capture_output=True, text=True, timeout=300)
+            assert out.returncode == 0, out.stdout + out.stderr
+            reports[name] = tmp_path / name
+    same = subprocess.run([binary, "conform", "--compare", str(reports["a"] / "report.json"), str(reports["b"])],
+                          capture_output=True, text=True, timeout=30)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert same.stdout.startswith("the reports agree: ")
+    other = subprocess.run([binary, "conform", "--compare", str(reports["a"]), str(reports["c"])],
+                           capture_output=True, text=True, timeout=30)
+    assert other.returncode == 1, other.stdout + other.stderr
+    assert other.stdout.splitlines()[0].startswith("device aaguid: ")
+    assert "differences (" in other.stdout.splitlines()[-1]
+    bad = subprocess.run([binary, "conform", "--compare", str(reports["a"])], capture_output=True, text=True,
+                         timeout=30)
+    assert bad.returncode == 2 and "--compare takes two reports" in bad.stderr

@@ -1,4 +1,4 @@
-import ControlProtocol
+package import ControlProtocol
 
 #if canImport(Glibc)
 import Glibc
@@ -44,5 +44,32 @@ package enum PINFile {
             throw ConformanceFileError(description: "--pin-file \(path): the first line is empty")
         }
         return pin
+    }
+}
+
+/// A report a run wrote (`--compare`): `report.json`, or a `--report` directory holding one.
+package enum ReportFile {
+    package static func read(_ path: String) throws(ConformanceFileError) -> JSONValue {
+        var info = stat()
+        let file = stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR ? path + "/report.json" : path
+        guard let handle = fopen(file, "r") else {
+            throw ConformanceFileError(description: "--compare \(file): \(String(cString: strerror(errno)))")
+        }
+        defer { fclose(handle) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = fread(&buffer, 1, buffer.count, handle)
+            if n == 0 { break }
+            bytes += buffer[0..<n]
+            guard bytes.count <= 16 << 20 else {
+                throw ConformanceFileError(description: "--compare \(file): larger than 16 MiB, not a report")
+            }
+        }
+        do {
+            return try JSONParser.parse(bytes)
+        } catch {
+            throw ConformanceFileError(description: "--compare \(file): not JSON: \(error)")
+        }
     }
 }
