@@ -25,7 +25,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsc
 # pyscard (python-fido2's PC/SC device) builds with swig against libpcsclite-dev.
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard'
 
-.PHONY: help deps venv python-package-test install build release run test format-lint format unit-test interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench clean
+.PHONY: help deps venv python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -47,6 +47,8 @@ help:
 	@echo "make install-user-unit  the daily key as a systemd user unit (prompt mode, started at login)"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
+	@echo "make profile-roundtrip  capture each built-in profile and a quirky one, serve the capture, capture it again,"
+	@echo "                   and compare both captures and both keys' whole conform reports"
 	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the NFC APDU machine, the flash store, flash image"
 	@echo "                   files, the authenticator,"
 	@echo "                   the control parser"
@@ -85,6 +87,10 @@ flash-bench: deps
 	$(SWIFT) build -c release --product fidosim-proof
 	.build/release/fidosim-proof bench
 
+# The capture round trip: profile capture of a fidosim key, served and captured again, conform reports compared.
+profile-roundtrip: venv build
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(VENV_PY) tools/profile-roundtrip/roundtrip.py
+
 # Throughput and latency against this machine's raw ES256 signing rate (release build).
 bench: release
 	.build/release/fidosim bench
@@ -122,21 +128,35 @@ python-package-test: venv build
 	bash tools/python/test-install.sh $(CURDIR)/$(BIN) $(VENV_PY) $(PYTHON)
 
 # The PC/SC tests (they own the machine's one pcscd while they run) go in a lane beside the rest: both mostly wait.
+# Two lanes: the PC/SC tests and the conformance runner's rig, reply-port and capture tests (mostly waiting on keys)
+# beside the rest.
+INTEROP_LANE := tools/interop/test_pcsc_interop.py tools/interop/test_conform_rig.py \
+	tools/interop/test_udp_reply_port.py tools/interop/test_profile_capture.py
 interop: venv build
-	@pcsc_log=$$(mktemp); \
+	@lane_log=$$(mktemp); \
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_PCSC=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q \
-	  tools/interop/test_pcsc_interop.py >$$pcsc_log 2>&1 & pcsc_pid=$$!; \
+	  $(INTEROP_LANE) >$$lane_log 2>&1 & lane_pid=$$!; \
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_DESKTOP=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q \
-	  --ignore=tools/interop/test_pcsc_interop.py tools/interop tools/e2e/test_steps.py; rc=$$?; \
-	wait $$pcsc_pid; pcsc_rc=$$?; echo "interop, PC/SC lane (tools/interop/test_pcsc_interop.py):"; cat $$pcsc_log; \
-	rm -f $$pcsc_log; [ $$rc = 0 ] && [ $$pcsc_rc = 0 ]
+	  $(addprefix --ignore=,$(INTEROP_LANE)) tools/interop tools/e2e/test_steps.py; rc=$$?; \
+	wait $$lane_pid; lane_rc=$$?; echo "interop, second lane ($(INTEROP_LANE)):"; cat $$lane_log; \
+	rm -f $$lane_log; [ $$rc = 0 ] && [ $$lane_rc = 0 ]
 
 # python-fido2's device tests, written for real keys, in four configurations (tools/device-suite/run.sh).
 device-suite: venv build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) PYTHON=$(VENV_PY) bash tools/device-suite/run.sh
 
 # make test ends with the VM end-to-end run when its tools can be installed (E2E=skip leaves it out).
-test: format-lint fuzz-smoke unit-test python-package-test interop device-suite e2e-auto
+test: format-lint unit-test-and-fuzz-smoke python-package-test interop device-suite e2e-auto
+
+# make test's first half: the Swift tests run beside the fuzz smoke run. Their longest test, the flash store's
+# power-cut proof, keeps one core busy for two minutes after the others are done; the fuzz targets build and run on
+# the other. The tests are built first, so that only one Swift build runs at a time.
+unit-test-and-fuzz-smoke: deps
+	$(SWIFT) build --build-tests
+	@test_log=$$(mktemp); $(SWIFT) test --skip-build >$$test_log 2>&1 & test_pid=$$!; \
+	bash tools/fuzz/run.sh --smoke; fuzz_rc=$$?; wait $$test_pid; test_rc=$$?; \
+	echo "swift test (beside the fuzz smoke run):"; grep -E "^✘" $$test_log | head -40; tail -3 $$test_log; \
+	[ $$test_rc = 0 ] || tail -200 $$test_log; rm -f $$test_log; [ $$fuzz_rc = 0 ] && [ $$test_rc = 0 ]
 
 # The end-to-end run in a VM: Debian's kernel (with uhid) under virtme-ng, real clients against /dev/hidraw.
 E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* busybox-static:/bin/busybox \

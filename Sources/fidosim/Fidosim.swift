@@ -17,7 +17,7 @@ struct Fidosim: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Serve.self, Ctl.self, CredentialsCommand.self, AttestationCommand.self, MetadataCommand.self,
-            ProfilesCommand.self, FlashCommand.self,
+            ProfilesCommand.self, ProfileCommand.self, FlashCommand.self,
             BenchCommand.self, ConformCommand.self,
         ],
         defaultSubcommand: nil

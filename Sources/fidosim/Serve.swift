@@ -528,6 +528,9 @@ struct Serve: ParsableCommand {
         factory.deviceName = deviceName
         factory.vendorID = Self.parseID(vendorId) ?? 0
         factory.productID = Self.parseID(productId) ?? 0
+        factory.identityGiven =
+            Self.parseID(vendorId) != 0x1209 || Self.parseID(productId) != 0xF1D0
+            || deviceName != "fidosim virtual FIDO2 key"
         factory.udc = udc
         factory.board = device
         factory.hidBackend = hidBackend

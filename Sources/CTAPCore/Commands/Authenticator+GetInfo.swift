@@ -74,7 +74,39 @@ extension Authenticator {
             map[0x17] = CBORValue(settings.uvCountSinceLastPinEntry)
         }
         applyProfile(&map)
+        if let captured = configuration.profile.capturedInfo { map = Self.capturedInfo(captured, live: map) }
         return .map(map)
+    }
+
+    /// getInfo members that follow the key's state: a captured profile answers them live.
+    static let liveMembers: Set<Int> = [0x0C, 0x0D, 0x14, 0x17, 0x18, 0x19, 0x1B, 0x1E]
+    /// Options that follow the key's state.
+    static let liveOptions: Set<String> = [
+        "clientPin", "uv", "bioEnroll", "userVerificationMgmtPreview", "alwaysUv", "makeCredUvNotRqd", "ep",
+    ]
+
+    /// A captured key's getInfo: its members, with the live value of each member and option that follows the key's
+    /// state where this key has one (a live member the captured key lacks stays out; encIdentifier and
+    /// encCredStoreState, new at each request, are never copied).
+    static func capturedInfo(
+        _ captured: [CBORValue: CBORValue],
+        live: [CBORValue: CBORValue]
+    ) -> [CBORValue: CBORValue] {
+        var out = captured
+        for key in captured.keys {
+            guard let number = key.intValue else { continue }
+            if number == 0x04, case .map(var options) = captured[key], case .map(let liveOptions)? = live[key] {
+                for name in options.keys {
+                    guard let text = name.textValue, Self.liveOptions.contains(text), let value = liveOptions[name]
+                    else { continue }
+                    options[name] = value
+                }
+                out[key] = .map(options)
+            } else if Self.liveMembers.contains(number) {
+                out[key] = live[key] ?? ([0x19, 0x1E].contains(number) ? nil : captured[key])
+            }
+        }
+        return out
     }
 
     /// Narrows getInfo to the key's profile: its versions, extensions, protocols and algorithms; without
@@ -90,6 +122,12 @@ extension Authenticator {
         if !profile.ctap23 {
             // The members fidosim added with CTAP 2.3 (and the 2.2 ones that came with them).
             for key in [0x18, 0x1A, 0x1C, 0x1E, 0x1F] { map[CBORValue(key)] = nil }
+        }
+        if !profile.ctap21Preview, case .map(var options)? = map[0x04] {
+            // Without FIDO_2_1_PRE the preview commands 0x40 and 0x41 do not exist: their options are not offered.
+            options["credentialMgmtPreview"] = nil
+            options["userVerificationMgmtPreview"] = nil
+            map[0x04] = .map(options)
         }
         guard !profile.ctap21 else { return }
         for key in map.keys where (key.intValue ?? 0) >= 0x09 { map[key] = nil }

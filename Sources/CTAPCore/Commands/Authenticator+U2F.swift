@@ -71,6 +71,7 @@ extension Authenticator {
     /// Handles one CTAPHID_MSG message: a U2F (CTAP1) request APDU.
     package mutating func handleU2F(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
         lastActivity = nil
+        if let canned = configuration.profile.cannedU2FAnswers[message] { return .response(canned) }
         pending = nil
         nextAssertion = nil
         guard let apdu = APDU(message) else { return .response(U2FStatus.wrongLength.bytes) }

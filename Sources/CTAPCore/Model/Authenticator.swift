@@ -175,6 +175,7 @@ package struct Authenticator: Sendable {
     /// Handles one CTAPHID_CBOR message: a command byte followed by CBOR parameters.
     package mutating func handleCBOR(_ message: [UInt8], now: Duration) -> AuthenticatorOutcome {
         lastActivity = nil
+        if let canned = configuration.profile.cannedAnswers[message] { return .response(canned) }
         guard let first = message.first else { return .response([CTAPStatus.invalidLength.rawValue]) }
         pending = nil
         let params = message.dropFirst()

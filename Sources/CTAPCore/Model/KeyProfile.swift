@@ -1,3 +1,5 @@
+package import CTAPCBOR
+
 /// What model of security key the authenticator presents: its versions, features, limits and quirks.
 ///
 /// The default is fidosim itself (everything implemented). A narrower profile makes the key behave like an
@@ -26,6 +28,14 @@ package struct KeyProfile: Sendable, Equatable {
     package var rejectsLargeLists: Bool
     /// How the key behaves where CTAP versions differ or the specification leaves a choice.
     package var behaviour: ProfileBehaviour
+    /// A captured key's getInfo map (a profile from `fidosim profile capture`): getInfo answers its members, with
+    /// the live values of those that follow the key's state (``Authenticator/capturedInfo(live:)``).
+    package var capturedInfo: [CBORValue: CBORValue]?
+    /// A captured key's answers to stateless probes: a CTAP2 message equal to a key gets its value (status byte
+    /// and body), as the captured key answered.
+    package var cannedAnswers: [[UInt8]: [UInt8]] = [:]
+    /// The same for U2F messages (the answer ends with the status word).
+    package var cannedU2FAnswers: [[UInt8]: [UInt8]] = [:]
 
     package init(
         name: String = "fidosim",

@@ -115,6 +115,10 @@ package struct KeyFactory {
     package var deviceName = "fidosim virtual FIDO2 key"
     package var vendorID: UInt32 = 0x1209
     package var productID: UInt32 = 0xF1D0
+    /// The command line gave the USB identity: it wins over a captured profile's.
+    package var identityGiven = false
+    /// The manufacturer string of a USB/IP device (a captured profile's, else fidosim).
+    package var manufacturer = "fidosim"
     package var udc: String?
     /// The bridge board's address (the `hid` transport).
     package var board: String?
@@ -198,23 +202,36 @@ package struct KeyFactory {
             }
             lines.append(.out("fidosim: control socket \(spec.control)"))
         }
+        // A captured profile presents the captured key's USB identity, unless the command line gave one.
+        var factory = self
+        var serial = spec.serial ?? persistent.serial
+        if !identityGiven {
+            let identity = profileFile.identity
+            factory.vendorID = identity.vendorID.map(UInt32.init) ?? vendorID
+            factory.productID = identity.productID.map(UInt32.init) ?? productID
+            factory.deviceName = identity.product ?? deviceName
+            factory.manufacturer = identity.manufacturer ?? manufacturer
+        }
+        if spec.serial == nil, let patterned = profileFile.identity.serial(random: Array(persistent.serial.utf8)) {
+            serial = patterned
+        }
         let device: any ReportTransport
         do {
             let plain: any ReportTransport
             if chosen == .uhid {
                 let info = UHIDDeviceInfo(
-                    name: deviceName,
-                    vendorID: vendorID,
-                    productID: productID,
-                    serial: spec.serial ?? persistent.serial
+                    name: factory.deviceName,
+                    vendorID: factory.vendorID,
+                    productID: factory.productID,
+                    serial: serial
                 )
                 plain = try UHIDTransport(path: uhidPath, info: info)
             } else if chosen == .gadget {
                 let info = UHIDDeviceInfo(
-                    name: deviceName,
-                    vendorID: vendorID,
-                    productID: productID,
-                    serial: spec.serial ?? persistent.serial
+                    name: factory.deviceName,
+                    vendorID: factory.vendorID,
+                    productID: factory.productID,
+                    serial: serial
                 )
                 plain = try GadgetTransport(name: spec.name, info: info, udc: udc)
             } else if chosen == .hid, let board {
@@ -222,7 +239,7 @@ package struct KeyFactory {
             } else if chosen == .pcsc {
                 plain = NoReportTransport()
             } else if chosen == .usbip {
-                plain = try usbipServer(serial: spec.serial ?? persistent.serial, port: usbipPortOverride)
+                plain = try factory.usbipServer(serial: serial, port: usbipPortOverride)
             } else {
                 plain = try UDPTransport(
                     host: host,
@@ -245,7 +262,7 @@ package struct KeyFactory {
             }
             if alsoUSBIP && chosen != .usbip {
                 // The same key on this machine's transport and, through USB/IP, on another host.
-                let usbip = try usbipServer(serial: spec.serial ?? persistent.serial, port: usbipPortOverride)
+                let usbip = try factory.usbipServer(serial: serial, port: usbipPortOverride)
                 device = try JoinedTransport([plain, usbip])
             } else {
                 device = plain
@@ -322,7 +339,7 @@ package struct KeyFactory {
         let exported = USBDevice(
             vendorID: UInt16(vendorID),
             productID: UInt16(productID),
-            manufacturer: "fidosim",
+            manufacturer: manufacturer,
             product: deviceName,
             serial: serial,
             reportDescriptor: UHIDDeviceInfo.reportDescriptor
@@ -383,12 +400,22 @@ package struct KeyFactory {
         var capabilities = CTAPHIDConfiguration.capabilityWink
         if profileFile.profile.speaksCTAP2 { capabilities |= CTAPHIDConfiguration.capabilityCBOR }
         if !profileFile.profile.speaksU2F { capabilities |= CTAPHIDConfiguration.capabilityNMSG }
+        var hidConfiguration = CTAPHIDConfiguration(capabilities: profileFile.identity.capabilities ?? capabilities)
+        if let (major, minor, build) = profileFile.identity.deviceVersion {
+            // A captured key's INIT answer (a profile from fidosim profile capture).
+            hidConfiguration.deviceVersionMajor = major
+            hidConfiguration.deviceVersionMinor = minor
+            hidConfiguration.deviceVersionBuild = build
+        }
         let hid = CTAPHIDMachine(
-            configuration: CTAPHIDConfiguration(capabilities: capabilities),
+            configuration: hidConfiguration,
             channelSeed: UInt32(truncatingIfNeeded: entropy.next())
         )
         var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
         key.presenceTimeout = presenceTimeout
+        // A captured key answers INIT and getInfo no faster than it did.
+        key.initLatency = CapturedIdentity.extra(profileFile.identity.initMs)
+        key.getInfoLatency = CapturedIdentity.extra(profileFile.identity.getInfoMs)
         if transports.contains("nfc") { key.addNFC(only: transports == ["nfc"]) }
         return key
     }

@@ -19,11 +19,13 @@ package struct ProfileFile {
     /// New credentials are backup eligible, backed up (WebAuthn Level 3 BE and BS).
     package var backupEligible: Bool = false
     package var backupState: Bool = false
+    /// What a captured key presents beyond getInfo (a profile from `fidosim profile capture`).
+    package var identity = CapturedIdentity()
 
     static let members: Set<String> = [
         "name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms",
         "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid", "quirks",
-        "behaviour", "backupEligible", "backupState",
+        "behaviour", "backupEligible", "backupState", "capture",
     ]
     static let behaviourMembers: Set<String> = [
         "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "makeCredUvNotRqd", "optionRules",
@@ -164,6 +166,7 @@ package struct ProfileFile {
             alwaysUv: try flag("alwaysUv"),
             aaguid: aaguid
         )
+        if let capture = fields["capture"] { try parseCapture(capture, into: &file) }
         file.backupEligible = try flag("backupEligible")
         file.backupState = try flag("backupState")
         if file.backupState && !file.backupEligible {

@@ -78,6 +78,13 @@ package struct VirtualKey: Sendable {
     package var traceMessages = false
     /// Requests answered since start, by command name.
     package private(set) var requestCounts: [String: Int] = [:]
+    /// How long the key takes to answer CTAPHID INIT and getInfo at least (a captured key's timing; zero: at once).
+    package var initLatency: Duration = .zero
+    package var getInfoLatency: Duration = .zero
+    /// Reports held back until their time (an answer the key takes longer to give), in order.
+    var heldReports: [(due: Duration, report: [UInt8])] = []
+    /// While set, reports the key sends are held until then.
+    var holdUntil: Duration?
 
     static func describe(command: CTAPHIDCommand, payload: [UInt8]) -> String {
         if command == .msg {
@@ -128,7 +135,7 @@ package struct VirtualKey: Sendable {
 
     /// The earliest time ``tick(now:)`` has work to do.
     package var nextDeadline: Duration? {
-        [hid.nextDeadline, waiting?.deadline, nfc?.nextDeadline].compactMap { $0 }.min()
+        [hid.nextDeadline, waiting?.deadline, nfc?.nextDeadline, heldReports.first?.due].compactMap { $0 }.min()
     }
 
     /// The request waiting for a touch, if any.
@@ -204,6 +211,10 @@ package struct VirtualKey: Sendable {
     /// Lets time pass: keepalives, timeouts, automatic touches.
     package mutating func tick(now: Duration) -> [KeyOutput] {
         var out: [KeyOutput] = []
+        while let first = heldReports.first, first.due <= now {
+            heldReports.removeFirst()
+            out.append(.report(first.report))
+        }
         if let wait = waiting, now >= wait.deadline {
             waiting = nil
             if wait.answer == .approved { out += longTouchRegistered(now: now) }
@@ -274,8 +285,18 @@ package struct VirtualKey: Sendable {
         }
     }
 
+    /// When a report the key sends now goes out, if not at once: an INIT answer after ``initLatency``, reports
+    /// made while ``holdUntil`` is set then, and anything after a held report no earlier than it (order is kept).
+    func due(of report: [UInt8], now: Duration) -> Duration? {
+        var due = holdUntil
+        if initLatency > .zero, report.count > 4, report[4] == 0x86 { due = max(due ?? .zero, now + initLatency) }
+        if let last = heldReports.last?.due { due = max(due ?? last, last) }
+        return due
+    }
+
     /// Unplugs and re-plugs the key: volatile state goes, persistent state stays.
     package mutating func powerCycle(now: Duration) {
+        heldReports.removeAll()
         hid.powerCycle()
         authenticator.powerCycle(now: now)
         waiting = nil
@@ -289,6 +310,8 @@ package struct VirtualKey: Sendable {
             case .send(let report):
                 if controls.dropOutbound > 0 {
                     controls.dropOutbound -= 1
+                } else if let due = due(of: report, now: now) {
+                    heldReports.append((due, report))
                 } else {
                     out.append(.report(report))
                 }
@@ -383,6 +406,14 @@ package struct VirtualKey: Sendable {
                 inFlight = nil
             }
             guard case .hid(let channel) = route else { return out + nfcComplete(bytes, now: now) }
+            if getInfoLatency > .zero,
+                out.contains(where: { if case .processed(let r) = $0 { r.command == "getInfo" } else { false } })
+            {
+                // A captured key's getInfo takes this long.
+                holdUntil = now + getInfoLatency
+                defer { holdUntil = nil }
+                return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
+            }
             return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
         case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f && route != .nfc:
             // U2F has no keepalive: the request answers at once, and the host polls until it succeeds.
@@ -425,7 +456,7 @@ package struct VirtualKey: Sendable {
             out.append(.prompt(prompt))
             return out
         case .needsUserPresence(let prompt):
-            guard case .hid(let channel) = route else { return [] }
+            guard case .hid = route else { return [] }
             var out = perform(hid.setKeepaliveStatus(.upNeeded, now: now), now: now)
             switch presence {
             case .approve(let delay):

@@ -18,6 +18,14 @@ import Testing
         return try Harness(configuration: configuration)
     }
 
+    @Test func withoutThePreviewVersionThePreviewOptionsAreNotOffered() throws {
+        var h = try harness(KeyProfile(name: "no-preview", versions: ["U2F_V2", "FIDO_2_0", "FIDO_2_1"]))
+        let info = try responseMap(h.cbor(.getInfo))
+        #expect(info[4]?["credentialMgmtPreview"] == nil && info[4]?["userVerificationMgmtPreview"] == nil)
+        #expect(info[4]?["credMgmt"] == true)
+        #expect(responseBytes(h.cbor(raw: [0x41, 0xA1, 0x01, 0x01])) == [CTAPStatus.invalidCommand.rawValue])
+    }
+
     @Test func aCTAP20ProfileNarrowsGetInfo() throws {
         var h = try harness(Self.ctap20)
         let info = try responseMap(h.cbor(.getInfo))

@@ -1,0 +1,239 @@
+package import CTAPCBOR
+package import ControlProtocol
+package import FIDOClient
+package import HIDAPIDevice
+
+/// `fidosim profile capture`: what a key shows, recorded without changing it (firmware-spec/profiles.md, "Captured
+/// profiles"). The result is the `capture` member of a profile file: getInfo's bytes, CTAPHID INIT's version and
+/// capabilities, the USB identity hidapi gives, the answers to a fixed set of harmless probes, and timing.
+///
+/// Nothing here changes the key: no request that makes, stores or erases anything, none that needs a touch, no
+/// PIN. Every probe is malformed, unknown, or about a relying party (`probe.invalid`) the key holds nothing for.
+package struct KeyCapture {
+    /// The format of the `capture` member; a profile of another version is refused.
+    package static let version = 1
+
+    /// One probe: its request (a CTAP2 message or a U2F APDU), and whether its answer depends on nothing the key
+    /// holds, so that a copy may answer it with the captured bytes (`replay`).
+    package struct Probe: Sendable {
+        package var name: String
+        package var request: [UInt8]
+        package var replay: Bool
+    }
+
+    /// The CTAP2 probes, in order.
+    package static var ctap2Probes: [Probe] {
+        let hash = CBORValue.byteString(Array(repeating: 0x5A, count: 32))
+        let nobody = CBORValue.textString("probe.invalid")
+        func message(_ command: UInt8, _ parameters: CBORValue) -> [UInt8] {
+            [command] + CBOREncoder.encode(parameters)
+        }
+        let longList = CBORValue.array(
+            (0..<65).map { index in
+                ["type": "public-key", "id": .byteString(Array(repeating: UInt8(index), count: 16))]
+            }
+        )
+        return [
+            Probe(name: "unknown command 0x3f", request: [0x3F], replay: true),
+            Probe(name: "unknown command 0x7f", request: [0x7F], replay: true),
+            Probe(name: "vendor command 0x40 without parameters", request: [0x40], replay: false),
+            Probe(name: "getInfo with a parameter", request: [0x04, 0xA0], replay: true),
+            Probe(name: "makeCredential: not CBOR", request: [0x01, 0xFF], replay: true),
+            Probe(name: "makeCredential: an array, not a map", request: [0x01, 0x80], replay: true),
+            Probe(name: "makeCredential: a truncated map", request: [0x01, 0xA1, 0x01], replay: true),
+            Probe(name: "makeCredential: an empty map", request: [0x01, 0xA0], replay: true),
+            Probe(name: "makeCredential: trailing bytes", request: [0x01, 0xA0, 0x00], replay: true),
+            Probe(name: "getAssertion: an empty map", request: [0x02, 0xA0], replay: true),
+            Probe(name: "clientPIN: an empty map", request: [0x06, 0xA0], replay: true),
+            Probe(
+                name: "clientPIN: an unknown subcommand",
+                request: message(0x06, [0x01: 1, 0x02: 0x7F]),
+                replay: false
+            ),
+            Probe(
+                name: "clientPIN getPINRetries",
+                request: message(0x06, [0x01: 1, 0x02: 1]),
+                replay: false
+            ),
+            Probe(
+                name: "clientPIN getPINRetries: an unknown protocol",
+                request: message(0x06, [0x01: 99, 0x02: 1]),
+                replay: false
+            ),
+            Probe(name: "getNextAssertion with nothing pending", request: [0x08], replay: false),
+            Probe(
+                name: "getAssertion: an unknown option",
+                request: message(0x02, [0x01: nobody, 0x02: hash, 0x05: ["up": false, "zz": true]]),
+                replay: false
+            ),
+            Probe(
+                name: "getAssertion: an unknown relying party without up",
+                request: message(0x02, [0x01: nobody, 0x02: hash, 0x05: ["up": false]]),
+                replay: false
+            ),
+            Probe(
+                name: "getAssertion: an allow list of 65",
+                request: message(0x02, [0x01: nobody, 0x02: hash, 0x03: longList, 0x05: ["up": false]]),
+                replay: false
+            ),
+            Probe(
+                name: "getAssertion: an empty pinUvAuthParam without a protocol",
+                request: message(0x02, [0x01: nobody, 0x02: hash, 0x06: .byteString([])]),
+                replay: false
+            ),
+        ]
+    }
+
+    /// The U2F probes (raw messages, CTAPHID_MSG or short APDUs).
+    package static var u2fProbes: [Probe] {
+        let authenticate =
+            [0x00, 0x02, 0x07, 0x00, 0x81] + [UInt8](repeating: 0x11, count: 32) + [UInt8](repeating: 0x22, count: 32)
+            + [64] + [UInt8](repeating: 0x33, count: 64)
+        return [
+            Probe(name: "VERSION", request: [0x00, 0x03, 0x00, 0x00, 0x00], replay: true),
+            Probe(name: "VERSION with data", request: [0x00, 0x03, 0x00, 0x00, 0x01, 0x00, 0x00], replay: true),
+            Probe(name: "class 0x80", request: [0x80, 0x03, 0x00, 0x00, 0x00], replay: true),
+            Probe(name: "unknown instruction 0x99", request: [0x00, 0x99, 0x00, 0x00, 0x00], replay: true),
+            Probe(name: "REGISTER without data", request: [0x00, 0x01, 0x00, 0x00, 0x00], replay: true),
+            Probe(name: "a three-byte message", request: [0x00, 0x03, 0x00], replay: true),
+            Probe(name: "AUTHENTICATE check-only, a foreign key handle", request: Array(authenticate), replay: false),
+        ]
+    }
+
+    let open: () throws -> KeyLink
+    let hidDevice: HIDDeviceInfo?
+
+    /// `open` opens the key (the runner's opener); `hidDevice` is what hidapi lists for it, when it is a HID device.
+    package init(open: @escaping () throws -> KeyLink, hidDevice: HIDDeviceInfo?) {
+        self.open = open
+        self.hidDevice = hidDevice
+    }
+
+    /// The `capture` object.
+    package func run() throws -> JSONValue {
+        let link = try open()
+        try link.initialize()
+        let client = CTAP2Client(link: link)
+        var capture: [String: JSONValue] = ["version": .integer(Int64(Self.version))]
+        var speaksCTAP2 = true
+        var speaksU2F = true
+        if let hid = client.hid, let info = hid.info {
+            capture["ctaphid"] = [
+                "protocolVersion": .integer(Int64(info.protocolVersion)),
+                "deviceVersion": .array(
+                    [info.deviceVersion.major, info.deviceVersion.minor, info.deviceVersion.build].map {
+                        .integer(Int64($0))
+                    }
+                ),
+                "capabilities": .integer(Int64(info.capabilities)),
+            ]
+            speaksCTAP2 = info.cbor
+            speaksU2F = !info.noMessage
+        }
+        if let device = hidDevice {
+            capture["usb"] = [
+                "vendorId": .integer(Int64(device.vendorID)), "productId": .integer(Int64(device.productID)),
+                "manufacturer": .string(device.manufacturer), "product": .string(device.product),
+                "serial": Self.serialPattern(device.serial),
+            ]
+        }
+        if speaksCTAP2 {
+            let info = try client.sendRaw([0x04])
+            if client.card != nil && !info.ok {
+                speaksCTAP2 = false
+            } else {
+                let (bytes, perRequest) = Self.stableInfo(info)
+                capture["getInfo"] = .string(Hex.string(bytes))
+                if !perRequest.isEmpty { capture["getInfoPerRequest"] = .array(perRequest.map { .integer(Int64($0)) }) }
+            }
+        }
+        if let card = client.card { speaksU2F = card.version == "U2F_V2" }
+        var probes: [JSONValue] = []
+        if speaksCTAP2 {
+            for probe in Self.ctap2Probes {
+                let answer = try client.sendRaw(probe.request)
+                probes.append(Self.record(probe, [answer.status] + answer.body))
+            }
+        }
+        capture["probes"] = .array(probes)
+        var u2f: [JSONValue] = []
+        if speaksU2F {
+            for probe in Self.u2fProbes {
+                let (data, status) = try client.u2f(probe.request)
+                u2f.append(Self.record(probe, data + [UInt8(status >> 8), UInt8(status & 0xFF)]))
+            }
+        }
+        capture["u2f"] = .array(u2f)
+        capture["timing"] = try timing(client, getInfo: speaksCTAP2)
+        return .object(capture)
+    }
+
+    /// Members of getInfo that are new at each request (CTAP 2.2 encIdentifier 0x19 and encCredStoreState 0x1E,
+    /// encrypted afresh): the capture records that the key has them, not their bytes.
+    static let perRequestMembers: Set<Int> = [0x19, 0x1E]
+
+    /// getInfo's answer without the members that are new at each request (re-encoded canonically), and which of
+    /// them it had. An answer that is not a CBOR map stays as it is.
+    static func stableInfo(_ info: CTAPResponse) -> ([UInt8], [Int]) {
+        guard info.ok, let value = try? CBORDecoder.decode(info.body, maxDepth: 8), case .map(var map) = value else {
+            return ([info.status] + info.body, [])
+        }
+        let present = perRequestMembers.filter { map[CBORValue($0)] != nil }.sorted()
+        for member in present { map[CBORValue(member)] = nil }
+        return ([info.status] + CBOREncoder.encode(.map(map)), present)
+    }
+
+    static func record(_ probe: Probe, _ response: [UInt8]) -> JSONValue {
+        [
+            "name": .string(probe.name), "request": .string(Hex.string(probe.request)),
+            "response": .string(Hex.string(response)), "replay": .boolean(probe.replay),
+        ]
+    }
+
+    /// The median of 9 INIT and of 9 getInfo round trips, in milliseconds (one decimal).
+    func timing(_ client: CTAP2Client, getInfo: Bool) throws -> JSONValue {
+        var out: [String: JSONValue] = [:]
+        func median(_ samples: [Double]) -> JSONValue {
+            let sorted = samples.sorted()
+            return .number((sorted[sorted.count / 2] * 10).rounded() / 10)
+        }
+        if let hid = client.hid {
+            var samples: [Double] = []
+            for _ in 0..<9 {
+                let start = CTAPHIDClient.nowMs()
+                _ = try hid.initialize()
+                samples.append(CTAPHIDClient.nowMs() - start)
+            }
+            out["initMs"] = median(samples)
+        }
+        if getInfo {
+            var samples: [Double] = []
+            for _ in 0..<9 {
+                let start = CTAPHIDClient.nowMs()
+                _ = try client.sendRaw([0x04])
+                samples.append(CTAPHIDClient.nowMs() - start)
+            }
+            out["getInfoMs"] = median(samples)
+        }
+        return .object(out)
+    }
+
+    /// What a serial number looks like, not the serial itself: its length and its alphabet.
+    static func serialPattern(_ serial: String) -> JSONValue {
+        let alphabet: String
+        if serial.isEmpty {
+            alphabet = "none"
+        } else if serial.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            alphabet = "digits"
+        } else if serial.allSatisfy({ $0.isHexDigit && !$0.isLowercase }) {
+            alphabet = "upper-hex"
+        } else if serial.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) {
+            alphabet = "lower-hex"
+        } else if serial.allSatisfy({ $0.isASCII && ($0.isNumber || $0.isUppercase) }) {
+            alphabet = "upper-alnum"
+        } else {
+            alphabet = "alnum"
+        }
+        return ["length": .integer(Int64(serial.count)), "alphabet": .string(alphabet)]
+    }
+}

@@ -1,0 +1,208 @@
+import CTAPCBOR
+package import CTAPCore
+package import ControlProtocol
+
+/// What a captured key shows that `serve --profile` reproduces beyond its getInfo: CTAPHID INIT's version and
+/// capabilities, and the USB identity (firmware-spec/profiles.md, "Captured profiles").
+package struct CapturedIdentity: Sendable, Equatable {
+    package var deviceVersion: (UInt8, UInt8, UInt8)?
+    package var capabilities: UInt8?
+    package var vendorID: UInt16?
+    package var productID: UInt16?
+    package var manufacturer: String?
+    package var product: String?
+    /// The serial number's length and alphabet (`digits`, `upper-hex`, `lower-hex`, `upper-alnum`, `alnum`).
+    package var serialLength: Int?
+    package var serialAlphabet: String?
+    /// The captured key's INIT and getInfo round trips (medians), in milliseconds.
+    package var initMs: Double?
+    package var getInfoMs: Double?
+
+    package static func == (a: Self, b: Self) -> Bool {
+        a.deviceVersion.map { [$0.0, $0.1, $0.2] } == b.deviceVersion.map { [$0.0, $0.1, $0.2] }
+            && a.capabilities == b.capabilities && a.vendorID == b.vendorID && a.productID == b.productID
+            && a.manufacturer == b.manufacturer && a.product == b.product && a.serialLength == b.serialLength
+            && a.serialAlphabet == b.serialAlphabet && a.initMs == b.initMs && a.getInfoMs == b.getInfoMs
+    }
+
+    /// fidosim's own round trip, which a captured key's latency already includes: about 0.1 ms for INIT and up to
+    /// 0.8 ms for getInfo over UDP (make profile-roundtrip prints both).
+    static let ownLatencyMs = 0.5
+
+    /// How much longer than fidosim the captured key took: what the copy waits before it answers.
+    package static func extra(_ captured: Double?) -> Duration {
+        guard let captured, captured > ownLatencyMs else { return .zero }
+        return .microseconds(Int64(((captured - ownLatencyMs) * 1000).rounded()))
+    }
+
+    /// A serial number of the captured shape, from `random` bytes.
+    package func serial(random: [UInt8]) -> String? {
+        guard let length = serialLength, length > 0, length <= 63, let alphabet = serialAlphabet else { return nil }
+        let letters: [Character] =
+            switch alphabet {
+            case "digits": Array("0123456789")
+            case "upper-hex": Array("0123456789ABCDEF")
+            case "lower-hex": Array("0123456789abcdef")
+            case "upper-alnum": Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+            default: Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+            }
+        return String((0..<length).map { letters[Int(random[$0 % random.count]) % letters.count] })
+    }
+}
+
+extension ProfileFile {
+    /// A profile file from a key's capture (`fidosim profile capture`): the members fidosim's own profiles have,
+    /// read from the captured getInfo and probes, and the capture itself, which `serve` reproduces.
+    package static func document(capture: JSONValue, name: String) throws -> JSONValue {
+        var out: [String: JSONValue] = [
+            "name": .string(name),
+            "description": "captured from a key by fidosim profile capture",
+            "capture": capture,
+        ]
+        let info = try capturedInfo(capture)
+        guard let info else {
+            out["versions"] = ["U2F_V2"]
+            return .object(out)
+        }
+        func strings(_ key: Int) -> [String]? { info[CBORValue(key)]?.arrayValue?.compactMap(\.textValue) }
+        func integer(_ key: Int) -> Int? { info[CBORValue(key)]?.intValue }
+        let versions = (strings(0x01) ?? []).filter(KeyProfile.allVersions.contains)
+        out["versions"] = .array(versions.map(JSONValue.string))
+        out["extensions"] = .array(
+            (strings(0x02) ?? []).filter(KeyProfile.allExtensions.contains).map(JSONValue.string)
+        )
+        if let protocols = info[0x06]?.arrayValue?.compactMap(\.intValue), !protocols.isEmpty {
+            out["pinUvAuthProtocols"] = .array(protocols.map { .integer(Int64($0)) })
+        } else {
+            out["pinUvAuthProtocols"] = [1]
+        }
+        let algorithms =
+            (info[0x0A]?.arrayValue ?? []).compactMap { $0.mapValue?["alg"]?.intValue }
+            .compactMap { CredentialAlgorithm(rawValue: $0)?.name }
+        out["algorithms"] = .array((algorithms.isEmpty ? ["ES256"] : algorithms).map(JSONValue.string))
+        if let count = integer(0x07) { out["maxCredentialCountInList"] = .integer(Int64(min(max(count, 1), 64))) }
+        if let size = integer(0x05) { out["maxMsgSize"] = .integer(Int64(min(max(size, 1024), 7609))) }
+        if let remaining = integer(0x14), remaining > 0 {
+            out["maxResidentCredentials"] = .integer(Int64(min(remaining, 100_000)))
+        }
+        if case .byteString(let aaguid)? = info[0x03], aaguid.count == 16 {
+            out["aaguid"] = .string(Hex.string(aaguid))
+        }
+        let options = info[0x04]?.mapValue ?? [:]
+        if options["alwaysUv"] == .boolean(true) { out["alwaysUv"] = true }
+        // What the probes tell of the key's choices.
+        let answers = probeAnswers(capture)
+        var behaviour: [String: JSONValue] = [:]
+        if options["clientPin"] == .boolean(false), let retries = answers["clientPIN getPINRetries"]?.first {
+            if retries == 0x35 { behaviour["pinRetriesWithoutPin"] = "pinNotSet" }
+        }
+        if !behaviour.isEmpty { out["behaviour"] = .object(behaviour) }
+        if answers["getAssertion: an allow list of 65"]?.first == 0x15 {
+            out["quirks"] = ["rejectsLargeLists": true]
+        }
+        return .object(out)
+    }
+
+    /// The captured getInfo map; nil for a key that has none (U2F only).
+    static func capturedInfo(_ capture: JSONValue) throws -> [CBORValue: CBORValue]? {
+        guard let text = capture["getInfo"]?.stringValue else { return nil }
+        guard let bytes = Hex.bytes(text), bytes.first == 0x00 else {
+            throw KeySetupError("capture \"getInfo\" must be the hex of a successful answer (status 00, then CBOR)")
+        }
+        guard let value = try? CBORDecoder.decode(Array(bytes.dropFirst()), maxDepth: 8), case .map(let map) = value
+        else { throw KeySetupError("capture \"getInfo\" is not a CBOR map after its status byte") }
+        return map
+    }
+
+    /// Each CTAP2 probe's answer by name.
+    static func probeAnswers(_ capture: JSONValue) -> [String: [UInt8]] {
+        var out: [String: [UInt8]] = [:]
+        for probe in capture["probes"]?.arrayValue ?? [] {
+            if let name = probe["name"]?.stringValue, let answer = probe["response"]?.stringValue.flatMap(Hex.bytes) {
+                out[name] = answer
+            }
+        }
+        return out
+    }
+
+    /// Reads the `capture` member into the profile: the getInfo the key answers, the probes it replays, and the
+    /// identity the transports present.
+    static func parseCapture(_ capture: JSONValue, into file: inout ProfileFile) throws {
+        guard case .object(let fields) = capture else { throw KeySetupError("\"capture\" must be an object") }
+        let known: Set<String> = [
+            "version", "getInfo", "getInfoPerRequest", "ctaphid", "usb", "probes", "u2f", "timing",
+        ]
+        for key in fields.keys.sorted() where !known.contains(key) {
+            throw KeySetupError("unknown capture member \"\(key)\"")
+        }
+        guard fields["version"]?.integerValue == 1 else {
+            throw KeySetupError("capture \"version\" must be 1 (a capture of another fidosim is not read)")
+        }
+        file.profile.capturedInfo = try capturedInfo(capture)
+        // Members new at each request (encIdentifier, encCredStoreState): the key answers its own, when it has one.
+        for member in fields["getInfoPerRequest"]?.arrayValue ?? [] {
+            guard let number = member.integerValue, [0x19, 0x1E].contains(number) else {
+                throw KeySetupError(
+                    "capture \"getInfoPerRequest\" may list 25 (encIdentifier) and 30 (encCredStoreState)"
+                )
+            }
+            file.profile.capturedInfo?[CBORValue(Int(number))] = .byteString([])
+        }
+        for (member, isU2F) in [("probes", false), ("u2f", true)] {
+            guard let list = fields[member] else { continue }
+            guard let probes = list.arrayValue else { throw KeySetupError("capture \"\(member)\" must be an array") }
+            for probe in probes {
+                guard let request = probe["request"]?.stringValue.flatMap(Hex.bytes),
+                    let response = probe["response"]?.stringValue.flatMap(Hex.bytes), !response.isEmpty,
+                    let replay = probe["replay"]?.boolValue
+                else {
+                    throw KeySetupError("each capture probe needs \"request\" and \"response\" in hex and \"replay\"")
+                }
+                guard replay else { continue }
+                if isU2F {
+                    file.profile.cannedU2FAnswers[request] = response
+                } else {
+                    file.profile.cannedAnswers[request] = response
+                }
+            }
+        }
+        var identity = CapturedIdentity()
+        if let ctaphid = fields["ctaphid"] {
+            let version = ctaphid["deviceVersion"]?.arrayValue?.compactMap(\.integerValue) ?? []
+            guard version.count == 3, version.allSatisfy({ (0...255).contains($0) }),
+                let capabilities = ctaphid["capabilities"]?.integerValue, (0...255).contains(capabilities)
+            else {
+                throw KeySetupError("capture \"ctaphid\" needs \"deviceVersion\" (three bytes) and \"capabilities\"")
+            }
+            identity.deviceVersion = (UInt8(version[0]), UInt8(version[1]), UInt8(version[2]))
+            identity.capabilities = UInt8(capabilities)
+        }
+        if let usb = fields["usb"] {
+            guard let vendor = usb["vendorId"]?.integerValue, (0...0xFFFF).contains(vendor),
+                let product = usb["productId"]?.integerValue, (0...0xFFFF).contains(product)
+            else { throw KeySetupError("capture \"usb\" needs \"vendorId\" and \"productId\" (16-bit)") }
+            identity.vendorID = UInt16(vendor)
+            identity.productID = UInt16(product)
+            identity.manufacturer = usb["manufacturer"]?.stringValue
+            identity.product = usb["product"]?.stringValue
+            identity.serialLength = usb["serial"]?["length"]?.integerValue.map { Int($0) }
+            identity.serialAlphabet = usb["serial"]?["alphabet"]?.stringValue
+        }
+        if let timing = fields["timing"] {
+            for (name, value) in [("initMs", timing["initMs"]), ("getInfoMs", timing["getInfoMs"])] {
+                guard let value else { continue }
+                let number: Double? =
+                    switch value {
+                    case .number(let d): d
+                    case .integer(let i): Double(i)
+                    default: nil
+                    }
+                guard let number, number >= 0, number <= 10_000 else {
+                    throw KeySetupError("capture timing \"\(name)\" must be a number of milliseconds, 0 to 10000")
+                }
+                if name == "initMs" { identity.initMs = number } else { identity.getInfoMs = number }
+            }
+        }
+        file.identity = identity
+    }
+}

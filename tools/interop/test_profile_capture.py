@@ -1,0 +1,131 @@
+"""`fidosim profile capture` and `serve --profile captured.json`, read back by python-fido2 (an independent client):
+the capture holds what python-fido2 reads from the key, a copy served from it shows the same, a replayed probe
+answers what the capture says, and the round trip (tools/profile-roundtrip/roundtrip.py) finds no difference for
+the built-in profiles with the most distinct choices and a quirky profile file (make profile-roundtrip runs them
+all with the destructive checks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fido2 import cbor
+from fido2.ctap import CtapError
+from fido2.ctap2 import Ctap2
+
+from conftest import fidosim_binary
+from fidosim import FidosimServer
+
+ROUNDTRIP = Path(__file__).resolve().parent.parent / "profile-roundtrip"
+
+
+def capture(server: FidosimServer, out: Path) -> dict:
+    key = server.keys[0]
+    run = subprocess.run([str(fidosim_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}",
+                          "-o", str(out), "--name", "copy"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return json.loads(out.read_text())
+
+
+def test_the_capture_holds_what_python_fido2_reads_and_a_copy_shows_the_same(tmp_path):
+    with FidosimServer(binary=fidosim_binary(), profile="yubikey5") as original:
+        document = capture(original, tmp_path / "key.json")
+        device = original.keys[0].device()
+        info = Ctap2(device).send_cbor(0x04)
+        version, capabilities = device.device_version, device.capabilities
+    captured = document["capture"]
+    assert captured["version"] == 1
+    # encIdentifier (0x19) is encrypted afresh at each request: the capture says the key has one.
+    stable = {k: v for k, v in info.items() if k not in (0x19, 0x1E)}
+    assert cbor.decode(bytes.fromhex(captured["getInfo"])[1:]) == stable
+    assert captured["getInfoPerRequest"] == [0x19]
+    assert tuple(captured["ctaphid"]["deviceVersion"]) == version
+    assert captured["ctaphid"]["capabilities"] == capabilities
+    assert "usb" not in captured  # over UDP a key has no USB identity
+    assert document["aaguid"] == "a25342c03cdc44148e46f4807fca511c"
+    assert document["behaviour"] == {"pinRetriesWithoutPin": "pinNotSet"}
+    assert {probe["name"] for probe in captured["probes"]} >= {"unknown command 0x3f", "getNextAssertion with nothing pending"}
+    assert captured["timing"]["getInfoMs"] > 0
+    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "key.json")) as copy:
+        device = copy.keys[0].device()
+        copied = Ctap2(device).send_cbor(0x04)
+        assert {k: v for k, v in copied.items() if k != 0x19} == stable and len(copied[0x19]) == 32
+        assert (device.device_version, device.capabilities) == (version, capabilities)
+        assert copy.keys[0].control.status()["profile"] == "copy"
+
+
+def test_a_replayed_probe_answers_what_the_capture_says(tmp_path):
+    """A real key's answer to an unknown command differs from fidosim's: the copy answers as the capture says."""
+    with FidosimServer(binary=fidosim_binary()) as original:
+        document = capture(original, tmp_path / "key.json")
+    for probe in document["capture"]["probes"]:
+        if probe["name"] == "unknown command 0x3f":
+            assert probe["response"] == "01" and probe["replay"] is True  # CTAP1_ERR_INVALID_COMMAND
+            probe["response"] = "7f"  # what the imagined real key answered (CTAP2_ERR_VENDOR_FIRST)
+    (tmp_path / "quirky.json").write_text(json.dumps(document))
+    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "quirky.json")) as copy:
+        ctap = Ctap2(copy.keys[0].device())
+        with pytest.raises(CtapError) as error:
+            ctap.send_cbor(0x3F)
+        assert error.value.code == 0x7F
+        with pytest.raises(CtapError) as error:
+            ctap.send_cbor(0x3E)  # not a probe: fidosim's own answer
+        assert error.value.code == CtapError.ERR.INVALID_COMMAND
+
+
+def test_a_u2f_only_key_is_captured_and_copied(tmp_path):
+    with FidosimServer(binary=fidosim_binary(), profile="u2f-only") as original:
+        document = capture(original, tmp_path / "key.json")
+    assert document["versions"] == ["U2F_V2"] and "getInfo" not in document["capture"]
+    assert document["capture"]["probes"] == [] and len(document["capture"]["u2f"]) == 7
+    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "key.json")) as copy:
+        device = copy.keys[0].device()
+        assert device.capabilities == document["capture"]["ctaphid"]["capabilities"]
+
+
+@pytest.mark.parametrize("profile", ["fidosim", "ctap20", "yubikey5", "legacy-quirks", "tiny-storage",
+                                     str(ROUNDTRIP / "quirky.json")])
+def test_the_round_trip_finds_no_difference(profile):
+    run = subprocess.run([sys.executable, str(ROUNDTRIP / "roundtrip.py"), "--quick", profile],
+                         capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
+                                                                              "FIDOSIM_BIN": str(fidosim_binary())})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith("same  ")
+
+
+def test_bad_captures_are_refused_with_the_member_named(tmp_path):
+    base = {"name": "x", "capture": {"version": 1, "getInfo": "00a0", "probes": [], "u2f": []}}
+    cases = [
+        ({"version": 2}, "capture \"version\" must be 1"),
+        ({"getInfo": "2e"}, "capture \"getInfo\" must be the hex of a successful answer"),
+        ({"getInfo": "0081"}, "is not a CBOR map"),
+        ({"probes": [{"request": "3f"}]}, "each capture probe needs"),
+        ({"ctaphid": {"deviceVersion": [1, 2], "capabilities": 5}}, "capture \"ctaphid\" needs"),
+        ({"usb": {"vendorId": 70000, "productId": 1}}, "capture \"usb\" needs"),
+        ({"bogus": 1}, "unknown capture member \"bogus\""),
+    ]
+    for change, message in cases:
+        document = json.loads(json.dumps(base))
+        document["capture"].update(change)
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(document))
+        out = subprocess.run([str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash",
+                              "memory", "--control", "off", "--profile", str(path)], capture_output=True, text=True,
+                             timeout=30)
+        assert out.returncode != 0 and message in out.stderr, (change, out.stderr)
+
+
+def test_a_slower_key_is_copied_with_its_timing(tmp_path):
+    """A capture says the key took 20 ms for INIT and 30 ms for getInfo: the copy is no faster (the capture of the
+    copy measures it, within a tolerance of 25% or 2 ms)."""
+    with FidosimServer(binary=fidosim_binary()) as original:
+        document = capture(original, tmp_path / "key.json")
+    document["capture"]["timing"] = {"initMs": 20.0, "getInfoMs": 30.0}
+    (tmp_path / "slow.json").write_text(json.dumps(document))
+    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "slow.json")) as copy:
+        timing = capture(copy, tmp_path / "copy.json")["capture"]["timing"]
+    for name, want in (("initMs", 20.0), ("getInfoMs", 30.0)):
+        assert abs(timing[name] - want) <= max(2.0, want * 0.25), timing
