@@ -40,12 +40,29 @@ struct ProfileCommand: ParsableCommand {
         @Option(help: "hidapi backend for hid: devices: hidraw or libusb.")
         var hidBackend: String = "hidraw"
 
+        @Flag(
+            help: ArgumentHelp(
+                "Also time the key's keepalives while it waits for a touch: one authenticatorSelection (FIDO_2_1), "
+                    + "touched by you when the terminal asks."
+            )
+        )
+        var touch = false
+
+        @Option(
+            help: ArgumentHelp(
+                "With --touch: run this shell command to touch the key instead of asking (as conform's).",
+                valueName: "command"
+            )
+        )
+        var touchCommand: String?
+
         func validate() throws {
             do { _ = try DeviceAddress(parsing: device) } catch { throw ValidationError("\(error)") }
             guard HIDBackend(rawValue: hidBackend) != nil else {
                 throw ValidationError("--hid-backend: hidraw or libusb")
             }
             guard !name.isEmpty else { throw ValidationError("--name must not be empty") }
+            if touchCommand != nil && !touch { throw ValidationError("--touch-command goes with --touch") }
         }
 
         func run() throws {
@@ -63,7 +80,19 @@ struct ProfileCommand: ParsableCommand {
             }
             let capture: JSONValue
             do {
-                capture = try KeyCapture(open: KeyLink.opener(address, backend: backend), hidDevice: hidDevice).run()
+                var toucher: (any DeviceOperator)?
+                if touch {
+                    let person = TerminalOperator()
+                    toucher =
+                        touchCommand == nil
+                        ? person : CommandOperator(try CommandOperator.Commands(touch: touchCommand), person: person)
+                }
+                capture = try KeyCapture(
+                    open: KeyLink.opener(address, backend: backend),
+                    hidDevice: hidDevice,
+                    toucher: toucher
+                )
+                .run()
             } catch {
                 throw Unreachable("profile capture: cannot capture the key at \(address): \(error)")
             }

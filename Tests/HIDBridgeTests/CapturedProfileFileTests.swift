@@ -56,6 +56,19 @@ import Testing
         #expect(file.identity.serial(random: Array("some image serial".utf8)) == serial, "stable per image")
     }
 
+    @Test func theTimingIsReadAndAnImpossibleKeepaliveIsRefused() throws {
+        func parse(_ timing: JSONValue) throws -> CapturedIdentity {
+            guard case .object(var capture) = Self.capture else { throw KeySetupError("no capture") }
+            capture["timing"] = timing
+            return try ProfileFile.parse(try ProfileFile.document(capture: .object(capture), name: "t")).identity
+        }
+        let identity = try parse(["initMs": .number(1.5), "getInfoMs": 4, "keepaliveMs": .number(150)])
+        #expect(identity.initMs == 1.5 && identity.getInfoMs == 4 && identity.keepaliveMs == 150)
+        #expect(try parse(["keepaliveMs": .null]).keepaliveMs == nil)
+        #expect(throws: KeySetupError.self) { try parse(["keepaliveMs": 5]) }
+        #expect(throws: KeySetupError.self) { try parse(["initMs": -1]) }
+    }
+
     @Test func aU2FOnlyCaptureIsAU2FOnlyProfile() throws {
         var capture = Self.capture
         if case .object(var fields) = capture {

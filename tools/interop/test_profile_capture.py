@@ -129,3 +129,25 @@ def test_a_slower_key_is_copied_with_its_timing(tmp_path):
         timing = capture(copy, tmp_path / "copy.json")["capture"]["timing"]
     for name, want in (("initMs", 20.0), ("getInfoMs", 30.0)):
         assert abs(timing[name] - want) <= max(2.0, want * 0.25), timing
+
+
+def capture_with_touch(server: FidosimServer, out: Path) -> dict:
+    key = server.keys[0]
+    run = subprocess.run([str(fidosim_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}",
+                          "-o", str(out), "--touch", "--touch-command", "true"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    return json.loads(out.read_text())
+
+
+def test_the_keepalive_cadence_during_a_touch_is_captured_and_copied(tmp_path):
+    """The key approves after 600 ms (a person who takes that long): its keepalives come every 75 ms (fidosim's
+    cadence); a capture that says 150 ms makes a copy whose keepalives come every 150 ms."""
+    with FidosimServer(binary=fidosim_binary(), presence_delay_ms=600) as original:
+        document = capture_with_touch(original, tmp_path / "key.json")
+    assert 60 <= document["capture"]["timing"]["keepaliveMs"] <= 100, document["capture"]["timing"]
+    document["capture"]["timing"]["keepaliveMs"] = 150.0
+    (tmp_path / "slow.json").write_text(json.dumps(document))
+    with FidosimServer(binary=fidosim_binary(), presence_delay_ms=600, profile=str(tmp_path / "slow.json")) as copy:
+        timing = capture_with_touch(copy, tmp_path / "copy.json")["capture"]["timing"]
+    assert abs(timing["keepaliveMs"] - 150) <= 150 * 0.25, timing

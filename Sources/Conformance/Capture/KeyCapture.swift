@@ -102,11 +102,16 @@ package struct KeyCapture {
 
     let open: () throws -> KeyLink
     let hidDevice: HIDDeviceInfo?
+    /// Who touches the key for the keepalive measurement; nil: no request that needs a touch is sent.
+    let toucher: (any DeviceOperator)?
 
-    /// `open` opens the key (the runner's opener); `hidDevice` is what hidapi lists for it, when it is a HID device.
-    package init(open: @escaping () throws -> KeyLink, hidDevice: HIDDeviceInfo?) {
+    /// `open` opens the key (the runner's opener); `hidDevice` is what hidapi lists for it, when it is a HID device;
+    /// with `toucher`, one authenticatorSelection (a FIDO_2_1 key) is touched to time the keepalives.
+    package init(open: @escaping () throws -> KeyLink, hidDevice: HIDDeviceInfo?, toucher: (any DeviceOperator)? = nil)
+    {
         self.open = open
         self.hidDevice = hidDevice
+        self.toucher = toucher
     }
 
     /// The `capture` object.
@@ -164,8 +169,36 @@ package struct KeyCapture {
             }
         }
         capture["u2f"] = .array(u2f)
-        capture["timing"] = try timing(client, getInfo: speaksCTAP2)
+        var timing = try timing(client, getInfo: speaksCTAP2)
+        if let toucher, client.hid != nil, let info = capture["getInfo"]?.stringValue, Self.lists(info, "FIDO_2_1") {
+            if case .object(var members) = timing {
+                members["keepaliveMs"] = try keepaliveCadence(client, toucher: toucher)
+                timing = .object(members)
+            }
+        }
+        capture["timing"] = timing
         return .object(capture)
+    }
+
+    /// Whether the captured getInfo (hex) lists `version` among its versions.
+    static func lists(_ infoHex: String, _ version: String) -> Bool {
+        guard let bytes = Hex.bytes(infoHex), let value = try? CBORDecoder.decode(Array(bytes.dropFirst()), maxDepth: 8)
+        else { return false }
+        return value[1]?.arrayValue?.contains(.textString(version)) == true
+    }
+
+    /// The median gap between keepalives while an authenticatorSelection waits for the touch `toucher` gives.
+    func keepaliveCadence(_ client: CTAP2Client, toucher: any DeviceOperator) throws -> JSONValue {
+        var times: [Double] = []
+        client.onKeepalive = { _ in times.append(CTAPHIDClient.nowMs()) }
+        defer { client.onKeepalive = nil }
+        try toucher.touchNeeded("authenticatorSelection (to time the key's keepalives)")
+        let answer = try client.sendRaw([0x0B])
+        try? toucher.restore()
+        guard answer.ok else { throw ClientError.malformed("authenticatorSelection answered \(answer.status)") }
+        let gaps = zip(times.dropFirst(), times).map { $0 - $1 }.sorted()
+        guard !gaps.isEmpty else { return .null }
+        return .number((gaps[gaps.count / 2] * 10).rounded() / 10)
     }
 
     /// Members of getInfo that are new at each request (CTAP 2.2 encIdentifier 0x19 and encCredStoreState 0x1E,

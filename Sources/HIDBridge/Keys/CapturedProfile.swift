@@ -17,12 +17,15 @@ package struct CapturedIdentity: Sendable, Equatable {
     /// The captured key's INIT and getInfo round trips (medians), in milliseconds.
     package var initMs: Double?
     package var getInfoMs: Double?
+    /// The gap between the captured key's keepalives while it waited for a touch, in milliseconds.
+    package var keepaliveMs: Double?
 
     package static func == (a: Self, b: Self) -> Bool {
         a.deviceVersion.map { [$0.0, $0.1, $0.2] } == b.deviceVersion.map { [$0.0, $0.1, $0.2] }
             && a.capabilities == b.capabilities && a.vendorID == b.vendorID && a.productID == b.productID
             && a.manufacturer == b.manufacturer && a.product == b.product && a.serialLength == b.serialLength
             && a.serialAlphabet == b.serialAlphabet && a.initMs == b.initMs && a.getInfoMs == b.getInfoMs
+            && a.keepaliveMs == b.keepaliveMs
     }
 
     /// fidosim's own round trip, which a captured key's latency already includes: about 0.1 ms for INIT and up to
@@ -189,8 +192,8 @@ extension ProfileFile {
             identity.serialAlphabet = usb["serial"]?["alphabet"]?.stringValue
         }
         if let timing = fields["timing"] {
-            for (name, value) in [("initMs", timing["initMs"]), ("getInfoMs", timing["getInfoMs"])] {
-                guard let value else { continue }
+            for name in ["initMs", "getInfoMs", "keepaliveMs"] {
+                guard let value = timing[name], value != .null else { continue }
                 let number: Double? =
                     switch value {
                     case .number(let d): d
@@ -200,7 +203,15 @@ extension ProfileFile {
                 guard let number, number >= 0, number <= 10_000 else {
                     throw KeySetupError("capture timing \"\(name)\" must be a number of milliseconds, 0 to 10000")
                 }
-                if name == "initMs" { identity.initMs = number } else { identity.getInfoMs = number }
+                switch name {
+                case "initMs": identity.initMs = number
+                case "getInfoMs": identity.getInfoMs = number
+                default:
+                    guard number >= 10, number <= 1000 else {
+                        throw KeySetupError("capture timing \"keepaliveMs\" must be 10 to 1000 milliseconds")
+                    }
+                    identity.keepaliveMs = number
+                }
             }
         }
         file.identity = identity

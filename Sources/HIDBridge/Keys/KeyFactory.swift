@@ -401,6 +401,10 @@ package struct KeyFactory {
         if profileFile.profile.speaksCTAP2 { capabilities |= CTAPHIDConfiguration.capabilityCBOR }
         if !profileFile.profile.speaksU2F { capabilities |= CTAPHIDConfiguration.capabilityNMSG }
         var hidConfiguration = CTAPHIDConfiguration(capabilities: profileFile.identity.capabilities ?? capabilities)
+        if let keepalive = profileFile.identity.keepaliveMs {
+            // A captured key's keepalive cadence.
+            hidConfiguration.keepaliveInterval = .microseconds(Int64((keepalive * 1000).rounded()))
+        }
         if let (major, minor, build) = profileFile.identity.deviceVersion {
             // A captured key's INIT answer (a profile from fidosim profile capture).
             hidConfiguration.deviceVersionMajor = major
