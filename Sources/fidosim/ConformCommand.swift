@@ -219,31 +219,15 @@ struct ConformCommand: ParsableCommand {
         }
         let address = try DeviceAddress(parsing: device ?? "")
         let open = KeyLink.opener(address, backend: HIDBackend(rawValue: hidBackend)!)
-        let deviceOperator: any DeviceOperator
-        let commands = try rigCommands()
-        if commands.any || `operator` != "terminal" {
-            // A rig: its commands act, and a person (or the harness) does the rest; no control socket is looked for.
-            var card = false
-            if case .pcsc = address { card = true }
-            let person: any DeviceOperator =
-                `operator` == "stdio-json" ? JSONLinesOperator() : TerminalOperator(card: card)
-            deviceOperator = commands.any ? CommandOperator(commands, person: person) : person
-        } else {
-            do {
-                deviceOperator = try OperatorChoice.choose(
-                    noControl: noControl,
-                    socket: control ?? name.map { KeyFiles.defaultControlPath(name: $0) },
-                    defaultPath: KeyFiles.defaultControlPath(name: "default"),
-                    address: address,
-                    fidosimAAGUID: AuthenticatorConfiguration.fidosimAAGUID,
-                    open: open
-                )
-            } catch let error as OperatorChoiceError {
-                throw ValidationError(error.description)
-            } catch {
-                throw Unreachable("conform: \(error)")
-            }
-        }
+        let deviceOperator = try OperatorSetup.make(
+            address: address,
+            open: open,
+            commands: try rigCommands(),
+            kind: `operator`,
+            noControl: noControl,
+            socket: control ?? name.map { KeyFiles.defaultControlPath(name: $0) },
+            command: "conform"
+        )
         if allowDestructive {
             printError(
                 "fidosim conform: --allow-destructive: the key at \(address) will be RESET. Every credential on it, its PIN "

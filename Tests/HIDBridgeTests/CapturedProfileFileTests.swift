@@ -79,6 +79,101 @@ import Testing
         #expect(document["versions"] == ["U2F_V2"])
         #expect(try ProfileFile.parse(document).profile.capturedInfo == nil)
     }
+
+    /// A capture of a FIDO_2_1 key with `--allow-destructive`'s record (`destructive`) replaced by `record`.
+    static func destructiveCapture(
+        _ record: JSONValue,
+        versions: CBORValue = ["FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"]
+    )
+        -> JSONValue
+    {
+        let info: CBORValue = [
+            0x01: versions, 0x03: .byteString(Array(repeating: 0xCD, count: 16)), 0x04: ["clientPin": false],
+            0x06: [2, 1], 0x14: 40,
+        ]
+        return [
+            "version": 1, "getInfo": .string("00" + Hex.string(CBOREncoder.encode(info))), "probes": [], "u2f": [],
+            "destructive": record,
+        ]
+    }
+
+    /// What fidosim itself answers (a capture of fidosim with the fidosim profile, make profile-roundtrip).
+    static let fidosimPIN: JSONValue = [
+        "setShort": "37", "setLong": "37", "set": "00", "setAgain": "33", "retries": 8, "wrong": ["31", "31", "34"],
+        "retriesAfterWrong": 5, "rightWhileBlocked": "34", "rightAfterPowerCycle": "00", "retriesAfterRight": 8,
+        "changeShort": "37", "changeWrongOld": "31", "retriesAfterChange": 7,
+    ]
+
+    @Test func whatTheDestructiveCaptureRecordedBecomesTheProfilesBehaviour() throws {
+        guard case .object(var pin) = Self.fidosimPIN else { return }
+        pin["setAgain"] = "30"
+        let record: JSONValue = [
+            "reset": "00", "pinUvAuthProtocol": 2, "pin": .object(pin),
+            "token": [
+                "unknownSubcommand": "3e", "subcommands": ["6": "3e", "7": "3e", "9": "3e"],
+                "getPinTokenTwice": "different", "makeCredentialWithoutToken": "36", "sameTokenTwice": ["00", "00"],
+                "previewWithPinToken": "00",
+            ],
+            "user": ["getAssertion": "00", "numberOfCredentials": 2, "user": ["id": true, "name": 80]],
+            "capacity": ["limit": 256, "existing": 2, "made": 23, "refused": "28"],
+        ]
+        let document = try ProfileFile.document(capture: Self.destructiveCapture(record), name: "real")
+        #expect(
+            document["behaviour"] == [
+                "setPinWhenSet": "notAllowed", "pinToken": "withoutPermissions", "makeCredUvNotRqd": false,
+                "clientPinSubcommands": [1, 2, 3, 4, 5, 6, 7],
+            ]
+        )
+        #expect(document["quirks"] == ["dropsDisplayName": true])
+        #expect(document["maxResidentCredentials"] == 25, "what the capacity probe found, not getInfo's 40")
+        let profile = try ProfileFile.parse(document).profile
+        #expect(profile.behaviour.setPINWhenSet == .notAllowed && profile.behaviour.pinToken == .withoutPermissions)
+        #expect(profile.behaviour.clientPINSubcommands == [1, 2, 3, 4, 5, 6, 7] && profile.dropsDisplayName)
+        #expect(ProfileFile.unreproduced(Self.destructiveCapture(record)).isEmpty)
+    }
+
+    @Test func aKeyOfFidosimsOwnChoicesAddsNoBehaviourAndAPreviewTokenRuleIsRead() throws {
+        let record: JSONValue = [
+            "pin": Self.fidosimPIN,
+            "token": [
+                "unknownSubcommand": "3e", "subcommands": ["6": "3e", "7": "3e", "9": "14"],
+                "getPinTokenTwice": "different", "makeCredentialWithoutToken": "00", "sameTokenTwice": ["00", "33"],
+                "previewWithPinToken": "00",
+            ],
+            "user": ["user": ["id": true, "name": 80, "displayName": 80]],
+            "capacity": ["limit": 30, "existing": 2, "made": 30],
+        ]
+        let document = try ProfileFile.document(capture: Self.destructiveCapture(record), name: "k")
+        #expect(document["behaviour"] == ["previewAcceptsPinToken": true])
+        #expect(document["quirks"] == nil)
+        #expect(document["maxResidentCredentials"] == 40, "the limit was reached: getInfo's count stands")
+    }
+
+    @Test func whatFidosimCannotCopyIsNamed() throws {
+        guard case .object(var pin) = Self.fidosimPIN else { return }
+        pin["retries"] = 6
+        pin["setShort"] = "00"
+        let record: JSONValue = [
+            "reset": "00", "pin": .object(pin),
+            "token": ["getPinTokenTwice": "different", "sameTokenTwice": ["00", "00"]],
+            "user": ["user": ["id": true, "name": 64, "displayName": 64]],
+        ]
+        let lines = ProfileFile.unreproduced(Self.destructiveCapture(record, versions: ["FIDO_2_0"]))
+        #expect(
+            lines == [
+                #"pin.setShort: "00" (fidosim: "37")"#, "pin.retries: 6 (fidosim: 8)", "user.name: 64 (fidosim: 80)",
+                "user.displayName: 64 (fidosim: 80)",
+                "token: withoutPermissions tokens (fidosim: a key without FIDO_2_1 has powerUp)",
+            ]
+        )
+        // The profile is still made: the members it can express.
+        let document = try ProfileFile.document(
+            capture: Self.destructiveCapture(record, versions: ["FIDO_2_0"]),
+            name: "o"
+        )
+        #expect(document["behaviour"] == nil)
+        #expect(ProfileFile.unreproduced(Self.capture).isEmpty, "nothing destructive recorded")
+    }
 }
 
 @Suite struct CapturedTimingTests {

@@ -151,3 +151,120 @@ def test_the_keepalive_cadence_during_a_touch_is_captured_and_copied(tmp_path):
     with FidosimServer(binary=fidosim_binary(), presence_delay_ms=600, profile=str(tmp_path / "slow.json")) as copy:
         timing = capture_with_touch(copy, tmp_path / "copy.json")["capture"]["timing"]
     assert abs(timing["keepaliveMs"] - 150) <= 150 * 0.25, timing
+
+
+def capture_destructive(server: FidosimServer, out: Path, *extra: str, control: bool = True) -> tuple[dict, str]:
+    key = server.keys[0]
+    args = [str(fidosim_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}", "-o", str(out),
+            "--allow-destructive", *extra]
+    if control:
+        args += ["--control", key.control_path]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stderr
+    return json.loads(out.read_text()), run.stderr
+
+
+def test_a_destructive_capture_records_what_python_fido2_finds_on_the_key(tmp_path):
+    """`--allow-destructive` records PIN, token, credential management and capacity rules; python-fido2, doing the
+    same on the same key afterwards (the capture leaves it blank), finds the same answers."""
+    from fido2.ctap2 import ClientPin, CredentialManagement
+    from fido2.ctap2.pin import PinProtocolV2
+
+    with FidosimServer(binary=fidosim_binary(), profile="tiny-storage") as key:
+        document, _ = capture_destructive(key, tmp_path / "key.json")
+        record = document["capture"]["destructive"]
+        assert record["reset"] == "00" and record["resetAtEnd"] == "00"
+        assert document["maxResidentCredentials"] == 3
+        ctap = Ctap2(key.keys[0].device())
+        assert not ctap.get_info().options["clientPin"], "left blank"
+        pin = ClientPin(ctap, PinProtocolV2())
+        pin.set_pin("31415926")
+        assert pin.get_pin_retries()[0] == record["pin"]["retries"] == 8
+        with pytest.raises(CtapError) as error:
+            pin.set_pin("27182818")
+        assert error.value.code == int(record["pin"]["setAgain"], 16) == CtapError.ERR.PIN_AUTH_INVALID
+        wrong = []
+        for _ in range(3):
+            with pytest.raises(CtapError) as error:
+                pin.get_pin_token("00000000")
+            wrong.append(f"{error.value.code:02x}")
+        assert wrong == record["pin"]["wrong"] == ["31", "31", "34"]
+        key.keys[0].control.power_cycle()
+        ctap = Ctap2(key.keys[0].device())
+        pin = ClientPin(ctap, PinProtocolV2())
+        token = pin.get_pin_token("31415926", ClientPin.PERMISSION.CREDENTIAL_MGMT)
+        manager = CredentialManagement(ctap, pin.protocol, token)
+        empty = cbor.decode(bytes.fromhex(record["credentialManagement"]["metadataEmpty"])[1:])
+        assert manager.get_metadata() == empty == {1: 0, 2: 3}
+        made = 0
+        while True:
+            token = pin.get_pin_token("31415926", ClientPin.PERMISSION.MAKE_CREDENTIAL, "capacity.fidosim.test")
+            client_data_hash = bytes(32)
+            try:
+                ctap.make_credential(client_data_hash, {"id": "capacity.fidosim.test"},
+                                     {"id": made.to_bytes(4, "big"), "name": "u"}, [{"type": "public-key", "alg": -7}],
+                                     options={"rk": True}, pin_uv_param=pin.protocol.authenticate(token, client_data_hash),
+                                     pin_uv_protocol=pin.protocol.VERSION)
+            except CtapError as error:
+                assert f"{error.code:02x}" == record["capacity"]["refused"] == "28"
+                break
+            made += 1
+        assert made == record["capacity"]["existing"] + record["capacity"]["made"] == 3
+
+
+def test_a_rig_captures_destructively_with_nobody_asked(tmp_path):
+    """The rig's commands (a relay script touching through the control socket, a replug command power-cycling)
+    drive a key that waits for every touch; the capture is told nothing about the socket, asks nobody, and records
+    what a capture through the socket records."""
+    binary = str(fidosim_binary())
+    with FidosimServer(binary=binary) as plain:
+        through_socket, _ = capture_destructive(plain, tmp_path / "socket.json", "--capacity-limit", "12")
+    server = FidosimServer(binary=binary, presence="prompt", presence_delay_ms=None)
+    server.start()
+    try:
+        key = server.keys[0]
+        touch = tmp_path / "touch.sh"
+        touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {binary} ctl --socket {key.control_path} touch "
+                         ">/dev/null 2>&1 && exit 0; sleep 0.05; done\nexit 1\n")
+        touch.chmod(0o755)
+        replug = f"{binary} ctl --socket {key.control_path} power-cycle >/dev/null"
+        rig, stderr = capture_destructive(server, tmp_path / "rig.json", "--capacity-limit", "12", "--touch-command",
+                                          str(touch), "--replug-command", replug, control=False)
+    finally:
+        assert server.stop() == 0, server.stderr()
+    assert "Press Enter" not in stderr and ">>>" not in stderr, stderr
+    assert rig["capture"]["destructive"] == through_socket["capture"]["destructive"]
+    assert rig["capture"]["destructive"]["capacity"]["made"] == 12
+
+
+def test_destructive_capture_options_are_checked(tmp_path):
+    binary = str(fidosim_binary())
+    cases = [
+        (["--replug-command", "true"], "go with --allow-destructive"),
+        (["--allow-destructive", "--capacity-limit", "0"], "--capacity-limit: 1 to 10000"),
+        (["--allow-destructive", "--operator", "robot"], "terminal or stdio-json"),
+        (["--allow-destructive", "--uhubctl", "1-1:2", "--replug-command", "true"], "not both"),
+    ]
+    for extra, message in cases:
+        out = subprocess.run([binary, "profile", "capture", "--device", "udp:127.0.0.1:9", "-o",
+                              str(tmp_path / "x.json"), *extra], capture_output=True, text=True, timeout=30)
+        assert out.returncode != 0 and message in out.stderr, (extra, out.stderr)
+
+
+def test_a_key_that_refuses_the_reset_stops_the_capture_with_the_reason(tmp_path):
+    """A key that does not take the reset (here: every touch denied) still has what it held: the capture says why
+    and writes nothing, rather than recording a PIN rule of a key it could not clear."""
+    binary = str(fidosim_binary())
+    server = FidosimServer(binary=binary, presence="deny", presence_delay_ms=0)
+    server.start()
+    try:
+        key = server.keys[0]
+        out = subprocess.run([binary, "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}", "-o",
+                              str(tmp_path / "x.json"), "--allow-destructive", "--touch-command", "true",
+                              "--replug-command", f"{binary} ctl --socket {key.control_path} power-cycle"],
+                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    finally:
+        assert server.stop() == 0, server.stderr()
+    assert out.returncode == 1, out.stderr
+    assert "CTAP2_ERR_OPERATION_DENIED" in out.stderr and "starts from a blank key" in out.stderr, out.stderr
+    assert not (tmp_path / "x.json").exists()

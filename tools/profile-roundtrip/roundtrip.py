@@ -1,5 +1,6 @@
 """The capture round trip (make profile-roundtrip): for each built-in profile and a quirky profile file, a fidosim
-key is captured (`fidosim profile capture`), the capture is served (`serve --profile captured.json`) and captured
+key is captured (`fidosim profile capture --allow-destructive`: PIN, token, credential management and capacity
+rules too), the capture is served (`serve --profile captured.json`) and captured
 again, and `fidosim conform` runs against both. The two captures must be equal but for timing (over UDP a key has
 no USB identity, hence no serial), and `fidosim conform --compare` must find no difference.
 
@@ -26,11 +27,16 @@ BINARY = os.environ.get("FIDOSIM_BIN", str(HERE.parent.parent / ".build" / "debu
 
 
 def capture(server: FidosimServer, out: Path) -> dict:
+    """A destructive capture (the key is reset, given a PIN, filled and reset again) through the key's control
+    socket. A line saying the copy will answer otherwise is a difference of the round trip."""
     key = server.keys[0]
-    run = subprocess.run([BINARY, "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}", "-o", str(out)],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run([BINARY, "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}", "-o", str(out),
+                          "--allow-destructive", "--control", key.control_path],
+                         capture_output=True, text=True, timeout=300)
     if run.returncode != 0:
         raise RuntimeError(f"capture failed: {run.stderr}")
+    if "will answer otherwise" in run.stderr:
+        raise RuntimeError(f"the capture says the copy will differ: {run.stderr}")
     return json.loads(out.read_text())
 
 

@@ -104,14 +104,24 @@ package struct KeyCapture {
     let hidDevice: HIDDeviceInfo?
     /// Who touches the key for the keepalive measurement; nil: no request that needs a touch is sent.
     let toucher: (any DeviceOperator)?
+    /// With `--allow-destructive`: who touches and power-cycles the key, and how many discoverable credentials the
+    /// capacity probe makes at most.
+    let destructive: (deviceOperator: any DeviceOperator, capacityLimit: Int)?
 
     /// `open` opens the key (the runner's opener); `hidDevice` is what hidapi lists for it, when it is a HID device;
-    /// with `toucher`, one authenticatorSelection (a FIDO_2_1 key) is touched to time the keepalives.
-    package init(open: @escaping () throws -> KeyLink, hidDevice: HIDDeviceInfo?, toucher: (any DeviceOperator)? = nil)
-    {
+    /// with `toucher`, one authenticatorSelection (a FIDO_2_1 key) is touched to time the keepalives; with
+    /// `destructive`, the key is reset and its PIN, token, credential management and capacity rules are recorded
+    /// (`DestructiveCapture`).
+    package init(
+        open: @escaping () throws -> KeyLink,
+        hidDevice: HIDDeviceInfo?,
+        toucher: (any DeviceOperator)? = nil,
+        destructive: (deviceOperator: any DeviceOperator, capacityLimit: Int)? = nil
+    ) {
         self.open = open
         self.hidDevice = hidDevice
         self.toucher = toucher
+        self.destructive = destructive
     }
 
     /// The `capture` object.
@@ -177,6 +187,16 @@ package struct KeyCapture {
             }
         }
         capture["timing"] = timing
+        if let destructive, speaksCTAP2, let info = capture["getInfo"]?.stringValue, Self.lists(info, "FIDO_2_0") {
+            let context = try ConformanceContext(
+                open: open,
+                deviceOperator: destructive.deviceOperator,
+                allowDestructive: true,
+                pin: nil
+            )
+            capture["destructive"] = try DestructiveCapture(ctx: context, capacityLimit: destructive.capacityLimit)
+                .run()
+        }
         return .object(capture)
     }
 

@@ -37,7 +37,7 @@ package enum OperatorChoice {
         // A card's reader does not say its vpcd port: the default key must at least be a card.
         if card { samePort = transport.contains("pcsc") }
         guard sameKey && samePort else { return try terminalOperator(address, open, defaultPath, fidosimAAGUID) }
-        printError("fidosim conform: using the control socket \(defaultPath) for touches and power cycles")
+        printError("fidosim: using the control socket \(defaultPath) for touches and power cycles")
         return candidate
     }
 

@@ -99,11 +99,134 @@ extension ProfileFile {
         if options["clientPin"] == .boolean(false), let retries = answers["clientPIN getPINRetries"]?.first {
             if retries == 0x35 { behaviour["pinRetriesWithoutPin"] = "pinNotSet" }
         }
-        if !behaviour.isEmpty { out["behaviour"] = .object(behaviour) }
-        if answers["getAssertion: an allow list of 65"]?.first == 0x15 {
-            out["quirks"] = ["rejectsLargeLists": true]
+        var quirks: [String: JSONValue] = [:]
+        if answers["getAssertion: an allow list of 65"]?.first == 0x15 { quirks["rejectsLargeLists"] = true }
+        if let destructive = capture["destructive"] {
+            derive(
+                destructive,
+                versions: versions,
+                alwaysUv: options["alwaysUv"] == .boolean(true),
+                into: &out,
+                behaviour: &behaviour,
+                quirks: &quirks
+            )
         }
+        if !behaviour.isEmpty { out["behaviour"] = .object(behaviour) }
+        if !quirks.isEmpty { out["quirks"] = .object(quirks) }
         return .object(out)
+    }
+
+    /// The profile members that what `--allow-destructive` recorded shows (firmware-spec/profiles.md, "What
+    /// --allow-destructive adds"). A behaviour member is written only where it differs from what the versions
+    /// give. Returns what was recorded that no profile member expresses.
+    @discardableResult
+    static func derive(
+        _ record: JSONValue,
+        versions: [String],
+        alwaysUv: Bool,
+        into out: inout [String: JSONValue],
+        behaviour: inout [String: JSONValue],
+        quirks: inout [String: JSONValue]
+    ) -> [String] {
+        var unexpressed: [String] = []
+        let defaults = ProfileBehaviour.forVersions(versions)
+        let pin = record["pin"]
+        let token = record["token"]
+        switch pin?["setAgain"]?.stringValue {
+        case "30" where defaults.setPINWhenSet != .notAllowed: behaviour["setPinWhenSet"] = "notAllowed"
+        case "33" where defaults.setPINWhenSet != .pinAuthInvalid: behaviour["setPinWhenSet"] = "pinAuthInvalid"
+        case "30", "33", nil: break
+        case let other?: unexpressed.append("pin.setAgain: \"\(other)\" (fidosim: \"33\" or \"30\")")
+        }
+        var model: ProfileBehaviour.PinTokenModel?
+        if token?["getPinTokenTwice"]?.stringValue == "same" {
+            model = .powerUp
+        } else if token?["getPinTokenTwice"]?.stringValue == "different" {
+            switch token?["sameTokenTwice"]?.arrayValue?.last?.stringValue {
+            case "00": model = .withoutPermissions
+            case "33": model = .permissions
+            default: break
+            }
+        }
+        let ctap21 = versions.contains("FIDO_2_1") || versions.contains("FIDO_2_1_PRE")
+        if let model, model != defaults.pinToken {
+            if model == .powerUp || ctap21 {
+                behaviour["pinToken"] = .string(model.rawValue)
+            } else {
+                unexpressed.append("token: \(model.rawValue) tokens (fidosim: a key without FIDO_2_1 has powerUp)")
+            }
+        }
+        if (model ?? defaults.pinToken) == .permissions, versions.contains("FIDO_2_1_PRE"),
+            let preview = token?["previewWithPinToken"]?.stringValue
+        {
+            let accepts = preview == "00"
+            if accepts != defaults.previewAcceptsPinToken { behaviour["previewAcceptsPinToken"] = .boolean(accepts) }
+        }
+        // alwaysUv asks for a token whatever makeCredUvNotRqd says: the answer tells nothing then.
+        if !alwaysUv, let without = token?["makeCredentialWithoutToken"]?.stringValue, ["00", "36"].contains(without) {
+            let notRequired = without == "00"
+            if notRequired != defaults.makeCredUvNotRqd { behaviour["makeCredUvNotRqd"] = .boolean(notRequired) }
+        }
+        if versions.contains("FIDO_2_1"), let unknown = token?["unknownSubcommand"]?.stringValue,
+            token?["subcommands"]?["9"]?.stringValue == unknown, defaults.clientPINSubcommands.contains(9)
+        {
+            behaviour["clientPinSubcommands"] = .array(
+                defaults.clientPINSubcommands.filter { $0 != 9 }.map { .integer(Int64($0)) }
+            )
+        }
+        // A key that answers a user's name (two accounts, verified) but not the display name does not keep it.
+        let user = record["credentialManagement"]?["credentialUser"] ?? record["user"]?["user"]
+        if let user, user["name"] != nil, user["displayName"] == nil { quirks["dropsDisplayName"] = true }
+        if let capacity = record["capacity"], capacity["refused"]?.stringValue == "28",
+            let made = capacity["made"]?.integerValue, let existing = capacity["existing"]?.integerValue,
+            made + existing >= 1
+        {
+            out["maxResidentCredentials"] = .integer(min(made + existing, 100_000))
+        }
+        return unexpressed
+    }
+
+    /// Where the key answered what `--allow-destructive` recorded otherwise than fidosim does, whatever its
+    /// profile says (fidosim's fixed rules: 8 PIN retries, three wrong PINs in a row block until a power cycle,
+    /// PINs of 4 to 63 bytes, user names and display names kept whole): "what: the key's answer (fidosim's)".
+    package static func unreproduced(_ capture: JSONValue) -> [String] {
+        guard let record = capture["destructive"] else { return [] }
+        let info = (try? capturedInfo(capture)) ?? nil
+        let versions = (info?[0x01]?.arrayValue ?? []).compactMap(\.textValue)
+        var scratch: [String: JSONValue] = [:]
+        var behaviour: [String: JSONValue] = [:]
+        var quirks: [String: JSONValue] = [:]
+        let unexpressed = derive(
+            record,
+            versions: versions,
+            alwaysUv: info?[0x04]?.mapValue?["alwaysUv"] == .boolean(true),
+            into: &scratch,
+            behaviour: &behaviour,
+            quirks: &quirks
+        )
+        let fidosim: [(String, JSONValue?, JSONValue)] = [
+            ("reset", record["reset"], "00"),
+            ("pin.setShort", record["pin"]?["setShort"], "37"),
+            ("pin.setLong", record["pin"]?["setLong"], "37"),
+            ("pin.set", record["pin"]?["set"], "00"),
+            ("pin.retries", record["pin"]?["retries"], 8),
+            ("pin.wrong", record["pin"]?["wrong"], ["31", "31", "34"]),
+            ("pin.retriesAfterWrong", record["pin"]?["retriesAfterWrong"], 5),
+            ("pin.rightWhileBlocked", record["pin"]?["rightWhileBlocked"], "34"),
+            ("pin.rightAfterPowerCycle", record["pin"]?["rightAfterPowerCycle"], "00"),
+            ("pin.retriesAfterRight", record["pin"]?["retriesAfterRight"], 8),
+            ("pin.changeShort", record["pin"]?["changeShort"], "37"),
+            ("pin.changeWrongOld", record["pin"]?["changeWrongOld"], "31"),
+            ("pin.retriesAfterChange", record["pin"]?["retriesAfterChange"], 7),
+            ("user.name", record["user"]?["user"]?["name"], 80),
+            ("user.displayName", record["user"]?["user"]?["displayName"], 80),
+        ]
+        let fixed = fidosim.compactMap { name, answer, own -> String? in
+            // A key that keeps no display name at all is the dropsDisplayName quirk, which fidosim has.
+            guard let answer, answer != own else { return nil }
+            return "\(name): \(answer.encoded) (fidosim: \(own.encoded))"
+        }
+        return fixed + unexpressed
     }
 
     /// The captured getInfo map; nil for a key that has none (U2F only).
@@ -133,7 +256,7 @@ extension ProfileFile {
     static func parseCapture(_ capture: JSONValue, into file: inout ProfileFile) throws {
         guard case .object(let fields) = capture else { throw KeySetupError("\"capture\" must be an object") }
         let known: Set<String> = [
-            "version", "getInfo", "getInfoPerRequest", "ctaphid", "usb", "probes", "u2f", "timing",
+            "version", "getInfo", "getInfoPerRequest", "ctaphid", "usb", "probes", "u2f", "timing", "destructive",
         ]
         for key in fields.keys.sorted() where !known.contains(key) {
             throw KeySetupError("unknown capture member \"\(key)\"")
