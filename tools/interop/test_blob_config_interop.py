@@ -315,6 +315,41 @@ def test_large_blobs_and_config_survive_a_restart_from_a_flash_image(tmp_path):
         assert stop(s) == 0
 
 
+def test_a_key_with_always_uv_from_the_factory_keeps_a_toggle_until_reset(tmp_path):
+    """The always-uv profile is a model whose alwaysUv is on from the factory: on at the first start; toggled off it
+    stays off when the key starts again from its flash; a reset (CTAP 2.1 §6.6) brings it back on."""
+    def start():
+        s = Simulator(["--flash", str(tmp_path / "key.img"), "--presence-delay", "0", "--profile", "always-uv"])
+        s.start()
+        return s
+
+    def stop(s):
+        code = s.stop()
+        s._stdout.close()
+        s._stderr.close()
+        return code
+
+    s = start()
+    try:
+        ctap2 = Ctap2(s.device())
+        assert ctap2.get_info().options["alwaysUv"] is True
+        Config(ctap2).toggle_always_uv()  # no PIN yet: no token needed
+        assert ctap2.get_info().options["alwaysUv"] is False
+    finally:
+        assert stop(s) == 0
+    s = start()
+    try:
+        ctap2 = Ctap2(s.device())
+        assert ctap2.get_info().options["alwaysUv"] is False, "the toggle stands across a restart"
+        ctap2.reset()
+        info = ctap2.get_info()
+        assert info.options["alwaysUv"] is True and info.options["makeCredUvNotRqd"] is False
+        expect_ctap_error(ERR.PUAT_REQUIRED, ctap2.make_credential, os.urandom(32), RP, {"id": b"u", "name": "u"},
+                          [{"type": "public-key", "alg": -7}])
+    finally:
+        assert stop(s) == 0
+
+
 # --------------------------------------------------------------------------
 # 2. The WebAuthn largeBlob extension end to end (Fido2Client + Fido2Server)
 # --------------------------------------------------------------------------

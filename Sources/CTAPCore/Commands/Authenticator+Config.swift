@@ -63,6 +63,7 @@ extension Authenticator {
             settings.enterpriseAttestation = true
         case .toggleAlwaysUv:
             settings.alwaysUv.toggle()
+            settings.alwaysUvChosen = true
         case .setMinPINLength:
             let newLength = try subParams?.intMember(0x01, "newMinPINLength") ?? settings.minPINLength
             let rpIDs = try subParams?.textArrayMember(0x02, "minPinLengthRPIDs")

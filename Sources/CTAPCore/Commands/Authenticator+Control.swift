@@ -294,9 +294,10 @@ extension Authenticator {
         alwaysUv: Bool? = nil,
         fingerprintSensor: Bool? = nil
     ) throws(CTAPError) {
-        if let alwaysUv, alwaysUv != storage.settings.alwaysUv {
+        if let alwaysUv, alwaysUv != storage.settings.alwaysUv || !storage.settings.alwaysUvChosen {
             var settings = storage.settings
             settings.alwaysUv = alwaysUv
+            settings.alwaysUvChosen = true
             try storage.setSettings(settings)
         }
         if let resetWindow { configuration.resetWindowEnabled = resetWindow }

@@ -37,6 +37,9 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
     /// New credentials are backup eligible (WebAuthn Level 3 BE), and backed up (BS).
     package var backupEligible: Bool
     package var backupState: Bool
+    /// alwaysUv is on from the factory (a profile's `alwaysUv`): at the first start and after every reset, unless
+    /// authenticatorConfig or the control plane chose otherwise since the last reset.
+    package var alwaysUvByDefault: Bool
 
     /// fidosim's AAGUID: `f1d0f1d0-5157-4e00-8a6e-000000000001`.
     package static let fidosimAAGUID: [UInt8] = [
@@ -62,8 +65,10 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
         transports: [String] = ["usb"],
         pinComplexityPolicyURL: String? = nil,
         backupEligible: Bool = false,
-        backupState: Bool = false
+        backupState: Bool = false,
+        alwaysUvByDefault: Bool = false
     ) {
+        self.alwaysUvByDefault = alwaysUvByDefault
         self.backupEligible = backupEligible
         self.backupState = backupState
         self.profile = profile

@@ -11,6 +11,9 @@ package struct AuthenticatorSettings: Sendable, Equatable {
     package var forcePINChange = false
     /// Every makeCredential and getAssertion needs user verification; U2F is off.
     package var alwaysUv = false
+    /// alwaysUv was set by toggleAlwaysUv or the control plane since the last reset: a key whose alwaysUv is on from
+    /// the factory keeps the state chosen, across power cycles.
+    package var alwaysUvChosen = false
     /// enableEnterpriseAttestation has run: makeCredential may return enterprise attestation.
     package var enterpriseAttestation = false
     /// The PIN complexity policy (CTAP 2.2) is on: new PINs may not be one repeated character or a run.
@@ -33,6 +36,7 @@ package struct AuthenticatorSettings: Sendable, Equatable {
         if pinComplexityPolicy { map[6] = true }
         if uvCountSinceLastPinEntry != 0 { map[7] = CBORValue(uvCountSinceLastPinEntry) }
         if longTouchForReset { map[8] = true }
+        if alwaysUvChosen { map[9] = true }
         return CBORValue.map(map).encoded()
     }
 
@@ -58,6 +62,7 @@ package struct AuthenticatorSettings: Sendable, Equatable {
             uvCountSinceLastPinEntry = n
         }
         longTouchForReset = map[8]?.boolValue ?? false
+        alwaysUvChosen = map[9]?.boolValue ?? false
     }
 
     /// Whether `pin` breaks the complexity policy: one character repeated, or a run of consecutive code points

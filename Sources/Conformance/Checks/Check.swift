@@ -56,6 +56,8 @@ package enum Requirement: Sendable, Equatable {
     case spendsPINRetries(Int)
     /// CTAPHID_INIT's capabilities allow CTAPHID_MSG.
     case u2fTransport
+    /// U2F registration and authentication are on: not with alwaysUv, which switches them off (CTAP 2.1 §6.11.2).
+    case u2fRegistration
 }
 
 /// A check fails with what was expected and what came back.

@@ -58,12 +58,12 @@ enum ExtensionChecks {
                 actual: "\(made.authData.extensions ?? [:])"
             )
             try ctx.expect(
-                try ctx.getAssertion(rpId: rpId).response,
+                try ctx.getAssertion(rpId: rpId, up: ctx.silentUnderAlwaysUv).response,
                 CTAPStatusCode.noCredentials,
                 "discovery without user verification"
             )
             try ctx.expect(
-                try ctx.getAssertion(rpId: rpId, allow: [made.credential.id]).response,
+                try ctx.getAssertion(rpId: rpId, allow: [made.credential.id], up: ctx.silentUnderAlwaysUv).response,
                 CTAPStatusCode.noCredentials,
                 "an allow list without user verification"
             )
@@ -92,7 +92,7 @@ enum ExtensionChecks {
             )
             try ctx.require(made.authData.extensions?["credProtect"]?.intValue == 2, "the output credProtect is 2")
             try ctx.expect(
-                try ctx.getAssertion(rpId: rpId).response,
+                try ctx.getAssertion(rpId: rpId, up: ctx.silentUnderAlwaysUv).response,
                 CTAPStatusCode.noCredentials,
                 "discovery without user verification"
             )

@@ -20,6 +20,18 @@ enum ResetChecks {
         ctx.pin = nil
         ctx.credentials = [:]
         try ctx.refreshInfo()
+        // A key whose alwaysUv is on from the factory makes no credential without a token (CTAP 2.1 §6.1.2): a PIN
+        // is set first, as a platform must, and the run goes on as with --pin.
+        if ctx.info.options["alwaysUv"] == true && ctx.info.supportsPIN && !ctx.info.hasPIN {
+            let version = ctx.pinProtocol
+            try ctx.expectOK(
+                try ClientPIN(client: ctx.client, version: version).setPIN(ConformanceContext.firstPIN),
+                "setPIN on a key whose alwaysUv is on after a reset"
+            )
+            ctx.pin = ConformanceContext.firstPIN
+            ctx.notes.append("alwaysUv is on after the reset (the key's default): the PIN was set at the start")
+            try ctx.refreshInfo()
+        }
     }
 
     static let all: [ConformanceCheck] = [

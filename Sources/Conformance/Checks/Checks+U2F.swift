@@ -108,7 +108,7 @@ enum U2FChecks {
             .u2f,
             "U2F Raw Message Formats §4.1, §4.3",
             "U2F_REGISTER answers a key, a key handle, a certificate and a valid signature",
-            requires: [.u2fTransport]
+            requires: [.u2fTransport, .u2fRegistration]
         ) { ctx in
             ctx.credentials["u2f"] = nil
             _ = try registered(ctx)
@@ -118,7 +118,7 @@ enum U2FChecks {
             .u2f,
             "U2F Raw Message Formats §5.1, §5.4",
             "U2F_AUTHENTICATE signs with the registered key and counts up",
-            requires: [.u2fTransport]
+            requires: [.u2fTransport, .u2fRegistration]
         ) { ctx in
             let key = try registered(ctx)
             let first = try authenticate(ctx, key)
@@ -130,7 +130,7 @@ enum U2FChecks {
             .u2f,
             "U2F Raw Message Formats §5.1",
             "check-only with a valid key handle gets SW_CONDITIONS_NOT_SATISFIED",
-            requires: [.u2fTransport]
+            requires: [.u2fTransport, .u2fRegistration]
         ) { ctx in
             let key = try registered(ctx)
             let answer = try ctx.client.u2f(
@@ -147,7 +147,7 @@ enum U2FChecks {
             .u2f,
             "U2F Raw Message Formats §5.1",
             "a key handle under another application parameter gets SW_WRONG_DATA",
-            requires: [.u2fTransport]
+            requires: [.u2fTransport, .u2fRegistration]
         ) { ctx in
             let key = try registered(ctx)
             let answer = try ctx.client.u2f(
@@ -164,7 +164,7 @@ enum U2FChecks {
             .u2f,
             "U2F Raw Message Formats §5.1",
             "a key handle the key did not make gets SW_WRONG_DATA",
-            requires: [.u2fTransport]
+            requires: [.u2fTransport, .u2fRegistration]
         ) { ctx in
             let handle = randomBytes(64)
             let answer = try ctx.client.u2f(
@@ -201,7 +201,7 @@ enum U2FChecks {
             .u2f,
             "U2F Raw Message Formats §4.1",
             "a registration request that is not 64 bytes gets SW_WRONG_LENGTH",
-            requires: [.u2fTransport]
+            requires: [.u2fTransport, .u2fRegistration]
         ) { ctx in
             let answer = try ctx.client.u2f(U2FMessage.apdu(ins: U2FMessage.register, data: randomBytes(63)))
             try expectWord(answer.status, U2FMessage.wrongLength, "63 bytes of registration data")

@@ -37,8 +37,8 @@ extension ConformanceContext {
 
     /// Whether a makeCredential needs pinUvAuthParam on this key (CTAP 2.1 §6.1.2 steps 4-5).
     func makeCredentialNeedsUV(discoverable: Bool) -> Bool {
-        guard info.hasPIN || info.options["uv"] == true else { return false }
         if info.options["alwaysUv"] == true { return true }
+        guard info.hasPIN || info.options["uv"] == true else { return false }
         return discoverable || info.options["makeCredUvNotRqd"] != true
     }
 
@@ -90,6 +90,7 @@ extension ConformanceContext {
         )
         if verify || makeCredentialNeedsUV(discoverable: discoverable) {
             guard pin != nil || !info.hasPIN else { throw CheckSkip("the key has a PIN: give it with --pin") }
+            try skipWithoutPINUnderAlwaysUv()
             for (key, value) in try userVerification(
                 permission: ClientPIN.Permission.makeCredential,
                 rpId: rpId,
@@ -206,7 +207,9 @@ extension ConformanceContext {
             )
         }
         if let up { params[5] = .map(["up": .boolean(up)]) }
-        if verify {
+        // alwaysUv: a getAssertion with user presence needs a token (CTAP 2.1 §6.2.2), as a platform sends it.
+        if verify || (info.options["alwaysUv"] == true && up != false) {
+            try skipWithoutPINUnderAlwaysUv()
             guard pin != nil else { throw CheckSkip("user verification needs the key's PIN") }
             // getAssertion carries pinUvAuthParam as 0x06 and pinUvAuthProtocol as 0x07.
             let uv = try userVerification(
@@ -275,6 +278,20 @@ extension ConformanceContext {
             actual: "flags 0x\(Hex.string(authData.flags))"
         )
     }
+
+    /// A key with alwaysUv on and no PIN makes no credential and signs nothing with user presence (CTAP 2.1 §6.1.2,
+    /// §6.2.2): such checks are skipped, as for a key whose PIN the runner does not know.
+    func skipWithoutPINUnderAlwaysUv() throws {
+        guard info.options["alwaysUv"] == true, !info.hasPIN, info.options["uv"] != true else { return }
+        throw CheckSkip(
+            "alwaysUv is on and the key has no PIN: every request with user presence needs a token "
+                + "(--allow-destructive sets a PIN)"
+        )
+    }
+
+    /// `up: false` on a key with alwaysUv on, where a request with user presence always carries a token: a request
+    /// "without user verification" is then a silent one (CTAP 2.1 §6.2.2 holds alwaysUv to requests with `up`).
+    package var silentUnderAlwaysUv: Bool? { info.options["alwaysUv"] == true ? false : nil }
 
     /// A PIN/UV auth protocol the key supports (two when it has both).
     package var pinProtocol: Int { info.pinUvAuthProtocols.contains(2) ? 2 : (info.pinUvAuthProtocols.first ?? 1) }

@@ -182,6 +182,9 @@ package final class ConformanceRunner {
             }
             return context.client.hid?.info?.noMessage == false
                 ? nil : "CTAPHID_INIT's capabilities say NMSG (no CTAPHID_MSG)"
+        case .u2fRegistration:
+            return info.options["alwaysUv"] == true
+                ? "alwaysUv is on: the key switches U2F registration and authentication off (CTAP 2.1 §6.11.2)" : nil
         }
     }
 

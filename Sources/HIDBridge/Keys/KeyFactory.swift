@@ -378,7 +378,8 @@ package struct KeyFactory {
             transports: transports.sorted(),
             pinComplexityPolicyURL: pinPolicyURL,
             backupEligible: backupEligible ?? profileFile.backupEligible,
-            backupState: backupState ?? profileFile.backupState
+            backupState: backupState ?? profileFile.backupState,
+            alwaysUvByDefault: profileFile.alwaysUv
         )
         if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
         if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }
@@ -390,9 +391,7 @@ package struct KeyFactory {
                 entropy: entropy,
                 now: .zero
             )
-            if profileFile.alwaysUv && !authenticator.storage.settings.alwaysUv {
-                try authenticator.setOptions(alwaysUv: true)
-            }
+            try authenticator.applyFactoryDefaults()
         } catch {
             throw KeyStartError("cannot start the authenticator: \(error)", aboutKey: true)
         }

@@ -140,4 +140,28 @@ import Testing
         let info = try info(&harness)
         #expect(info[0x0D] == 4 && info[4]?["alwaysUv"] == false)
     }
+
+    /// A model whose alwaysUv is on from the factory (a profile's `alwaysUv`): on at the first start; turned off by
+    /// toggleAlwaysUv it stays off when the key starts again; a reset restores it to on (CTAP 2.1 §6.6).
+    @Test func aKeyWithAlwaysUvFromTheFactoryGetsItBackAtResetOnly() throws {
+        var configuration = Harness.configuration
+        configuration.alwaysUvByDefault = true
+        var harness = try Harness(configuration: configuration)
+        try harness.authenticator.applyFactoryDefaults()
+        #expect(try info(&harness)[4]?["alwaysUv"] == true)
+        #expect(status(of: harness.cbor(.config, request(2))) == .ok)
+        #expect(try info(&harness)[4]?["alwaysUv"] == false)
+        // The key starts again from what it stored.
+        harness.authenticator = try Authenticator(
+            configuration: configuration,
+            storage: harness.authenticator.storage,
+            entropy: EntropySource(SeededGenerator(seed: 7)),
+            now: .zero
+        )
+        try harness.authenticator.applyFactoryDefaults()
+        #expect(try info(&harness)[4]?["alwaysUv"] == false, "the choice stands across a power cycle")
+        #expect(status(of: harness.approve(harness.cbor(.reset))) == .ok)
+        #expect(try info(&harness)[4]?["alwaysUv"] == true, "reset restores the model's default")
+        #expect(status(of: harness.cbor(.makeCredential, Request.makeCredential())) == .puatRequired)
+    }
 }
