@@ -7,7 +7,7 @@ extension ProfileFile {
         "always-uv": #"""
         {
           "name": "always-uv",
-          "description": "fidosim with alwaysUv on from the start: every makeCredential and getAssertion with user presence needs user verification, U2F is switched off.",
+          "description": "fidosim with alwaysUv on from the factory (at the first start and after every reset): every makeCredential and getAssertion with user presence needs user verification, U2F is switched off.",
           "alwaysUv": true
         }
         """#,
