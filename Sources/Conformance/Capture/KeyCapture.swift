@@ -152,11 +152,14 @@ package struct KeyCapture {
                 "serial": Self.serialPattern(device.serial),
             ]
         }
+        // The versions getInfo lists: what needs FIDO_2_0 (the destructive capture) or FIDO_2_1 (selection) asks.
+        var versions: [String] = []
         if speaksCTAP2 {
             let info = try client.sendRaw([0x04])
             if client.card != nil && !info.ok {
                 speaksCTAP2 = false
             } else {
+                versions = ((try? info.map())?[1]?.arrayValue ?? []).compactMap(\.textValue)
                 let (bytes, perRequest) = Self.stableInfo(info)
                 capture["getInfo"] = .string(Hex.string(bytes))
                 if !perRequest.isEmpty { capture["getInfoPerRequest"] = .array(perRequest.map { .integer(Int64($0)) }) }
@@ -180,14 +183,14 @@ package struct KeyCapture {
         }
         capture["u2f"] = .array(u2f)
         var timing = try timing(client, getInfo: speaksCTAP2)
-        if let toucher, client.hid != nil, let info = capture["getInfo"]?.stringValue, Self.lists(info, "FIDO_2_1") {
+        if let toucher, client.hid != nil, versions.contains("FIDO_2_1") {
             if case .object(var members) = timing {
                 members["keepaliveMs"] = try keepaliveCadence(client, toucher: toucher)
                 timing = .object(members)
             }
         }
         capture["timing"] = timing
-        if let destructive, speaksCTAP2, let info = capture["getInfo"]?.stringValue, Self.lists(info, "FIDO_2_0") {
+        if let destructive, speaksCTAP2, versions.contains("FIDO_2_0") {
             let context = try ConformanceContext(
                 open: open,
                 deviceOperator: destructive.deviceOperator,
@@ -198,13 +201,6 @@ package struct KeyCapture {
                 .run()
         }
         return .object(capture)
-    }
-
-    /// Whether the captured getInfo (hex) lists `version` among its versions.
-    static func lists(_ infoHex: String, _ version: String) -> Bool {
-        guard let bytes = Hex.bytes(infoHex), let value = try? CBORDecoder.decode(Array(bytes.dropFirst()), maxDepth: 8)
-        else { return false }
-        return value[1]?.arrayValue?.contains(.textString(version)) == true
     }
 
     /// The median gap between keepalives while an authenticatorSelection waits for the touch `toucher` gives.

@@ -377,6 +377,7 @@ package struct VirtualKey: Sendable {
         switch outcome {
         case .response(let bytes):
             var out: [KeyOutput] = []
+            let answered = inFlight?.name
             if let request = inFlight {
                 requestCounts[request.name, default: 0] += 1
                 out.append(
@@ -406,14 +407,9 @@ package struct VirtualKey: Sendable {
                 inFlight = nil
             }
             guard case .hid(let channel) = route else { return out + nfcComplete(bytes, now: now) }
-            if getInfoLatency > .zero,
-                out.contains(where: { if case .processed(let r) = $0 { r.command == "getInfo" } else { false } })
-            {
-                // A captured key's getInfo takes this long.
-                holdUntil = now + getInfoLatency
-                defer { holdUntil = nil }
-                return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
-            }
+            // A captured key's getInfo takes this long.
+            if getInfoLatency > .zero && answered == "getInfo" { holdUntil = now + getInfoLatency }
+            defer { holdUntil = nil }
             return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
         case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f && route != .nfc:
             // U2F has no keepalive: the request answers at once, and the host polls until it succeeds.
