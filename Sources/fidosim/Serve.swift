@@ -68,14 +68,16 @@ struct Serve: ParsableCommand {
     @Option(help: "The uhid character device.")
     var uhidPath: String = "/dev/uhid"
 
-    @Option(help: "USB vendor id of the uhid device (hex with 0x, or decimal).")
-    var vendorId: String = "0x1209"
+    // The USB identity options are optional so that a captured profile's identity yields to any of them given, even
+    // one equal to fidosim's default.
+    @Option(help: "USB vendor id of the uhid device (hex with 0x, or decimal; default 0x1209).")
+    var vendorId: String?
 
-    @Option(help: "USB product id of the uhid device (hex with 0x, or decimal).")
-    var productId: String = "0xF1D0"
+    @Option(help: "USB product id of the uhid device (hex with 0x, or decimal; default 0xF1D0).")
+    var productId: String?
 
-    @Option(help: "Product name of the uhid device.")
-    var deviceName: String = "fidosim virtual FIDO2 key"
+    @Option(help: "Product name of the uhid device (default \"fidosim virtual FIDO2 key\").")
+    var deviceName: String?
 
     @Option(help: "Serial number of the uhid device (default: random per run with --flash memory).")
     var serial: String?
@@ -411,8 +413,10 @@ struct Serve: ParsableCommand {
         guard HIDBackend(rawValue: hidBackend) != nil else {
             throw ValidationError("--hid-backend \(hidBackend): hidraw or libusb")
         }
-        guard Self.parseID(vendorId) != nil else { throw ValidationError("--vendor-id \(vendorId): not a 16-bit id") }
-        guard Self.parseID(productId) != nil else {
+        if let vendorId, Self.parseID(vendorId) == nil {
+            throw ValidationError("--vendor-id \(vendorId): not a 16-bit id")
+        }
+        if let productId, Self.parseID(productId) == nil {
             throw ValidationError("--product-id \(productId): not a 16-bit id")
         }
         if let serial, serial.isEmpty || serial.utf8.count > 63 {
@@ -525,12 +529,10 @@ struct Serve: ParsableCommand {
         factory.flashGeometry = flashGeometry
         factory.durability = durability
         factory.uhidPath = uhidPath
-        factory.deviceName = deviceName
-        factory.vendorID = Self.parseID(vendorId) ?? 0
-        factory.productID = Self.parseID(productId) ?? 0
-        factory.identityGiven =
-            Self.parseID(vendorId) != 0x1209 || Self.parseID(productId) != 0xF1D0
-            || deviceName != "fidosim virtual FIDO2 key"
+        factory.deviceName = deviceName ?? "fidosim virtual FIDO2 key"
+        factory.vendorID = vendorId.flatMap(Self.parseID) ?? 0x1209
+        factory.productID = productId.flatMap(Self.parseID) ?? 0xF1D0
+        factory.identityGiven = vendorId != nil || productId != nil || deviceName != nil
         factory.udc = udc
         factory.board = device
         factory.hidBackend = hidBackend

@@ -268,3 +268,40 @@ def test_a_key_that_refuses_the_reset_stops_the_capture_with_the_reason(tmp_path
     assert out.returncode == 1, out.stderr
     assert "CTAP2_ERR_OPERATION_DENIED" in out.stderr and "starts from a blank key" in out.stderr, out.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_captured_usb_identity_yields_to_any_identity_option_given(tmp_path):
+    """Served over USB/IP, a capture's USB identity is what the host imports (idVendor, idProduct in the import
+    reply), unless --vendor-id, --product-id or --device-name is given: even fidosim's own default value wins then."""
+    import socket
+    import struct
+
+    with FidosimServer(binary=fidosim_binary()) as original:
+        document = capture(original, tmp_path / "key.json")
+    document["capture"]["usb"] = {"vendorId": 0x1050, "productId": 0x0407, "manufacturer": "Yubico",
+                                  "product": "YubiKey OTP+FIDO+CCID", "serial": {"length": 10, "alphabet": "digits"}}
+    (tmp_path / "usb.json").write_text(json.dumps(document))
+
+    def imported(*options: str) -> tuple[int, int]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = FidosimServer(binary=fidosim_binary(), transport="usbip", profile=str(tmp_path / "usb.json"),
+                               args=["--usbip-port", str(port), *options])
+        server.start()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(struct.pack(">HHI", 0x0111, 0x8003, 0) + b"1-1".ljust(32, b"\0"))
+                reply = b""
+                while len(reply) < 8 + 0x138:
+                    chunk = s.recv(8 + 0x138 - len(reply))
+                    assert chunk, "the server closed the connection"
+                    reply += chunk
+        finally:
+            assert server.stop() == 0, server.stderr()
+        # usbip_usb_device: path[256], busid[32], busnum, devnum, speed, then idVendor and idProduct.
+        return struct.unpack(">HH", reply[8 + 300:8 + 304])
+
+    assert imported() == (0x1050, 0x0407)
+    assert imported("--vendor-id", "0x1209") == (0x1209, 0xF1D0)
+    assert imported("--device-name", "fidosim virtual FIDO2 key") == (0x1209, 0xF1D0)
