@@ -64,36 +64,17 @@ package final class UDPTransport: ReportTransport {
         self.host = host
         self.policy = policy
         start = clock.now
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        let numeric = host == "localhost" ? "127.0.0.1" : host
-        guard inet_pton(AF_INET, numeric, &address.sin_addr) == 1 else {
+        guard let numeric = IPv4.numericHost(host) else {
             throw TransportError("invalid --host '\(host)': give an IPv4 address such as 127.0.0.1")
         }
-        #if canImport(Glibc)
-        let socketType = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        #else
-        let socketType = SOCK_DGRAM
-        #endif
-        let fd = socket(AF_INET, socketType, 0)
-        guard fd >= 0 else { throw TransportError("cannot create a UDP socket: \(Self.errnoText())") }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0 else {
-            let reason = Self.errnoText()
+        let fd = IPv4.datagramSocket()
+        guard fd >= 0 else { throw TransportError("cannot create a UDP socket: \(IPv4.errnoText())") }
+        guard IPv4.bindTo(fd, IPv4.address(numeric, port: port)) else {
+            let reason = IPv4.errnoText()
             close(fd)
             throw TransportError("cannot listen on udp \(host):\(port): \(reason)")
         }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        self.port = UInt16(bigEndian: actual.sin_port)
+        self.port = IPv4.localPort(fd)
         self.fd = fd
         segments = fidosim_udp_segmentation_supported(fd) != 0
         if let policy, !policy.anyUser {
@@ -304,7 +285,6 @@ package final class UDPTransport: ReportTransport {
         }
     }
 
-    static func errnoText() -> String { String(cString: strerror(errno)) }
 }
 
 extension UDPTransport {

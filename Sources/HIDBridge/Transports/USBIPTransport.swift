@@ -31,39 +31,25 @@ package final class USBIPTransport: ReportTransport {
     package init(host: String, port: UInt16, device: USBDevice) throws(TransportError) {
         self.host = host
         self.device = device
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        let numeric = host == "localhost" ? "127.0.0.1" : host
-        guard inet_pton(AF_INET, numeric, &address.sin_addr) == 1 else {
+        guard let numeric = IPv4.numericHost(host) else {
             throw TransportError("invalid --usbip-host '\(host)': give an IPv4 address such as 127.0.0.1")
         }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TransportError("cannot create a TCP socket: \(Self.errnoText())") }
+        let fd = IPv4.streamSocket()
+        guard fd >= 0 else { throw TransportError("cannot create a TCP socket: \(IPv4.errnoText())") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 16) == 0 else {
-            let reason = Self.errnoText()
+        guard IPv4.bindTo(fd, IPv4.address(numeric, port: port)), listen(fd, 16) == 0 else {
+            let reason = IPv4.errnoText()
             close(fd)
             throw TransportError("cannot listen on tcp \(host):\(port) for USB/IP: \(reason)")
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        self.port = UInt16(bigEndian: actual.sin_port)
+        self.port = IPv4.localPort(fd)
         listener = fd
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epoll >= 0 else {
             close(fd)
-            throw TransportError("cannot create an epoll set: \(Self.errnoText())")
+            throw TransportError("cannot create an epoll set: \(IPv4.errnoText())")
         }
         watch(fd)
     }
@@ -216,5 +202,4 @@ package final class USBIPTransport: ReportTransport {
         plugged = true
     }
 
-    static func errnoText() -> String { String(cString: strerror(errno)) }
 }

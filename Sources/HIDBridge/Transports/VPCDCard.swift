@@ -46,9 +46,7 @@ package final class VPCDCard {
     var reportedAbsent = false
 
     package init(host: String, port: UInt16) throws(TransportError) {
-        var probe = in_addr()
-        let numeric = host == "localhost" ? "127.0.0.1" : host
-        guard inet_pton(AF_INET, numeric, &probe) == 1 else {
+        guard let numeric = IPv4.numericHost(host) else {
             throw TransportError("invalid --vpcd-host '\(host)': give an IPv4 address such as 127.0.0.1")
         }
         self.host = numeric
@@ -79,24 +77,10 @@ package final class VPCDCard {
     package func maintain() -> [CardEvent] {
         guard !connected, present, clock.now >= retryAt else { return [] }
         retryAt = clock.now + Self.retryInterval
-        #if canImport(Glibc)
-        let socketType = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        #else
-        let socketType = SOCK_STREAM
-        #endif
-        let socketFD = socket(AF_INET, socketType, 0)
-        guard socketFD >= 0 else { return [.note("pcsc: cannot create a socket: \(Self.errnoText())")] }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        _ = inet_pton(AF_INET, host, &address.sin_addr)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
-            let reason = Self.errnoText()
+        let socketFD = IPv4.streamSocket()
+        guard socketFD >= 0 else { return [.note("pcsc: cannot create a socket: \(IPv4.errnoText())")] }
+        guard IPv4.connectTo(socketFD, IPv4.address(host, port: port)) else {
+            let reason = IPv4.errnoText()
             close(socketFD)
             if reportedAbsent { return [] }
             reportedAbsent = true
@@ -182,5 +166,4 @@ package final class VPCDCard {
         fd = -1
     }
 
-    static func errnoText() -> String { String(cString: strerror(errno)) }
 }
