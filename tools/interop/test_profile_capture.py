@@ -270,6 +270,20 @@ def test_a_key_that_refuses_the_reset_stops_the_capture_with_the_reason(tmp_path
     assert not (tmp_path / "x.json").exists()
 
 
+def test_a_key_that_refuses_what_the_capture_needs_stops_it_with_the_request_named(tmp_path):
+    """A key whose every clientPIN answer is CTAP2_ERR_PIN_INVALID (a forced status) is reached but cannot be
+    captured destructively: exit 1, getKeyAgreement and its status named, nothing written."""
+    (tmp_path / "broken.json").write_text(json.dumps({"name": "broken", "quirks": {"forcedStatus": {"clientPIN": 0x31}}}))
+    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "broken.json")) as key:
+        out = subprocess.run([str(fidosim_binary()), "profile", "capture", "--device",
+                              f"udp:127.0.0.1:{key.keys[0].port}", "-o", str(tmp_path / "x.json"),
+                              "--allow-destructive", "--control", key.keys[0].control_path],
+                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 1, out.stderr
+    assert "getKeyAgreement answered 0x31 CTAP2_ERR_PIN_INVALID" in out.stderr, out.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_a_captured_usb_identity_yields_to_any_identity_option_given(tmp_path):
     """Served over USB/IP, a capture's USB identity is what the host imports (idVendor, idProduct in the import
     reply), unless --vendor-id, --product-id or --device-name is given: even fidosim's own default value wins then."""

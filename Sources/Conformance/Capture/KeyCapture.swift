@@ -197,8 +197,23 @@ package struct KeyCapture {
                 allowDestructive: true,
                 pin: nil
             )
-            capture["destructive"] = try DestructiveCapture(ctx: context, capacityLimit: destructive.capacityLimit)
-                .run()
+            do {
+                capture["destructive"] = try DestructiveCapture(ctx: context, capacityLimit: destructive.capacityLimit)
+                    .run()
+            } catch let failure as CheckFailure {
+                // A request the capture needed (a PIN token, say) was refused: say which, and what came back.
+                let answer = [failure.expected.map { "expected \($0)" }, failure.actual.map { "got \($0)" }]
+                    .compactMap { $0 }.joined(separator: ", ")
+                throw CaptureStopped(failure.message + (answer.isEmpty ? "" : " (\(answer))"))
+            } catch let skip as CheckSkip {
+                throw CaptureStopped(skip.reason)
+            } catch let error as ClientError {
+                // The key answered, but not as a request of the capture needs (not a transport failure).
+                switch error {
+                case .malformed, .hidError: throw CaptureStopped("\(error)")
+                case .transport, .timeout: throw error
+                }
+            }
         }
         return .object(capture)
     }
