@@ -1,5 +1,5 @@
 import CTAPCBOR
-package import CTAPCore
+import CTAPCore
 package import ControlProtocol
 
 /// What a captured key shows that `serve --profile` reproduces beyond its getInfo: CTAPHID INIT's version and

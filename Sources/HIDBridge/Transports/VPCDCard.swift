@@ -1,6 +1,6 @@
 import CDatagrams
 import CTAPCBOR
-package import CTAPNFC
+import CTAPNFC
 
 #if canImport(Glibc)
 import Glibc
