@@ -156,6 +156,16 @@ struct ProfileCommand: ParsableCommand {
                     command: "profile capture"
                 )
             }
+            // Where the profile goes is checked before the key is touched: a destructive capture that cannot be
+            // written would have erased the key for nothing.
+            if output != "-" {
+                let slash = output.lastIndex(of: "/")
+                let directory = slash.map { output[..<$0].isEmpty ? "/" : String(output[..<$0]) } ?? "."
+                let writable = access(output, F_OK) == 0 ? access(output, W_OK) == 0 : access(directory, W_OK) == 0
+                guard writable else {
+                    throw ValidationError("-o \(output): \(String(cString: strerror(errno))); nothing was done")
+                }
+            }
             if allowDestructive, let deviceOperator {
                 printError(
                     "fidosim profile capture: --allow-destructive: the key at \(address) will be RESET, at the start "

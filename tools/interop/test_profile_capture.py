@@ -237,6 +237,19 @@ def test_a_rig_captures_destructively_with_nobody_asked(tmp_path):
     assert rig["capture"]["destructive"]["capacity"]["made"] == 12
 
 
+def test_an_output_that_cannot_be_written_stops_the_capture_before_the_key_is_touched(tmp_path):
+    with FidosimServer(binary=fidosim_binary()) as key:
+        ctap = Ctap2(key.keys[0].device())
+        from fido2.ctap2 import ClientPin
+        ClientPin(ctap).set_pin("31415926")
+        out = subprocess.run([str(fidosim_binary()), "profile", "capture", "--device",
+                              f"udp:127.0.0.1:{key.keys[0].port}", "-o", str(tmp_path / "no" / "such" / "key.json"),
+                              "--allow-destructive", "--control", key.keys[0].control_path],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert out.returncode == 2 and "nothing was done" in out.stderr, out.stderr
+        assert ctap.get_info().options["clientPin"] is True, "the key was not reset"
+
+
 def test_destructive_capture_options_are_checked(tmp_path):
     binary = str(fidosim_binary())
     cases = [
