@@ -278,17 +278,25 @@ def test_reset_empties_the_large_blob_array(sim):
     assert len(LargeBlobs(ctap2).read_blob_array()) == 1
 
 
+def start_from_image(image, *args: str) -> Simulator:
+    """A key on the flash image `image` (started again later from what it stored)."""
+    s = Simulator(["--flash", str(image), "--presence-delay", "0", *args])
+    s.start()
+    return s
+
+
+def stop_key(s: Simulator) -> int:
+    code = s.stop()
+    s._stdout.close()
+    s._stderr.close()
+    return code
+
+
 def test_large_blobs_and_config_survive_a_restart_from_a_flash_image(tmp_path):
     def start():
-        s = Simulator(["--flash", str(tmp_path / "key.img"), "--presence-delay", "0"])
-        s.start()
-        return s
+        return start_from_image(tmp_path / "key.img")
 
-    def stop(s):
-        code = s.stop()
-        s._stdout.close()
-        s._stderr.close()
-        return code
+    stop = stop_key
 
     key, data = os.urandom(32), os.urandom(2000)
     s = start()
@@ -319,15 +327,9 @@ def test_a_key_with_always_uv_from_the_factory_keeps_a_toggle_until_reset(tmp_pa
     """The always-uv profile is a model whose alwaysUv is on from the factory: on at the first start; toggled off it
     stays off when the key starts again from its flash; a reset (CTAP 2.1 §6.6) brings it back on."""
     def start():
-        s = Simulator(["--flash", str(tmp_path / "key.img"), "--presence-delay", "0", "--profile", "always-uv"])
-        s.start()
-        return s
+        return start_from_image(tmp_path / "key.img", "--profile", "always-uv")
 
-    def stop(s):
-        code = s.stop()
-        s._stdout.close()
-        s._stderr.close()
-        return code
+    stop = stop_key
 
     s = start()
     try:
