@@ -70,6 +70,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .systemLibrary(name: "CUHID", path: "Sources/CUHID"),
+        .systemLibrary(name: "CUMockdev", path: "Sources/CUMockdev"),
         .systemLibrary(name: "CDatagrams", path: "Sources/CDatagrams"),
         .systemLibrary(name: "CProcessControl", path: "Sources/CProcessControl"),
         .systemLibrary(
@@ -120,7 +121,7 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPNFC", "USBIP", "CTAPCore", "CUHID", "CDatagrams", "CProcessControl",
+                "CTAPCBOR", "CTAPHID", "CTAPNFC", "USBIP", "CTAPCore", "CUHID", "CUMockdev", "CDatagrams", "CProcessControl",
                 "Console",
                 "ControlProtocol",
                 "FlashImage",

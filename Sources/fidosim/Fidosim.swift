@@ -16,7 +16,8 @@ struct Fidosim: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Serve.self, Ctl.self, CredentialsCommand.self, AttestationCommand.self, MetadataCommand.self,
+            Serve.self, RunCommand.self, Ctl.self, CredentialsCommand.self, AttestationCommand.self,
+            MetadataCommand.self,
             ProfilesCommand.self, ProfileCommand.self, FlashCommand.self,
             BenchCommand.self, ConformCommand.self,
         ],

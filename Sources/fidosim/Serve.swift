@@ -1,5 +1,6 @@
 import ArgumentParser
 import Console
+import ControlProtocol
 import HIDAPIDevice
 import HIDBridge
 import Logging
@@ -307,6 +308,9 @@ struct Serve: ParsableCommand {
 
     func validate() throws {
         guard (1...16).contains(keys) else { throw ValidationError("--keys must be 1 to 16") }
+        if envFile != nil && !transport.contains(.privateHID) {
+            throw ValidationError("--env-file is for --transport private")
+        }
         if backupState == .on && backupEligible == .off {
             throw ValidationError(
                 "--backup-state on needs --backup-eligible on: only an eligible credential is backed up"
@@ -450,7 +454,35 @@ struct Serve: ParsableCommand {
         return try usage { () throws(KeySetupError) in try base.copies(count: keys, flash: flash, control: control) }
     }
 
+    @Option(
+        help: ArgumentHelp(
+            "--transport private: where to write the environment that makes a program part of the key's tree "
+                + "(LD_PRELOAD and UMOCKDEV_DIR, as shell export lines).",
+            discussion: "Default: $XDG_RUNTIME_DIR/fidosim/NAME.env, else ~/.local/share/fidosim/NAME.env.",
+            valueName: "path"
+        )
+    )
+    var envFile: String?
+
     func run() throws {
+        let privateKey = transport.contains(.privateHID)
+        if privateKey { try PrivateKeySetup.runUnderPreload() }
+        let session = try start()
+        var extra: [String: JSONValue] = [:]
+        if privateKey, let testbed = session.testbed {
+            let path = envFile ?? KeyFiles.defaultEnvironmentPath(name: name)
+            try PrivateKeySetup.writeEnvironment(testbed, to: path)
+            printLine("fidosim: the key's environment is in \(path) (. \(path), then start the program)")
+            extra["envFile"] = .string(path)
+            extra["umockdevDir"] = .string(testbed.root)
+        }
+        try session.writeReadyFile(readyFile, extra: extra)
+        session.runner().run()
+        session.testbed?.close()
+    }
+
+    /// The keys of this `serve` (or `run`), started: their slots, ready to be served.
+    func start(forcing forced: TransportChoice? = nil) throws -> ServeSession {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -460,6 +492,7 @@ struct Serve: ParsableCommand {
         let logger = Logger(label: "fidosim")
         if let warning = SecretsInMemory.protect() { printError(warning) }
         let specs = try keySpecs()
+        let transport = forced.map { [$0] + self.transport.filter { $0 == .pcsc || $0 == .usbip } } ?? self.transport
         let card = transport.contains(.pcsc)
         // usbip beside another HID transport joins it; alone it is the key's one HID transport.
         let alsoUSBIP = transport.contains(.usbip) && transport.contains { $0 != .pcsc && $0 != .usbip }
@@ -471,7 +504,7 @@ struct Serve: ParsableCommand {
             chosen = automatic
             printLine(line)
         }
-        DeviceRunner.installSignalHandlers()
+        if forced == nil { DeviceRunner.installSignalHandlers() }
         var slots: [SlotIO] = []
         let factory = keyFactory()
         for spec in specs {
@@ -483,6 +516,7 @@ struct Serve: ParsableCommand {
                     card: card ? vpcdPort &+ index : nil,
                     usbipPort: usbipPort == 0 ? 0 : usbipPort &+ index,
                     alsoUSBIP: alsoUSBIP,
+                    index: Int(index),
                     several: specs.count > 1,
                     logger: logger
                 )
@@ -508,17 +542,15 @@ struct Serve: ParsableCommand {
             }
         }
         if notifications { printLine("fidosim: touch requests also show as desktop notifications") }
-        if let readyFile {
-            let record = ReadyFile.record(slots: slots, flashes: specs.map(\.flash), pid: getpid())
-            do {
-                try ReadyFile.write(record, to: readyFile)
-            } catch {
-                printError("fidosim: \(error)")
-                throw Exit.failed
-            }
-        }
-        DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications)
-            .run()
+        let testbed = chosen == .privateHID ? try? PrivateTestbed.open() : nil
+        return ServeSession(
+            slots: slots,
+            specs: specs,
+            logger: logger,
+            busyPoll: busyPoll,
+            notifications: notifications,
+            testbed: testbed
+        )
     }
 
     /// The options every key of this `serve` shares.
@@ -561,5 +593,36 @@ struct Serve: ParsableCommand {
         let value = text.lowercased().hasPrefix("0x") ? UInt32(text.dropFirst(2), radix: 16) : UInt32(text)
         guard let value, value <= 0xFFFF else { return nil }
         return value
+    }
+}
+
+/// The keys one `serve` or `run` started.
+struct ServeSession {
+    var slots: [SlotIO]
+    var specs: [KeySpec]
+    var logger: Logger
+    var busyPoll: Int
+    var notifications: Bool
+    /// The umockdev testbed of private keys.
+    var testbed: PrivateTestbed?
+
+    /// Writes `--ready-file` (when given), with `extra` members at its top level.
+    func writeReadyFile(_ path: String?, extra: [String: JSONValue] = [:]) throws {
+        guard let path else { return }
+        var record = ReadyFile.record(slots: slots, flashes: specs.map(\.flash), pid: getpid())
+        if case .object(var members) = record {
+            for (name, value) in extra { members[name] = value }
+            record = .object(members)
+        }
+        do {
+            try ReadyFile.write(record, to: path)
+        } catch {
+            printError("fidosim: \(error)")
+            throw Exit.failed
+        }
+    }
+
+    func runner() -> DeviceRunner {
+        DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications)
     }
 }

@@ -17,6 +17,9 @@ package enum TransportChoice: String, CaseIterable, Sendable {
     case usbip
     /// A card in vsmartcard's vpcd reader, which pcscd presents to every PC/SC client (the NFC binding).
     case pcsc
+    /// A hidraw node in this process's umockdev testbed, which only the programs given its environment see
+    /// (`fidosim run`, the environment file): no root, no uhid.
+    case privateHID = "private"
 }
 
 /// What differs between the keys of one `serve`.
@@ -162,13 +165,16 @@ package struct KeyFactory {
         card cardPort: UInt16? = nil,
         usbipPort usbipPortOverride: UInt16? = nil,
         alsoUSBIP: Bool = false,
+        index: Int = 0,
         several: Bool,
         logger: Logger
     ) throws -> (SlotIO, [ConsoleLine]) {
         var lines: [ConsoleLine] = []
         let cardPort = chosen == .pcsc ? cardPort ?? vpcdPort : cardPort
-        // Only a key that no desktop sees defaults to approve: over USB/IP a host sees a USB device.
-        let presenceArgument = spec.presence ?? (chosen == .udp && !alsoUSBIP ? "approve" : "prompt")
+        // Only a key that no desktop sees defaults to approve: over USB/IP a host sees a USB device; the private
+        // key is seen only by the programs of its own tree.
+        let unseen = (chosen == .udp || chosen == .privateHID) && !alsoUSBIP
+        let presenceArgument = spec.presence ?? (unseen ? "approve" : "prompt")
         guard let mode = PresenceMode(argument: presenceArgument, approveDelay: presenceDelay) else {
             throw KeyStartError("unknown presence '\(presenceArgument)'", aboutKey: true)
         }
@@ -238,6 +244,15 @@ package struct KeyFactory {
                 plain = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
             } else if chosen == .pcsc {
                 plain = NoReportTransport()
+            } else if chosen == .privateHID {
+                let info = UHIDDeviceInfo(
+                    name: factory.deviceName,
+                    vendorID: factory.vendorID,
+                    productID: factory.productID,
+                    serial: serial
+                )
+                let tree = PrivateDeviceTree(index: index, info: info, manufacturer: factory.manufacturer)
+                plain = try PrivateHIDTransport(tree: tree, testbed: PrivateTestbed.open())
             } else if chosen == .usbip {
                 plain = try factory.usbipServer(serial: serial, port: usbipPortOverride)
             } else {
@@ -300,7 +315,7 @@ package struct KeyFactory {
         let whereServed = [device.summary, card?.summary ?? ""].filter { !$0.isEmpty }.joined(separator: " and ")
         // A key the desktop sees is a daily key: a person touches it unless a test rig says otherwise.
         let defaulted =
-            spec.presence == nil && (chosen != .udp || alsoUSBIP)
+            spec.presence == nil && (!unseen || chosen == .privateHID)
             ? ", the default on \(alsoUSBIP && chosen != .usbip ? "usbip" : chosen.rawValue)" : ""
         var named = several ? "key \(spec.name), " : ""
         if spec.profile != "fidosim" { named += "profile \(profileFile.profile.name), " }
@@ -309,7 +324,7 @@ package struct KeyFactory {
                 "fidosim: serving a virtual key on \(whereServed) (\(named)flash: \(persistent.summary), presence: \(mode)\(defaulted))"
             )
         )
-        if chosen != .udp || alsoUSBIP, case .approve = mode {
+        if !unseen, case .approve = mode {
             let served = alsoUSBIP && chosen != .usbip ? "\(chosen.rawValue) and usbip" : chosen.rawValue
             lines.append(
                 .error(

@@ -51,6 +51,12 @@ package enum KeyFiles {
         return dataDirectory + "/" + name + ".sock"
     }
 
+    /// `$XDG_RUNTIME_DIR/fidosim/NAME.env`, else `~/.local/share/fidosim/NAME.env`: the private key's environment.
+    package static func defaultEnvironmentPath(name: String) -> String {
+        let socket = defaultControlPath(name: name)
+        return String(socket.dropLast(".sock".count)) + ".env"
+    }
+
     /// Creates `path` (absolute, or relative to the current directory) and its parents with mode 0700 where missing.
     package static func makeDirectories(_ path: String) throws(StorageError) {
         var current = path.hasPrefix("/") ? "" : "."

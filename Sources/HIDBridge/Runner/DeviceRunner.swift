@@ -14,6 +14,8 @@ import Darwin
 let stopRequested = Atomic<Bool>(false)
 /// Counts SIGUSR1 signals; each key power-cycles when the count moves.
 let powerCycleRequests = Atomic<Int>(0)
+/// The program `fidosim run` started (0 before it starts): the signals that would stop the key go to it instead.
+let forwardedChild = Atomic<Int32>(0)
 
 /// The I/O loop of one or several virtual keys: moves reports, keeps time, asks the user, serves the control
 /// sockets. It runs on the calling thread until SIGINT or SIGTERM; the keys it owns are touched by nothing else.
@@ -52,6 +54,27 @@ package final class DeviceRunner {
         }
         signal(SIGUSR1) { _ in powerCycleRequests.add(1, ordering: .relaxed) }
     }
+
+    /// `fidosim run`'s handlers: SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR2 go to the program (whose end stops the
+    /// key); one that comes before the program started stops the run; SIGUSR1 power-cycles the keys.
+    package static func installForwardingSignalHandlers() {
+        for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2] {
+            signal(sig) { sig in
+                let child = forwardedChild.load(ordering: .relaxed)
+                if child > 0 { kill(child, sig) } else { stopRequested.store(true, ordering: .relaxed) }
+            }
+        }
+        signal(SIGUSR1) { _ in powerCycleRequests.add(1, ordering: .relaxed) }
+    }
+
+    /// Where `fidosim run`'s signals go from now on.
+    package static func forwardSignals(to child: Int32) { forwardedChild.store(child, ordering: .relaxed) }
+
+    /// Ends ``run()`` at its next turn (within 100 ms); safe from any thread.
+    package static func requestStop() { stopRequested.store(true, ordering: .relaxed) }
+
+    /// Whether a stop was asked for.
+    package static var stopping: Bool { stopRequested.load(ordering: .relaxed) }
 
     /// Hands a key's touch requests to the person.
     func ask(slot index: Int, _ prompts: [PresencePrompt]) {
