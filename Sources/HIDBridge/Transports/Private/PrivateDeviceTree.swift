@@ -3,22 +3,28 @@
 /// class device with its `device` link back to the HID device. Written in umockdev-record's text format, parents
 /// first (firmware-spec/private-key.md, "The device").
 package struct PrivateDeviceTree: Sendable, Equatable {
-    /// The key's number in this run (0 for the first): its hidraw node, bus port and HID sequence number.
+    /// The key's number in this run (0 for the first): its USB port.
     package var index: Int
+    /// The hidraw minor of this plug-in (`hidrawM`) and the HID device's sequence number: as on a kernel, each
+    /// plug-in takes new ones (the first plug-in of key N has minor N and sequence N + 1).
+    package var minor: Int
+    package var sequence: Int
     package var info: UHIDDeviceInfo
     package var manufacturer: String
 
     /// hidraw's dynamic character major on a typical kernel; the node only needs to be a character device.
     static let hidrawMajor = 240
 
-    package init(index: Int, info: UHIDDeviceInfo, manufacturer: String) {
+    package init(index: Int, minor: Int? = nil, sequence: Int? = nil, info: UHIDDeviceInfo, manufacturer: String) {
         self.index = index
+        self.minor = minor ?? index
+        self.sequence = sequence ?? index + 1
         self.info = info
         self.manufacturer = manufacturer
     }
 
-    /// `hidrawN`.
-    package var nodeName: String { "hidraw\(index)" }
+    /// `hidrawM`.
+    package var nodeName: String { "hidraw\(minor)" }
     /// `/dev/hidrawN`, as the clients in the tree see it.
     package var devnode: String { "/dev/\(nodeName)" }
     /// The USB port path (`1-N`): one port per key on bus 1.
@@ -27,7 +33,7 @@ package struct PrivateDeviceTree: Sendable, Equatable {
     var interfacePath: String { "\(usbPath)/\(port):1.0" }
     /// `0003:VVVV:PPPP.NNNN`, the kernel's name for a HID device.
     var hidName: String {
-        "0003:\(hex(info.vendorID, 4)):\(hex(info.productID, 4)).\(hex(UInt32(index + 1), 4))"
+        "0003:\(hex(info.vendorID, 4)):\(hex(info.productID, 4)).\(hex(UInt32(sequence), 4))"
     }
     var hidPath: String { "\(interfacePath)/\(hidName)" }
     var hidrawPath: String { "\(hidPath)/hidraw/\(nodeName)" }
@@ -49,7 +55,7 @@ package struct PrivateDeviceTree: Sendable, Equatable {
             "E: PRODUCT=\(String(info.vendorID, radix: 16))/\(String(info.productID, radix: 16))/"
                 + String(info.version, radix: 16),
             "E: BUSNUM=001",
-            "E: DEVNUM=\(pad(index + 2, 3))",
+            "E: DEVNUM=\(pad(sequence + 1, 3))",
             "A: idVendor=\(vid)",
             "A: idProduct=\(pid)",
             "A: bcdDevice=\(version)",
@@ -57,7 +63,7 @@ package struct PrivateDeviceTree: Sendable, Equatable {
             "A: product=\(clean(info.name))",
             "A: serial=\(clean(info.serial))",
             "A: busnum=1",
-            "A: devnum=\(index + 2)",
+            "A: devnum=\(sequence + 1)",
             "A: speed=12",
             "A: bDeviceClass=00",
             "A: bNumInterfaces= 1",
@@ -92,8 +98,8 @@ package struct PrivateDeviceTree: Sendable, Equatable {
             "E: DEVNAME=\(devnode)",
             "E: SUBSYSTEM=hidraw",
             "E: MAJOR=\(Self.hidrawMajor)",
-            "E: MINOR=\(index)",
-            "A: dev=\(Self.hidrawMajor):\(index)",
+            "E: MINOR=\(minor)",
+            "A: dev=\(Self.hidrawMajor):\(minor)",
             // The kernel's link from the class device to its parent: hidapi reads the report descriptor through it.
             "L: device=../../../\(hidName)",
         ]

@@ -23,16 +23,17 @@ import Glibc
 ///   (so a blocking descriptor blocks and a non-blocking one says EAGAIN, as the client opened it), then answers
 ///   with one whole report, cut to the client's buffer, and puts back the bytes that stand for reports still waiting.
 package final class PrivateHIDTransport: ReportTransport {
-    package let tree: PrivateDeviceTree
     let testbed: PrivateTestbed
     let node: PrivateNode
 
     package init(tree: PrivateDeviceTree, testbed: PrivateTestbed) throws(TransportError) {
-        self.tree = tree
         self.testbed = testbed
         node = try PrivateNode(tree: tree, testbed: testbed)
         try node.plug()
     }
+
+    /// The devices of the current plug-in.
+    package var tree: PrivateDeviceTree { node.state.withLock { $0.tree } }
 
     package var descriptor: Int32 { node.incoming.wakeRead.rawValue }
     package var summary: String {
@@ -64,17 +65,20 @@ package final class PrivateHIDTransport: ReportTransport {
 
 /// One private hidraw node: what the run loop and umockdev's threads share.
 final class PrivateNode: Sendable {
-    let tree: PrivateDeviceTree
     let testbed: PrivateTestbed
     let node: HidrawNode
+    /// The ioctl handler umockdev calls (attached to each plug-in's node before the node exists).
+    let handler: UInt
     /// Reports from the host, waiting for the run loop.
     let incoming: UHIDEventQueue
     /// Reads that wait for the terminal, one at a time, off umockdev's thread.
     let reader = DispatchQueue(label: "fidosim.private.read")
-    let state = Mutex(NodeState())
+    let state: Mutex<NodeState>
 
     /// What the threads share.
     struct NodeState {
+        /// The devices of the current (or last) plug-in.
+        var tree: PrivateDeviceTree
         /// Counts plug-ins: a client of an earlier plug-in gets the errors of a device that is gone.
         var generation = 0
         var plugged = false
@@ -89,12 +93,13 @@ final class PrivateNode: Sendable {
     }
 
     init(tree: PrivateDeviceTree, testbed: PrivateTestbed) throws(TransportError) {
-        self.tree = tree
         self.testbed = testbed
+        state = Mutex(NodeState(tree: tree))
         node = HidrawNode(info: tree.info, phys: tree.phys)
         incoming = try UHIDEventQueue()
         var api = try UMockdevLibrary.api()
         guard let base = api.ioctl_base_new!() else { throw TransportError("umockdev could not make an ioctl handler") }
+        handler = UInt(bitPattern: base)
         // The node lives as long as the process: umockdev holds this reference.
         let context = Unmanaged.passRetained(self).toOpaque()
         fidosim_umockdev_connect(
@@ -139,9 +144,6 @@ final class PrivateNode: Sendable {
             },
             context
         )
-        // The handler is in place before the node exists: a client that opens the node on its add uevent (Firefox
-        // does) must meet hidraw's answers, never umockdev's default ones.
-        try testbed.attach(devnode: tree.devnode, handler: base)
     }
 
     var api: fidosim_umockdev { UMockdevLibrary.ready }
@@ -159,12 +161,12 @@ final class PrivateNode: Sendable {
     }
 
     func unplug() {
-        let master = state.withLock { state -> Int32 in
-            guard state.plugged else { return -1 }
+        let (master, tree) = state.withLock { state -> (Int32, PrivateDeviceTree) in
+            guard state.plugged else { return (-1, state.tree) }
             state.plugged = false
             state.generation += 1
             state.waiting.removeAll()
-            return state.master
+            return (state.master, state.tree)
         }
         guard master >= 0 else { return }
         for path in tree.syspathsChildrenFirst { testbed.remove(syspath: path) }
@@ -172,7 +174,25 @@ final class PrivateNode: Sendable {
         Self.putMarkers(1, master: master)
     }
 
+    /// Adds the devices of a new plug-in: a new hidraw node (umockdev keeps a removed node's terminal, so each
+    /// plug-in has its own, as the kernel gives each its own hidraw device) and a new HID sequence number.
     func plug() throws(TransportError) {
+        var tree = state.withLock { $0.tree }
+        let numbers = testbed.plugNumbers(preferred: tree.index)
+        tree.minor = numbers.minor
+        tree.sequence = numbers.sequence
+        // The handler is in place before the node exists: a client that opens the node on its add uevent (Firefox
+        // does) must meet hidraw's answers, never umockdev's default ones.
+        guard let base = UnsafeMutableRawPointer(bitPattern: handler) else { return }
+        try testbed.attach(devnode: tree.devnode, handler: base)
+        // The clients of the coming node belong to a new generation, and are served from its add uevent on (no
+        // report goes to the host before this returns: the run loop that sends them is the caller).
+        state.withLock { state in
+            state.generation += 1
+            state.tree = tree
+            state.master = -1
+            state.plugged = true
+        }
         for record in tree.records { try testbed.add(record: record) }
         let master = testbed.masterDescriptor(devnode: tree.devnode)
         guard master >= 0 else { throw TransportError("umockdev made no node for \(tree.devnode)") }
@@ -188,10 +208,9 @@ final class PrivateNode: Sendable {
             let old = state.peer
             state.master = master
             state.peer = peer
-            state.plugged = true
             return old
         }
-        // The earlier node's master stays the testbed's to close; only fidosim's own peer descriptor is closed.
+        // The earlier node's master stays the testbed's; only fidosim's own descriptor of its client side closes.
         if old >= 0 { Glibc.close(old) }
     }
 

@@ -44,6 +44,8 @@ package final class PrivateTestbed: Sendable {
 
     let testbed: UInt
     package let root: String
+    /// The hidraw minors and HID sequence numbers handed out so far.
+    let numbers = Mutex<(minors: Set<Int>, sequence: Int)>(([], 0))
 
     private static let shared = Mutex<PrivateTestbed?>(nil)
 
@@ -120,6 +122,18 @@ package final class PrivateTestbed: Sendable {
         let others = (existing ?? "").split(whereSeparator: { $0 == ":" || $0 == " " }).map(String.init)
             .filter { !$0.contains("libumockdev-preload") }
         return ([preloadLibrary] + others).joined(separator: ":")
+    }
+
+    /// A plug-in's numbers, as the kernel hands them out: the lowest hidraw minor no node has (umockdev keeps a
+    /// removed node's terminal, so a minor is never given twice here), and the next HID sequence number.
+    func plugNumbers(preferred: Int) -> (minor: Int, sequence: Int) {
+        numbers.withLock { numbers in
+            var minor = preferred
+            while numbers.minors.contains(minor) { minor += 1 }
+            numbers.minors.insert(minor)
+            numbers.sequence += 1
+            return (minor, numbers.sequence)
+        }
     }
 
     /// Adds one device in umockdev-record's format; umockdev announces it with an `add` uevent.
