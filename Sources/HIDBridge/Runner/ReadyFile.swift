@@ -69,6 +69,14 @@ package enum ReadyFile {
             out["port"] = .integer(Int64(usbip.port))
             out["busId"] = .string(usbip.device.busID)
             out["serial"] = .string(usbip.device.serial)
+        case let key as PrivateHIDTransport:
+            let tree = key.tree
+            out["transport"] = .string("private")
+            out["devnode"] = .string(tree.devnode)
+            out["serial"] = .string(tree.info.serial)
+            out["vendorId"] = .integer(Int64(tree.info.vendorID))
+            out["productId"] = .integer(Int64(tree.info.productID))
+            out["umockdevDir"] = .string(key.testbed.root)
         case let board as HIDAPITransport:
             out["transport"] = .string("hid")
             out["device"] = .string(board.summary)
