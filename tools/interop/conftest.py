@@ -3,7 +3,10 @@
 The suite runs through the installed `fidosim` package (tools/python; `make interop` installs it into a fresh
 venv): by default the key is served over UDP and reached with `fidosim.udp`. With FIDOSIM_TRANSPORT=uhid (inside the
 end-to-end VM, where /dev/uhid exists) it is served as a kernel uhid device and reached through python-fido2's
-own Linux hidraw backend; a power cycle is then SIGUSR1, which unplugs and re-plugs the device.
+own Linux hidraw backend; a power cycle is then SIGUSR1, which unplugs and re-plugs the device. With
+FIDOSIM_TRANSPORT=private (no root, no uhid) each key is a private hidraw node (`serve --transport private`) and the
+suite, which runs under umockdev's preload library (LD_PRELOAD=libumockdev-preload.so.0), points UMOCKDEV_DIR at
+the running key's testbed: python-fido2's hidraw backend then finds it as it finds the uhid key.
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ from fidosim.udp import free_udp_port, open_udp_device, power_cycle, wait_until_
 REPO = HERE.parents[1]
 HOST = "127.0.0.1"
 TRANSPORT = os.environ.get("FIDOSIM_TRANSPORT", "udp")
+# The transports whose key is a hidraw node that python-fido2's own backend finds.
+HIDRAW = TRANSPORT in ("uhid", "private")
 STARTUP_TIMEOUT = 10.0 if TRANSPORT == "udp" else 30.0
+if TRANSPORT == "private" and "libumockdev-preload" not in os.environ.get("LD_PRELOAD", ""):
+    raise SystemExit("FIDOSIM_TRANSPORT=private: run the suite under LD_PRELOAD=libumockdev-preload.so.0 "
+                     "(or inside fidosim run)")
 SHUTDOWN_TIMEOUT = 5.0
 
 
@@ -76,9 +84,14 @@ class Simulator:
         self.binary = fidosim_binary()
         self.host = HOST
         self.serial = "T" + os.urandom(6).hex().upper()
+        self.ready_file = None
         if TRANSPORT == "uhid":
             self.port = None
             where = ["--transport", "uhid", "--serial", self.serial]
+        elif TRANSPORT == "private":
+            self.port = None
+            self.ready_file = os.path.join(tempfile.mkdtemp(prefix="fidosim-ready-"), "ready.json")
+            where = ["--transport", "private", "--serial", self.serial, "--ready-file", self.ready_file]
         else:
             self.port = free_udp_port(self.host)
             where = ["--transport", "udp", "--host", self.host, "--port", str(self.port)]
@@ -106,13 +119,19 @@ class Simulator:
                 f"fidosim binary not found at {self.binary} "
                 "(build it with `swift build` or set FIDOSIM_BIN)"
             )
+        # A private key makes its own testbed: it does not start inside an earlier key's.
+        env = {k: v for k, v in os.environ.items() if k != "UMOCKDEV_DIR"}
         self.process = subprocess.Popen(
             self.command,
             stdin=subprocess.DEVNULL,
             stdout=self._stdout,
             stderr=self._stderr,
+            env=env,
         )
-        if TRANSPORT == "uhid":
+        if TRANSPORT == "private":
+            ready = self._join_private_tree(total=STARTUP_TIMEOUT) and self._wait_for_hidraw(
+                present=True, total=STARTUP_TIMEOUT)
+        elif TRANSPORT == "uhid":
             ready = self._wait_for_hidraw(present=True, total=STARTUP_TIMEOUT)
         else:
             ready = wait_until_ready(
@@ -133,9 +152,24 @@ class Simulator:
                 f"command: {self.command}\nstderr:\n{self.stderr()}"
             )
 
+    def _join_private_tree(self, total: float) -> bool:
+        """Waits for the private key's ready file and points this process's UMOCKDEV_DIR at its testbed."""
+        import json
+
+        deadline = time.monotonic() + total
+        while time.monotonic() < deadline and self.process.poll() is None:
+            if os.path.exists(self.ready_file):
+                with open(self.ready_file) as f:
+                    os.environ["UMOCKDEV_DIR"] = json.load(f)["umockdevDir"]
+                return True
+            time.sleep(0.02)
+        return False
+
     def stop(self) -> int | None:
         """SIGTERM, wait; returns the exit code (None if it had to be killed)."""
         self._forget_devices()
+        if TRANSPORT == "private":
+            os.environ.pop("UMOCKDEV_DIR", None)
         if self.process is None:
             return None
         if self.process.poll() is not None:
@@ -167,7 +201,7 @@ class Simulator:
         """After a power cycle made some other way (the control socket): forget the devices and, over uhid, wait
         for the hidraw node to go and come back."""
         self._forget_devices()
-        if TRANSPORT == "uhid":
+        if HIDRAW:
             # The key is back when its serial names a HID device other than the one before the cycle (a node
             # that is listed but still being torn down is the old one; hidraw numbers are reused, HID ones not).
             old = self._instance
@@ -223,7 +257,7 @@ class Simulator:
         meant for the first one's channel and later read them as "wrong channel": over uhid all devices of a
         test share one handle (used one call at a time, as the tests do).
         """
-        if TRANSPORT == "uhid":
+        if HIDRAW:
             from fido2.hid import CtapHidDevice, open_connection
 
             desc = self._hidraw_descriptor()
@@ -237,7 +271,7 @@ class Simulator:
         return dev
 
     def power_cycle(self) -> None:
-        if TRANSPORT == "uhid":
+        if HIDRAW:
             # The hidraw node goes away and comes back; wait for the new one.
             self.process.send_signal(signal.SIGUSR1)
             self.replugged()
