@@ -66,7 +66,9 @@ def chromium_binary() -> str:
 def chromium_args(profile: str, log_file: str) -> list[str]:
     args = [
         "--headless=new",  # the real browser without a window (the old headless shell has no WebAuthn UI)
-        "--no-sandbox",  # we run as root inside the test VM
+        # Chromium refuses to start its sandbox as root (the VM's runs): only there it goes without. As any other
+        # user (the host's private key) its namespace and seccomp sandbox is on.
+        *(["--no-sandbox"] if os.geteuid() == 0 else []),
         "--disable-gpu", "--disable-dev-shm-usage",
         f"--user-data-dir={profile}",
         "--no-first-run", "--no-default-browser-check", "--disable-background-networking",

@@ -26,6 +26,9 @@ step() {
     else
         fail=$((fail + 1))
         failed+=("$name")
+        # A client that gave up may have been starved (the VM's emulated CPUs): the machine's load goes with it.
+        { echo "load when it failed: $(cat /proc/loadavg 2>/dev/null)"
+          sed 's/^/cpu pressure: /' /proc/pressure/cpu 2>/dev/null; } >>"$out/$name.log"
         printf 'FAIL  %-32s %6d ms\n' "$name" $((($(date +%s%N) - t0) / 1000000))
         tail -n 25 "$out/$name.log" | sed 's/^/      | /'
         return 1

@@ -2,7 +2,7 @@
 # $python, $rounds and the counters of steps.sh.
 
 finish() {
-    dmesg | grep -i -E "uhid|hid-generic|queue|usb" >"$results/dmesg.log" 2>&1
+    dmesg 2>/dev/null | grep -i -E "uhid|hid-generic|queue|usb" >"$results/dmesg.log" 2>&1
     {
         if [ "$rounds" -gt 1 ]; then
             echo "failures per step over $rounds rounds:"
@@ -25,6 +25,12 @@ in_memory() { # in_memory DIR: DIR's files from RAM from now on
     mkdir -p "$copy" && cp -a "$1/." "$copy/" && mount --bind "$copy" "$1"
 }
 
+# The kind of key the steps drive: uhid in the VM (host-lib.sh makes it private on the host), and the environment a
+# python-fido2 suite needs to find it through hidraw (tools/interop/conftest.py).
+key_transport=uhid
+hidraw_env=(FIDOSIM_TRANSPORT=uhid)
+# smoke=1 (the VM): each client runs one ceremony over the kernel's hidraw node; the host runs every step.
+smoke=${smoke:-0}
 serve_pid=
 serve_gone=()  # the command that tells the running key's device is gone (stop_key waits for it)
 DEV=
@@ -43,14 +49,15 @@ wait_for() {
     echo "waited ${seconds} s for $what: gave up"
     return 1
 }
-hidraw_with() { # hidraw_with PATTERN: the /dev/hidrawN whose uevent has a line matching PATTERN (grep -x)
-    local f node
-    for f in /sys/class/hidraw/hidraw*/device/uevent; do
+# hidraw_with PATTERN: the /dev/hidrawN whose uevent has a line matching PATTERN (grep -x). It looks in a child
+# shell, which sees what the programs of the steps see: inside a private key's tree (host-lib.sh), its testbed.
+hidraw_with() {
+    bash -c 'for f in /sys/class/hidraw/hidraw*/device/uevent; do
         grep -qx -- "$1" "$f" 2>/dev/null || continue  # listed, then gone: not this one
         node=/dev/$(basename "$(dirname "$(dirname "$f")")")
-        [ -c "$node" ] && { echo "$node"; return 0; }
+        [ -c "$node" ] && { echo "$node"; exit 0; }
     done
-    return 1
+    exit 1' hidraw_with "$1"
 }
 no_hidraw_with() { ! hidraw_with "$1" >/dev/null; }
 key_with_serial() { DEV=$(hidraw_with "HID_UNIQ=$1"); } # sets DEV to the hidraw node of the key with serial $1

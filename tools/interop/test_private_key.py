@@ -49,9 +49,8 @@ def nobody_dir():
 @pytest.fixture(scope="module")
 def other_user_python():
     """PYTHONPATH with python-fido2 for Debian's python3, readable by every user."""
-    if not (OTHER_USER_LIB / "fido2").is_dir():
-        subprocess.run([SYSTEM_PYTHON, "-m", "pip", "install", "-q", "--target", str(OTHER_USER_LIB),
-                        "fido2>=2.2,<3"], check=True)
+    subprocess.run(["bash", str(REPO / "tools" / "e2e" / "other-user-python.sh"), str(OTHER_USER_LIB), str(REPO)],
+                   check=True)
     return str(OTHER_USER_LIB)
 
 

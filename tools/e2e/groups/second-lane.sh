@@ -5,7 +5,8 @@
 # Under emulation every test pays a few seconds to start a key, so the VM runs the part of the suite whose outcome
 # depends on the transport: the core flows and CTAPHID behaviour (test_udp_interop), PIN protocols 1 and 2 with
 # their blocks and power cycles, credential management, hmac-secret, a large blob (long fragmented messages), and
-# of the control socket the touches, events and power cycles that go through the real hidraw device. The rest of
+# of the control socket the touches, events and power cycles that go through the real hidraw device. It runs on the
+# host (through private keys, host-lib.sh); the VM keeps the Python package's uhid example as its smoke ceremony. The rest of
 # the suite (bio, config, CTAP 2.2, profiles, attestation, several keys, restarts) is about transport-independent
 # firmware features and runs over UDP in `make test`. Of the core flows, the checks that only the firmware decides
 # (stored user fields, replacing a user's credential, a tampered or U2F credential id, the uv option, the exclude
@@ -46,11 +47,13 @@ conform_group() {
 second_lane() {
     local udp_only
     udp_only=$(printf ' and not %s' "${vm_python_udp_only[@]}")
-    want python && group && step python-fido2-hidraw env FIDOSIM_TRANSPORT=uhid FIDOSIM_BIN="$bin" "$python" -m pytest \
-        -p no:benchmark -p no:cacheprovider -q -k "${udp_only# and }" "${vm_python_tests[@]/#/$repo/tools/interop/}"
+    [ "$smoke" = 0 ] && want python && group && step python-fido2-hidraw env "${hidraw_env[@]}" FIDOSIM_BIN="$bin" \
+        "$python" -m pytest -p no:benchmark -p no:cacheprovider -q -k "${udp_only# and }" \
+        "${vm_python_tests[@]/#/$repo/tools/interop/}"
     # The Python package's pytest fixture with transport="uhid": a key of its own, found through hidraw by serial.
-    want python && step python-package-uhid env FIDOSIM_BIN="$bin" "$python" -m pytest -p no:benchmark \
-        -p no:cacheprovider -q "$repo/tools/python/examples/test_uhid.py"
+    [ "$key_transport" = uhid ] && want python && group && step python-package-uhid env FIDOSIM_BIN="$bin" "$python" \
+        -m pytest -p no:benchmark -p no:cacheprovider -q "$repo/tools/python/examples/test_uhid.py"
+    [ "$smoke" = 1 ] && return 0
     want conform && conform_group
     # Last: started before conform, it moved conform-hidraw's 7609-byte PING next to the first lane's browsers,
     # where the starved key let the kernel's uhid output queue (32 reports) overflow once.

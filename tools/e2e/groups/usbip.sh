@@ -173,59 +173,6 @@ assert record["capacity"]["made"] == 20 and record["user"]["user"]["displayName"
 PY
 }
 
-# A profile captured over hidraw (fidosim profile capture --device hid:NODE) holds the key's USB identity; the copy
-# served from it on uhid presents it (vendor, product, name, a serial of the captured shape) and captures the same.
-capture_serial=
-capture_node() { CNODE=$(hidraw_with "HID_UNIQ=$capture_serial"); }
-capture_gone() { no_hidraw_with "HID_UNIQ=$capture_serial"; }
-copy_node() { CNODE=$(hidraw_with "HID_ID=0003:00001050:00000407"); }
-copy_gone() { no_hidraw_with "HID_ID=0003:00001050:00000407"; }
-
-capture_over_hidraw() {
-    capture_serial=$(printf '%010d' $((RANDOM * RANDOM)))
-    "$bin" serve --transport uhid --flash memory --presence approve --control off --serial "$capture_serial" \
-        --vendor-id 0x1050 --product-id 0x0407 --device-name "YubiKey OTP+FIDO+CCID" --profile yubikey5 \
-        >"$out/serve-capture.log" 2>&1 &
-    local pid=$!
-    wait_for 30 "the key to capture" capture_node || { kill $pid; return 1; }
-    "$bin" profile capture --device "hid:$CNODE" -o captured.json --name captured-over-hidraw
-    local rc=$?
-    kill $pid; wait $pid
-    wait_for 30 "the captured key to go" capture_gone || return 1
-    [ $rc = 0 ] || return 1
-    "$python" - <<'PY'
-import json
-usb = json.load(open("captured.json"))["capture"]["usb"]
-print(usb)
-assert usb == {"vendorId": 0x1050, "productId": 0x0407, "manufacturer": "", "product": "YubiKey OTP+FIDO+CCID",
-               "serial": {"length": 10, "alphabet": "digits"}}, usb
-PY
-}
-
-serve_the_capture() { # the copy presents the captured identity, and a capture of it is the same but for timing
-    "$bin" serve --transport uhid --flash memory --presence approve --control off --profile captured.json \
-        >"$out/serve-copy.log" 2>&1 &
-    local pid=$!
-    wait_for 30 "the copy's hidraw node" copy_node || { kill $pid; cat "$out/serve-copy.log"; return 1; }
-    grep -E "^HID_(NAME|UNIQ)=" "/sys/class/hidraw/$(basename "$CNODE")/device/uevent"
-    grep -qx "HID_NAME=YubiKey OTP+FIDO+CCID" "/sys/class/hidraw/$(basename "$CNODE")/device/uevent" &&
-        grep -qE "^HID_UNIQ=[0-9]{10}$" "/sys/class/hidraw/$(basename "$CNODE")/device/uevent" &&
-        fido2-token -L | grep -q "$CNODE: vendor=0x1050, product=0x0407" &&
-        "$bin" profile capture --device "hid:$CNODE" -o recaptured.json --name captured-over-hidraw
-    local rc=$?
-    kill $pid; wait $pid
-    wait_for 30 "the copy to go" copy_gone || return 1
-    [ $rc = 0 ] || return 1
-    "$python" - <<'PY'
-import json
-a, b = (json.load(open(name)) for name in ("captured.json", "recaptured.json"))
-for doc in (a, b):
-    doc["capture"].pop("timing")
-assert a == b, [k for k in a["capture"] if a["capture"][k] != b["capture"].get(k)]
-print("the capture of the copy equals the capture of the original but for timing")
-PY
-}
-
 e2e_usbip() {
 if want usbip; then
     group
@@ -266,7 +213,5 @@ if want usbip; then
     step usbip-joined-detach-keeps-local joined_detach_keeps_local
     cleanup stop-joined stop_key
     group
-    gate capture-over-hidraw capture_over_hidraw
-    step serve-the-capture serve_the_capture
 fi
 }
