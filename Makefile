@@ -13,7 +13,8 @@ VENV_PY := $(VENV)/bin/python
 SERVE_ARGS ?=
 
 # Debian packages the tests need, as command:package pairs (installed only when the command is missing).
-DEB_COMMANDS := python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux strace:strace \
+# umockdev-run brings the preload library of the private key (fidosim run), libumockdev0 comes with it.
+DEB_COMMANDS := umockdev-run:umockdev fido2-token:fido2-tools python3:python3 pip3:python3-pip tshark:tshark setpriv:util-linux strace:strace \
 	Xvfb:xvfb dunst:dunst notify-send:libnotify-bin busctl:systemd gdbus:libglib2.0-bin dbus-daemon:dbus-daemon \
 	systemd-analyze:systemd pcscd:pcscd pcsc_scan:pcsc-tools opensc-tool:opensc swig:swig usbip:usbip
 # Files whose package the tests need, as path:package pairs (the vpcd reader driver for the PC/SC card tests).
@@ -25,7 +26,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsc
 # pyscard (python-fido2's PC/SC device) builds with swig against libpcsclite-dev.
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard'
 
-.PHONY: help deps venv python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip clean
+.PHONY: help deps venv host-e2e test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -116,6 +117,10 @@ format: deps
 unit-test: deps
 	$(SWIFT) test
 
+# make test builds once and makes the venv once, then runs each stage with STAGED=1 (no rebuild, no new venv).
+PREP := $(if $(STAGED),,venv build)
+BUILT := $(if $(STAGED),,build)
+
 # A fresh venv with the fidosim Python package (tools/python) installed as a user would install it.
 venv: deps
 	rm -rf $(VENV) tools/python/build
@@ -124,7 +129,7 @@ venv: deps
 
 # The package's examples from a directory outside the clone: with python-fido2 (the venv above), and in a venv
 # with the standard library only (the package, pytest, nothing else).
-python-package-test: venv build
+python-package-test: $(PREP)
 	bash tools/python/test-install.sh $(CURDIR)/$(BIN) $(VENV_PY) $(PYTHON)
 
 # The PC/SC tests (they own the machine's one pcscd while they run) go in a lane beside the rest: both mostly wait.
@@ -132,7 +137,7 @@ python-package-test: venv build
 # beside the rest.
 INTEROP_LANE := tools/interop/test_pcsc_interop.py tools/interop/test_conform_rig.py \
 	tools/interop/test_udp_reply_port.py tools/interop/test_profile_capture.py
-interop: venv build
+interop: $(PREP)
 	@lane_log=$$(mktemp); \
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) FIDOSIM_REQUIRE_PCSC=1 $(VENV_PY) -m pytest -p no:benchmark -p no:cacheprovider -q \
 	  $(INTEROP_LANE) >$$lane_log 2>&1 & lane_pid=$$!; \
@@ -142,11 +147,19 @@ interop: venv build
 	rm -f $$lane_log; [ $$rc = 0 ] && [ $$lane_rc = 0 ]
 
 # python-fido2's device tests, written for real keys, in four configurations (tools/device-suite/run.sh).
-device-suite: venv build
+device-suite: $(PREP)
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) PYTHON=$(VENV_PY) bash tools/device-suite/run.sh
 
-# make test ends with the VM end-to-end run when its tools can be installed (E2E=skip leaves it out).
-test: format-lint unit-test-and-fuzz-smoke python-package-test interop device-suite e2e-auto
+# make test: every stage once, after one debug build (tools/make-test.sh), with a timing table at the end; the VM
+# end-to-end run when its tools can be installed (E2E=skip leaves it out). docs/testing.md says what each covers.
+test: deps
+	@bash tools/make-test.sh
+
+# The clients the VM used to drive over uhid, on this host against private hidraw keys, as the unprivileged user
+# fidosim-e2e (made when run as root): libfido2, OpenSSH with sshd, PAM, python-fido2, conform, capture, browsers.
+HOST_GROUPS ?= libfido2,ssh,python,conform,browser,pam,capture
+host-e2e: $(BUILT) e2e-deps host-e2e-deps
+	HOST_GROUPS=$(HOST_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/host-e2e.sh $(CURDIR)/$(BIN)
 
 # make test's first half: the Swift tests run beside the fuzz smoke run. Their longest test, the flash store's
 # power-cut proof, keeps one core busy for two minutes after the others are done; the fuzz targets build and run on
@@ -163,6 +176,14 @@ E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* 
 	fido2-tools:fido2-token openssh-client:ssh-keygen chromium:chromium chromium-driver:chromedriver \
 	firefox-esr:firefox-esr usbip:usbip
 E2E_PY := 'virtme_ng=virtme-ng' 'selenium=selenium' 'websockets=websockets'
+# What the host run's clients need beyond the VM's: sshd, pam_u2f with pamtester, umockdev (the private key).
+HOST_E2E_DEB := openssh-server:/usr/sbin/sshd libpam-u2f:/usr/bin/pamu2fcfg pamtester:/usr/bin/pamtester \
+	umockdev:/usr/lib/x86_64-linux-gnu/libumockdev-preload.so.0 libumockdev0:/usr/lib/x86_64-linux-gnu/libumockdev.so.0
+
+host-e2e-deps:
+	@missing=""; for pair in $(HOST_E2E_DEB); do [ -e $${pair#*:} ] || missing="$$missing $${pair%%:*}"; done; \
+	if [ -n "$$missing" ]; then echo "installing Debian packages for host-e2e:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 E2E_GROUPS ?= libfido2,ssh,python,conform,bridge,gadget,usbip,browser
 E2E_REPEAT ?= 1
 
@@ -177,11 +198,11 @@ e2e-deps: deps
 	    $(PYTHON) -m pip install -q "$$req" || $(PYTHON) -m pip install -q --break-system-packages "$$req"; }; \
 	done
 
-e2e: e2e-deps venv build
+e2e: e2e-deps $(PREP)
 	PYTHON=$(VENV_PY) E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN)
 
 # e2e when the VM tools are there or can be installed; a machine that cannot install them skips it, saying why.
-e2e-auto: venv build
+e2e-auto: $(PREP)
 	@if [ "$${E2E:-}" = skip ]; then echo "e2e: skipped (E2E=skip)"; \
 	elif ! $(MAKE) --no-print-directory e2e-deps; then echo "e2e: skipped: the VM tools could not be installed"; \
 	else PYTHON=$(VENV_PY) E2E_GROUPS=$(E2E_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/run-vm.sh $(CURDIR)/$(BIN); fi
