@@ -13,6 +13,10 @@ cd "$work"
 echo "python package: the examples with python-fido2, from $work"
 FIDOSIM_BIN=$bin "$venv_python" -m pytest -p no:cacheprovider -q .
 
+echo "python package: a pytest session inside fidosim run (its key, and a fixture's private key in-process)"
+"$bin" run --serial RUN-KEY --flash memory --control off --log-level warning -- env FIDOSIM_BIN="$bin" \
+    "$venv_python" -m pytest -p no:cacheprovider -q "$here/examples/run_session_test_private.py"
+
 echo "python package: a venv with the standard library only (the package and pytest)"
 "$base_python" -m venv "$work/stdlib-venv"
 "$work/stdlib-venv/bin/python" -m pip install -q "$here" pytest

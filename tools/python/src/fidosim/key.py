@@ -27,6 +27,8 @@ from .control import FidosimControl
 
 STARTUP_TIMEOUT = 20.0
 SHUTDOWN_TIMEOUT = 5.0
+# umockdev's preload library (Debian's `umockdev`): a program run with it sees a private key's tree.
+PRELOAD_LIBRARY = "libumockdev-preload.so.0"
 
 
 class FidosimNotFound(FileNotFoundError):
@@ -98,10 +100,15 @@ class Key:
         self.port: int | None = record.get("port")
         self.serial: str | None = record.get("serial")
         self.control_path: str | None = record.get("control")
+        # transport "private": the key's testbed and the file with the environment of its tree.
+        self.umockdev_dir: str | None = record.get("umockdevDir") or server.record.get("umockdevDir")
+        self.env_file: str | None = server.record.get("envFile")
         self._control: FidosimControl | None = None
         self._events: EventStream | None = None
         self._devices: list = []
         self._hidraw = None
+        self._joined = False
+        self._outer_tree: str | None = None
 
     @property
     def control(self) -> FidosimControl:
@@ -127,8 +134,36 @@ class Key:
             raise RuntimeError("this key was started with --control off")
         return self.control_path
 
+    @property
+    def environment(self) -> dict[str, str]:
+        """transport "private": the variables that make a program part of the key's tree (``LD_PRELOAD``,
+        ``UMOCKDEV_DIR``). Hand them to what the test starts: ``subprocess.run(..., env=key.subprocess_env())``,
+        Selenium's ``Service(env=...)``, Playwright's ``launch(env=...)``."""
+        if self.transport != "private" or not self.umockdev_dir:
+            raise RuntimeError(f"a {self.transport} key has no private tree: start it with transport='private'")
+        preload = [p for p in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+                   if p and "libumockdev-preload" not in p]
+        return {"LD_PRELOAD": ":".join([PRELOAD_LIBRARY, *preload]), "UMOCKDEV_DIR": self.umockdev_dir}
+
+    def subprocess_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this process's environment) with the key's tree's variables."""
+        return {**(os.environ if base is None else base), **self.environment}
+
+    def join_tree(self) -> None:
+        """Makes this process see the key (transport "private"): it must run under umockdev's preload library
+        (``fidosim run -- pytest``, or ``LD_PRELOAD=libumockdev-preload.so.0``), which follows UMOCKDEV_DIR."""
+        if "libumockdev-preload" not in os.environ.get("LD_PRELOAD", ""):
+            raise RuntimeError("this process does not run under umockdev's preload library, so it cannot see a "
+                               "private key: run the tests inside `fidosim run -- pytest ...` (or with "
+                               "LD_PRELOAD=libumockdev-preload.so.0), or hand key.environment to the program you start")
+        if not self._joined:
+            self._joined = True
+            self._outer_tree = os.environ.get("UMOCKDEV_DIR")
+        os.environ["UMOCKDEV_DIR"] = self.environment["UMOCKDEV_DIR"]
+
     def device(self, timeout: float = 5.0):
-        """A new python-fido2 CtapHidDevice for this key (UDP: a socket of its own; uhid: the hidraw node)."""
+        """A new python-fido2 CtapHidDevice for this key (UDP: a socket of its own; uhid and private: the hidraw
+        node; a private key makes this process join its tree, see ``join_tree``)."""
         if self.transport == "udp":
             from .udp import open_udp_device
 
@@ -139,7 +174,9 @@ class Key:
             if self.server.pcsc is None:
                 raise RuntimeError("a pcsc key needs the PcscDaemon it was started with (pcsc=...)")
             dev = open_pcsc_device(self.server.pcsc.reader(self.server.keys.index(self)), timeout=timeout)
-        elif self.transport == "uhid":
+        elif self.transport in ("uhid", "private"):
+            if self.transport == "private":
+                self.join_tree()
             # Every open hidraw handle gets every input report: the devices of one key share one handle (a new
             # CTAPHID channel each), so that no handle reads the answers meant for another's channel.
             from fido2.hid import CtapHidDevice, get_descriptor, open_connection
@@ -154,7 +191,7 @@ class Key:
         return dev
 
     def hidraw_path(self, timeout: float = 10.0) -> str:
-        """uhid: the /dev/hidrawN node of this key (found by its serial number)."""
+        """uhid and private: the /dev/hidrawN node of this key (found by its serial number)."""
         from fido2.hid import linux
 
         deadline = time.monotonic() + timeout
@@ -186,6 +223,13 @@ class Key:
 
     def close(self) -> None:
         self._close_devices()
+        if self._joined:
+            # Back to the tree this process was in before (that of `fidosim run`, or none).
+            if self._outer_tree is None:
+                os.environ.pop("UMOCKDEV_DIR", None)
+            else:
+                os.environ["UMOCKDEV_DIR"] = self._outer_tree
+            self._joined = False
         for connection in (self._events, self._control):
             if connection is not None:
                 try:
@@ -230,8 +274,10 @@ class FidosimServer:
             if pcsc is None:
                 raise ValueError("transport='pcsc' needs pcsc=PcscDaemon() (fidosim.pcsc), whose reader the card joins")
             command += ["--vpcd-port", str(pcsc.port)]
-        if transport == "uhid":
+        if transport in ("uhid", "private"):
             command += ["--serial", serial or "T" + os.urandom(6).hex().upper()]
+        if transport == "private":
+            command += ["--env-file", os.path.join(self.directory, "key.env")]
         elif serial:
             command += ["--serial", serial]
         if presence_delay_ms is not None:
@@ -247,11 +293,14 @@ class FidosimServer:
         self.credentials = credentials
         self.process: subprocess.Popen | None = None
         self.keys: list[Key] = []
+        self.record: dict = {}
         self._stderr = tempfile.TemporaryFile()
 
     def start(self) -> "FidosimServer":
+        # A private key makes a testbed of its own, also when this process is inside another's tree.
+        env = {k: v for k, v in os.environ.items() if k != "UMOCKDEV_DIR"}
         self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=self._stderr)
+                                        stderr=self._stderr, env=env)
         deadline = time.monotonic() + self.startup_timeout
         while not os.path.exists(self.ready_path):
             if self.process.poll() is not None:
@@ -264,6 +313,7 @@ class FidosimServer:
             time.sleep(0.02)
         with open(self.ready_path) as f:
             record = json.loads(f.readline())
+        self.record = record
         self.keys = [Key(self, entry) for entry in record["keys"]]
         for key in self.keys:
             if self.credentials is not None:

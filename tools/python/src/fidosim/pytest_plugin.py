@@ -6,6 +6,9 @@ Fixtures:
   ``fidosim.Key``: ``.device()`` (python-fido2), ``.control`` (the control socket), ``.events`` (the event stream),
   ``.port``/``.serial``. Options come from ``@pytest.mark.fidosim(profile=..., presence=..., uv=..., pin=...,
   transport=..., flash=..., keys=..., credentials=..., args=[...])``.
+- A key with ``transport="private"`` is a hidraw node in a umockdev testbed of its own: ``key.environment`` is what a
+  program the test starts needs to see it; ``key.device()`` works in a session that runs under umockdev's preload
+  (``fidosim run -- pytest``).
 - ``fidosim_server``: a factory, ``fidosim_server(**options)`` starts another key server (``.keys``, ``.key``).
 - ``fidosim_pcsc``: a pcscd of the session's own with a vpcd reader (``fidosim.pcsc.PcscDaemon``); a key with
   ``transport="pcsc"`` is a card in it, and ``.device()`` is python-fido2's ``CtapPcscDevice`` (needs pyscard,
