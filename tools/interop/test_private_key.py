@@ -281,3 +281,30 @@ def test_without_umockdev_the_error_names_the_packages(nobody_home, tmp_path):
     assert "install umockdev and libumockdev0" in done.stderr
     assert subprocess.run([str(fidosim_binary()), "--version"], env={**os.environ, "LD_LIBRARY_PATH": str(fake)},
                           capture_output=True).returncode == 0
+
+
+def test_another_user_given_the_environment_sees_no_key(nobody_home, tmp_path):
+    """The owner's tree is the owner's: its directory is 0700, so another local user who learns (or is handed)
+    LD_PRELOAD and UMOCKDEV_DIR finds no key, no node and no sysfs device, and cannot drive the key."""
+    ready = tmp_path / "ready.json"
+    serve = subprocess.Popen([str(fidosim_binary()), "serve", "--transport", "private", "--flash", "memory",
+                              "--control", "off", "--serial", "OWNERS", "--env-file", str(tmp_path / "key.env"),
+                              "--ready-file", str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tree = json.loads(ready.read_text())["umockdevDir"]
+        environment = {"LD_PRELOAD": "libumockdev-preload.so.0", "UMOCKDEV_DIR": tree}
+        owner = subprocess.run(["fido2-token", "-L"], env={**os.environ, **environment}, capture_output=True,
+                               text=True, timeout=30)
+        assert owner.stdout.startswith("/dev/hidraw0: vendor=0x1209"), "the owner's programs see it"
+        other = subprocess.run(as_nobody(nobody_home, "sh", "-c", "fido2-token -L; ls /dev/hidraw* "
+                                         "/sys/class/hidraw 2>&1; cat /dev/hidraw0 2>&1; true",
+                                         extra_env=environment), capture_output=True, text=True, timeout=30)
+        assert "0xf1d0" not in other.stdout and "OWNERS" not in other.stdout
+        assert "/dev/hidraw0: vendor" not in other.stdout
+        assert "No such file or directory" in other.stdout or "Permission denied" in other.stdout, other.stdout
+    finally:
+        serve.terminate()
+        serve.communicate(timeout=10)
