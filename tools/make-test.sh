@@ -2,8 +2,9 @@
 # make test: every stage once, each timed, the table printed at the end (docs/testing.md). One debug build and one
 # venv serve every stage (STAGED=1). A failed stage does not stop the later ones: the run reports them all, and
 # exits non-zero if any failed. The independent waiting stages run side by side within the 2 cores:
-#   lane 1: interop (itself two lanes), then the device suite (both use the machine's one pcscd, one at a time)
-#   lane 2: the Python package's examples, then the host e2e run (private keys)
+#   lane 1: the Python package's examples, interop (itself two lanes), then the device suite: each starts pcscd
+#           (the package's NFC example, the PC/SC tests, the device suite's card runs), and a machine has one
+#   lane 2: the host e2e run (private keys; no pcscd)
 # The VM comes last, alone: its emulated CPUs take both cores.
 #   E2E=skip leaves the VM out.
 set -uo pipefail
@@ -48,14 +49,14 @@ stage "venv" make --no-print-directory venv
 stage "swift tests + fuzz smoke" make --no-print-directory STAGED=1 unit-test-and-fuzz-smoke
 
 t0=$(date +%s)
-lane interop "interop lanes:interop" "device suite:device-suite"
-lane clients "python package:python-package-test" "private-key clients (host e2e):host-e2e"
+lane interop "python package:python-package-test" "interop lanes:interop" "device suite:device-suite"
+lane clients "private-key clients (host e2e):host-e2e"
 wait
 for name in interop clients; do
     echo "=== lane $name"
     cat "$logs/$name.log"
 done
-echo "both lanes, side by side (interop, device suite | package, host e2e)|$(($(date +%s) - t0))|0" >>"$times"
+echo "both lanes, side by side (package, interop, device suite | host e2e)|$(($(date +%s) - t0))|0" >>"$times"
 
 if [ "${E2E:-}" = skip ]; then
     echo "e2e: skipped (E2E=skip)"
