@@ -121,7 +121,8 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPNFC", "USBIP", "CTAPCore", "CUHID", "CUMockdev", "CDatagrams", "CProcessControl",
+                "CTAPCBOR", "CTAPHID", "CTAPNFC", "USBIP", "CTAPCore", "CUHID", "CUMockdev", "CDatagrams",
+                "CProcessControl",
                 "Console",
                 "ControlProtocol",
                 "FlashImage",

@@ -68,7 +68,7 @@ package struct Bench {
             var hid = try HIDBench(path: hidDevice)
             let credential = try hid.makeCredential()
             rows.append(
-                measure(name: "getAssertion over hidraw (client process -> uhid key)") {
+                measure(name: "getAssertion over hidraw (client process -> \(Self.hidrawKeyKind) key)") {
                     try hid.getAssertion(credential: credential)
                 }
             )
@@ -101,6 +101,11 @@ package struct Bench {
             note("udp server pid \(busy.process.pid) (--busy-poll)" + busy.placement)
             rows += try udpRows(&busy, credential: busyCredential, names: (Self.busyPollRow, Self.busyPollPipelinedRow))
             busy.stop()
+            printBrief(rows)
+            return
+        }
+        if only == "private" {
+            rows.append(try privateRow())
             printBrief(rows)
             return
         }
@@ -152,6 +157,7 @@ package struct Bench {
         rows += makeCredentialRows(path: "over UDP") { resident, user in
             _ = try udp.makeCredential(resident: resident, user: user)
         }
+        rows.append(try privateRow())
         rows.append(
             measure(name: "CTAPHID PING over UDP, one report each way (the transport's floor)") {
                 try udp.ping()
@@ -390,6 +396,39 @@ package struct Bench {
     }
 
     /// `bench --json`: `{rows: [{name, perSecond, p50Ms, p99Ms, percentOfRaw}], ...extra}` on one line.
+    /// What the hidraw node this bench measures belongs to: a private key when this process runs in a private key's
+    /// tree (fidosim run), else a uhid key.
+    static var hidrawKeyKind: String { getenv("UMOCKDEV_DIR") != nil ? "private" : "uhid" }
+
+    /// getAssertion through a private hidraw node: this bench's own hidraw row, measured by a `fidosim bench
+    /// --hid-device /dev/hidraw0` that `fidosim run` starts in its key's tree (client process -> private key).
+    func privateRow() throws -> Row {
+        let name = "getAssertion over a private hidraw node (fidosim run: client process -> key)"
+        let (status, output) = try ChildProcess.output(arguments: [
+            "run", "--flash", "memory", "--control", "off", "--presence-delay", "0", "--log-level", "error", "--",
+            ChildProcess.executablePath(), "bench", "--seconds", String(seconds), "--hid-device", "/dev/hidraw0",
+            "--json",
+        ])
+        let prefix = "getAssertion over hidraw"
+        guard status == 0, let line = output.split(separator: "\n").last,
+            let rows = (try? JSONParser.parse(String(line)))?["rows"]?.arrayValue,
+            let row = rows.first(where: { $0["name"]?.stringValue?.hasPrefix(prefix) == true }),
+            let perSecond = row["perSecond"]?.integerValue, let p50 = Self.double(row["p50Ms"]),
+            let p99 = Self.double(row["p99Ms"])
+        else {
+            throw BenchError(description: "the private hidraw row failed (fidosim run exited \(status)): \(output)")
+        }
+        return Row(name: name, perSecond: Double(perSecond), p50: p50, p99: p99)
+    }
+
+    static func double(_ value: JSONValue?) -> Double? {
+        switch value {
+        case .number(let number): return number
+        case .integer(let integer): return Double(integer)
+        default: return nil
+        }
+    }
+
     func emitJSON(_ rows: [Row], raw: Row, extra: [String: JSONValue] = [:]) {
         func rounded(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
         var object = extra

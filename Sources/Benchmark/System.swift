@@ -88,6 +88,42 @@ struct ChildProcess {
             ? String(decoding: buffer.prefix(n).map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
     }
 
+    /// Runs this executable with `arguments` to its end: its exit status and what it wrote to standard output
+    /// (standard error goes where this process's goes).
+    static func output(arguments: [String]) throws -> (status: Int32, output: String) {
+        var pipe: [Int32] = [0, 0]
+        guard Glibc.pipe(&pipe) == 0 else { throw BenchError(description: "cannot make a pipe") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pipe[1], STDOUT_FILENO)
+        posix_spawn_file_actions_addclose(&actions, pipe[0])
+        let path = executablePath()
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for arg in argv { free(arg) } }
+        var child = pid_t()
+        let started = posix_spawn(&child, path, &actions, nil, argv, environ)
+        close(pipe[1])
+        defer { close(pipe[0]) }
+        guard started == 0 else {
+            throw BenchError(description: "cannot start \(path): \(String(cString: strerror(started)))")
+        }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(pipe[0], $0.baseAddress, $0.count) }
+            if n > 0 {
+                bytes += buffer.prefix(n)
+            } else if n == 0 || errno != EINTR {
+                break
+            }
+        }
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        let code = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        return (code, String(decoding: bytes, as: UTF8.self))
+    }
+
     /// SIGTERM, then waits for the child to end.
     func stop() {
         kill(pid, SIGTERM)

@@ -14,7 +14,7 @@ struct BenchCommand: ParsableCommand {
     @Option(
         help: ArgumentHelp(
             "Only the raw row and one other, to profile it: get-assertion (in process), ctaphid (in process), flash "
-                + "(in process, on a flash image) or udp (perf record -g fidosim bench --only get-assertion; "
+                + "(in process, on a flash image), udp, or private (a private hidraw key through fidosim run) (perf record -g fidosim bench --only get-assertion; "
                 + "perf record -p on the serve child for udp).",
             valueName: "row"
         )
@@ -34,8 +34,8 @@ struct BenchCommand: ParsableCommand {
     var json = false
 
     func validate() throws {
-        if let only, !["get-assertion", "ctaphid", "flash", "udp"].contains(only) {
-            throw ValidationError("--only takes get-assertion, ctaphid, flash or udp")
+        if let only, !["get-assertion", "ctaphid", "flash", "udp", "private"].contains(only) {
+            throw ValidationError("--only takes get-assertion, ctaphid, flash, udp or private")
         }
         // A row runs in slices of 25-50 ms; less than one gives no figure at all.
         guard seconds >= 0.05, seconds <= 3600 else {

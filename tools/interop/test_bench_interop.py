@@ -54,6 +54,7 @@ def test_full_bench_measures_every_row():
                 "getAssertion through CTAPHID in process", "getAssertion over UDP (client process -> fidosim serve)",
                 "getAssertion over UDP, 4 channels in flight (throughput)",
                 "CTAPHID PING over UDP, one report each way (the transport's floor)",
+                "getAssertion over a private hidraw node (fidosim run: client process -> key)",
                 "getAssertion over UDP, serve --busy-poll 200",
                 "getAssertion over UDP, --busy-poll 200, 4 channels in flight",
                 "getAssertion in process, 1 discoverable stored (flash)",
@@ -70,6 +71,17 @@ def test_full_bench_measures_every_row():
                      run.stdout, re.M)
 
 
+def test_bench_private_row_measures_a_private_hidraw_key():
+    """`fidosim bench --only private`: getAssertion through the hidraw node of a key that `fidosim run` serves, by a
+    bench inside its tree (hidapi, as a host program reaches a key)."""
+    run = subprocess.run([BIN, "bench", "--only", "private", "--seconds", "0.2"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    match = re.search(r"^getAssertion over a private hidraw node \(fidosim run: client process -> key\): (\d+)/s",
+                      run.stdout, re.M)
+    assert match and int(match.group(1)) > 0, run.stdout
+
+
 def test_bench_refuses_a_measurement_too_short_to_run():
     run = subprocess.run([BIN, "bench", "--seconds", "0"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run
@@ -79,7 +91,7 @@ def test_bench_refuses_a_measurement_too_short_to_run():
 def test_bench_refuses_an_unknown_only():
     run = subprocess.run([BIN, "bench", "--only", "nothing"], capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
-    assert "--only takes get-assertion, ctaphid, flash or udp" in run.stderr
+    assert "--only takes get-assertion, ctaphid, flash, udp or private" in run.stderr
 
 
 def cpu_seconds(pid: int) -> float:
