@@ -58,7 +58,7 @@ for name in interop clients; do
     echo "=== lane $name"
     cat "$logs/$name.log"
 done
-echo "both lanes, side by side (package, interop, device suite | host e2e)|$(($(date +%s) - t0))|0" >>"$times"
+echo "both lanes, side by side (package, interop, device suite; host e2e)|$(($(date +%s) - t0))|0" >>"$times"
 
 if [ "${E2E:-}" = skip ]; then
     echo "e2e: skipped (E2E=skip)"

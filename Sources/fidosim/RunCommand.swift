@@ -78,7 +78,8 @@ struct RunCommand: ParsableCommand {
             status.store(raw, ordering: .relaxed)
             DeviceRunner.requestStop()
         }
-        session.runner().run()
+        // The terminal is PROGRAM's: prompts are answered through the control socket or a notification.
+        session.runner(terminal: false).run()
         // A stop that did not come from the program's end (it cannot, with the handlers above) waits for it.
         while status.load(ordering: .relaxed) == -1 { usleep(10_000) }
         testbed.close()

@@ -622,7 +622,14 @@ struct ServeSession {
         }
     }
 
-    func runner() -> DeviceRunner {
-        DeviceRunner(slots: slots, logger: logger, busyPoll: .microseconds(busyPoll), notifications: notifications)
+    /// The loop that serves the keys; `terminal` false leaves standard input to another program (`fidosim run`).
+    func runner(terminal: Bool = true) -> DeviceRunner {
+        DeviceRunner(
+            slots: slots,
+            logger: logger,
+            busyPoll: .microseconds(busyPoll),
+            notifications: notifications,
+            terminal: terminal
+        )
     }
 }

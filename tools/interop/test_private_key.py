@@ -308,3 +308,61 @@ def test_another_user_given_the_environment_sees_no_key(nobody_home, tmp_path):
     finally:
         serve.terminate()
         serve.communicate(timeout=10)
+
+
+def test_the_ready_and_environment_files_never_write_through_a_planted_link(nobody_dir):
+    """A key's ready file and environment file in a directory another user controls (a rig's): links that user
+    planted, at the files or at the names of their old temporary files, are replaced or ignored, never written
+    through (before: `--ready-file` wrote through `PATH.tmp`)."""
+    victim = Path(tempfile.mkdtemp(prefix="fidosim-victim-")) / "owned-by-root"
+    victim.write_text("keep\n")
+    ready, environment = nobody_dir / "ready.json", nobody_dir / "key.env"
+    for link in (ready, environment, Path(f"{ready}.tmp"), Path(f"{environment}.tmp")):
+        subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "ln", "-s",
+                        str(victim), str(link)], check=True)
+    serve = subprocess.Popen([str(fidosim_binary()), "serve", "--transport", "private", "--flash", "memory",
+                              "--control", "off", "--env-file", str(environment), "--ready-file", str(ready)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while ready.is_symlink() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not ready.is_symlink() and not environment.is_symlink()
+        assert json.loads(ready.read_text())["transport"] == "private"
+        assert "UMOCKDEV_DIR=" in environment.read_text()
+        assert victim.read_text() == "keep\n"
+    finally:
+        serve.terminate()
+        serve.communicate(timeout=10)
+        shutil.rmtree(victim.parent, ignore_errors=True)
+
+
+def test_a_prompt_in_run_is_answered_through_the_control_socket_not_the_terminal(nobody_home, nobody_dir):
+    """`fidosim run --presence prompt`: the terminal is the program's (what it reads is not taken as an answer);
+    the touch comes through `ctl touch`, as a test rig gives it."""
+    socket_path = nobody_dir / "key.sock"
+    script = nobody_dir / "prompted.sh"
+    script.write_text(f"""set -e
+cd {nobody_dir}
+printf '%s\\n%s\\n%s\\n%s\\n' "$(head -c 32 /dev/urandom | base64)" example.com alice \\
+    "$(head -c 16 /dev/urandom | base64)" > cred.in
+{fidosim_binary()} ctl --socket {socket_path} events --json --timeout 30 > events.json &
+sleep 0.5
+fido2-cred -M -i cred.in -o cred.out /dev/hidraw0 es256 &
+made=$!
+until grep -q '"event":"prompt"' events.json; do sleep 0.05; done
+grep '"event":"prompt"' events.json > prompt.json
+read -r typed   # the program reads its own terminal: the key takes nothing from it
+{fidosim_binary()} ctl --socket {socket_path} touch
+wait $made
+cat prompt.json
+echo "typed: $typed"
+""")
+    command = [str(fidosim_binary()), "run", "--flash", "memory", "--control", str(socket_path), "--presence",
+               "prompt", "--notify", "off", "--log-level", "warning", "--", "sh", str(script)]
+    done = subprocess.run(as_nobody(nobody_home, *command), input="y\n", capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "presence: prompt" in done.stdout
+    assert "typed: y" in done.stdout, "the program read its terminal"
+    assert '"makeCredential"' in done.stdout and (nobody_dir / "cred.out").exists()

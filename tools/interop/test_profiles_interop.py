@@ -88,6 +88,9 @@ def test_ctap20_behaves_as_ctap20_says(sim):
         assert _mc(ctap2, token, rp={"id": rp_id}).auth_data.is_user_verified()
     # clientPIN has subcommands 1 to 5; 0x09 is unknown (INVALID_PARAMETER: 0x3E is a 2.1 code).
     expect_ctap_error(CtapError.ERR.INVALID_PARAMETER, ctap2.client_pin, 1, 0x09)
+    # pinProtocol is required in every subcommand, getPINRetries included (2.0 §5.5; 2.1 made it optional there).
+    expect_ctap_error(CtapError.ERR.MISSING_PARAMETER, ctap2.send_cbor, 0x06, {2: 1})
+    assert ctap2.send_cbor(0x06, {1: 1, 2: 1})[3] == 8
     # A protocol the key lacks, with pinAuth: PIN_AUTH_INVALID (2.0 §5.1).
     expect_ctap_error(CtapError.ERR.PIN_AUTH_INVALID, ctap2.make_credential, new_cdh(), RP, user("p"), ES256,
                       pin_uv_param=b"\0" * 32, pin_uv_protocol=2)

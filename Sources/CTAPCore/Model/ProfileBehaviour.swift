@@ -24,6 +24,14 @@ package struct ProfileBehaviour: Sendable, Equatable {
         case pinNotSet
     }
 
+    /// Whether getPINRetries needs pinUvAuthProtocol (key 1).
+    package enum PinProtocolForRetries: String, Sendable, CaseIterable {
+        /// CTAP 2.1 §6.5.5.2: getPINRetries takes no parameter besides the subcommand.
+        case optional
+        /// CTAP 2.0 §5.5 (pinProtocol "Required" for every subcommand): without it, CTAP2_ERR_MISSING_PARAMETER.
+        case required
+    }
+
     /// Which version's rules apply to the options map of makeCredential and getAssertion.
     package enum OptionRules: String, Sendable, CaseIterable {
         /// CTAP 2.0 §5.1, §5.2: "up" is not an option of makeCredential and "rk" not one of getAssertion; either,
@@ -73,6 +81,7 @@ package struct ProfileBehaviour: Sendable, Equatable {
     /// OpenSK, canokey). The other token models always accept it.
     package var previewAcceptsPinToken: Bool
     package var pinRetriesWithoutPIN: RetriesWithoutPIN
+    package var pinProtocolForRetries: PinProtocolForRetries
     /// makeCredUvNotRqd (CTAP 2.1 §6.1.2 step 8): once a PIN is set, a non-discoverable credential may still be
     /// made without a token. False: every makeCredential without one is CTAP2_ERR_PUAT_REQUIRED, the byte CTAP 2.0
     /// calls CTAP2_ERR_PIN_REQUIRED (§5.1 step 7), and getInfo says makeCredUvNotRqd false where it has the option.
@@ -88,6 +97,7 @@ package struct ProfileBehaviour: Sendable, Equatable {
         pinToken: PinTokenModel = .permissions,
         previewAcceptsPinToken: Bool = false,
         pinRetriesWithoutPIN: RetriesWithoutPIN = .count,
+        pinProtocolForRetries: PinProtocolForRetries = .optional,
         makeCredUvNotRqd: Bool = true,
         optionRules: OptionRules = .ctap21,
         clientPINSubcommands: [Int] = ProfileBehaviour.allClientPINSubcommands,
@@ -98,6 +108,7 @@ package struct ProfileBehaviour: Sendable, Equatable {
         self.pinToken = pinToken
         self.previewAcceptsPinToken = previewAcceptsPinToken
         self.pinRetriesWithoutPIN = pinRetriesWithoutPIN
+        self.pinProtocolForRetries = pinProtocolForRetries
         self.makeCredUvNotRqd = makeCredUvNotRqd
         self.optionRules = optionRules
         self.clientPINSubcommands = clientPINSubcommands
@@ -114,6 +125,7 @@ package struct ProfileBehaviour: Sendable, Equatable {
     /// A CTAP 2.0 key as the 2.0 text describes it.
     package static let ctap20 = ProfileBehaviour(
         pinToken: .powerUp,
+        pinProtocolForRetries: .required,
         makeCredUvNotRqd: false,
         optionRules: .ctap20,
         clientPINSubcommands: ctap20ClientPINSubcommands,

@@ -63,6 +63,7 @@ extension Authenticator {
 
         switch subcommand {
         case .getPINRetries:
+            if behaviour.pinProtocolForRetries == .required { _ = try need(proto, "pinUvAuthProtocol") }
             if storage.pin == nil && behaviour.pinRetriesWithoutPIN == .pinNotSet {
                 throw CTAPError(.pinNotSet, "no PIN is set (this profile answers getPINRetries so)")
             }

@@ -28,7 +28,8 @@ package struct ProfileFile {
         "behaviour", "backupEligible", "backupState", "capture",
     ]
     static let behaviourMembers: Set<String> = [
-        "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "makeCredUvNotRqd", "optionRules",
+        "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "pinProtocolForRetries", "makeCredUvNotRqd",
+        "optionRules",
         "clientPinSubcommands", "unsupportedPinProtocol", "setPinWhenSet", "hmacSecretSaltLength",
     ]
     static let commandNames: [String: UInt8] = [
@@ -202,6 +203,9 @@ extension ProfileFile {
         if let v = try flag("previewAcceptsPinToken") { behaviour.previewAcceptsPinToken = v }
         if let v = try choice("pinRetriesWithoutPin", ProfileBehaviour.RetriesWithoutPIN.self) {
             behaviour.pinRetriesWithoutPIN = v
+        }
+        if let v = try choice("pinProtocolForRetries", ProfileBehaviour.PinProtocolForRetries.self) {
+            behaviour.pinProtocolForRetries = v
         }
         if let v = try flag("makeCredUvNotRqd") { behaviour.makeCredUvNotRqd = v }
         if let v = try choice("optionRules", ProfileBehaviour.OptionRules.self) { behaviour.optionRules = v }

@@ -30,11 +30,20 @@ package final class DeviceRunner {
     /// The person at the terminal (and on the desktop) who answers the keys' touch requests.
     let prompter: Prompter
 
-    package init(slots: [SlotIO], logger: Logger, busyPoll: Duration = .zero, notifications: Bool = false) {
+    /// `terminal`: whether the person answers prompts on standard input (`fidosim run` leaves the terminal to its
+    /// program: its prompts are answered through the control socket or a desktop notification).
+    package init(
+        slots: [SlotIO],
+        logger: Logger,
+        busyPoll: Duration = .zero,
+        notifications: Bool = false,
+        terminal: Bool = true
+    ) {
         self.slots = slots
         self.logger = logger
         self.busyPoll = busyPoll
         prompter = Prompter(names: slots.map(\.slot.name), notifier: notifications ? DesktopNotifier() : nil)
+        prompter.terminalOpen = terminal
     }
 
     /// One key.

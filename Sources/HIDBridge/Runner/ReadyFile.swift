@@ -1,5 +1,4 @@
 package import ControlProtocol
-import SystemPackage
 import USBIP
 
 #if canImport(Glibc)
@@ -86,25 +85,13 @@ package enum ReadyFile {
         return out
     }
 
-    /// Writes `record` and a newline to `path` whole: to a temporary file beside it, then renamed over it, so a
-    /// reader that sees the file sees all of it.
+    /// Writes `record` and a newline to `path` whole (WholeFile: a reader that sees the file sees all of it, and a
+    /// symbolic link planted at `path` is replaced, never written through).
     package static func write(_ record: JSONValue, to path: String) throws(TransportError) {
-        let temporary = path + ".tmp"
         do {
-            let fd = try FileDescriptor.open(
-                FilePath(temporary),
-                .writeOnly,
-                options: [.create, .truncate],
-                permissions: [.ownerReadWrite]
-            )
-            try fd.closeAfter { _ = try fd.writeAll(Array((record.encoded + "\n").utf8)) }
-            try FilePath(temporary).withPlatformString { from in
-                try FilePath(path).withPlatformString { to in
-                    guard rename(from, to) == 0 else { throw Errno(rawValue: errno) }
-                }
-            }
+            try WholeFile.write(Array((record.encoded + "\n").utf8), to: path)
         } catch {
-            throw TransportError("--ready-file \(path): \(error)")
+            throw TransportError("--ready-file \(error)")
         }
     }
 }

@@ -206,6 +206,17 @@ import Testing
         #expect(try y.pinRetries().retries == 8)
     }
 
+    @Test func getPINRetriesWithoutAPinProtocol() throws {
+        // CTAP 2.1 made pinUvAuthProtocol optional for getPINRetries; CTAP 2.0 requires it in every subcommand.
+        var d = try harness(.fidosim, pin: nil)
+        #expect(status(of: d.cbor(.clientPIN, [2: 1])) == .ok)
+        var c = try harness(Self.ctap20, pin: nil)
+        #expect(status(of: c.cbor(.clientPIN, [2: 1])) == .missingParameter)
+        #expect(status(of: c.cbor(.clientPIN, [1: 1, 2: 1])) == .ok)
+        var r = try harness(Self.profile { $0.pinProtocolForRetries = .required }, pin: nil)
+        #expect(status(of: r.cbor(.clientPIN, [2: 1])) == .missingParameter)
+    }
+
     @Test func setPINOnAKeyWithAPIN() throws {
         var d = try harness(.fidosim)
         #expect(status(of: try d.setPIN("5678", version: 1)) == .pinAuthInvalid)

@@ -1,5 +1,3 @@
-import SystemPackage
-
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +10,7 @@ package enum PrivateKeySetup {
     package static func runUnderPreload() throws(TransportError) { try PrivateTestbed.runUnderPreload() }
 
     /// The environment file: shell `export` lines that any program of this user sources (or reads) to join the
-    /// tree. Written whole (a temporary file renamed over it), mode 0600.
+    /// tree. Written whole, mode 0600, never through a symbolic link (WholeFile).
     package static func environmentText(_ testbed: PrivateTestbed) -> String {
         testbed.environment.map { "export \($0.0)=\(shellQuoted($0.1))\n" }.joined()
     }
@@ -25,18 +23,10 @@ package enum PrivateKeySetup {
                 throw TransportError("--env-file \(path): \(error)")
             }
         }
-        let temporary = path + ".tmp"
         do {
-            let fd = try FileDescriptor.open(
-                FilePath(temporary),
-                .writeOnly,
-                options: [.create, .truncate, .closeOnExec],
-                permissions: [.ownerReadWrite]
-            )
-            try fd.closeAfter { _ = try fd.writeAll(Array(environmentText(testbed).utf8)) }
-            guard rename(temporary, path) == 0 else { throw Errno(rawValue: errno) }
+            try WholeFile.write(Array(environmentText(testbed).utf8), to: path)
         } catch {
-            throw TransportError("--env-file \(path): \(error)")
+            throw TransportError("--env-file \(error)")
         }
     }
 
