@@ -222,35 +222,24 @@ package struct KeyFactory {
             serial = patterned
         }
         let device: any ReportTransport
+        // How the key presents itself where it is a USB HID device of this machine (uhid, gadget, private).
+        let info = UHIDDeviceInfo(
+            name: factory.deviceName,
+            vendorID: factory.vendorID,
+            productID: factory.productID,
+            serial: serial
+        )
         do {
             let plain: any ReportTransport
             if chosen == .uhid {
-                let info = UHIDDeviceInfo(
-                    name: factory.deviceName,
-                    vendorID: factory.vendorID,
-                    productID: factory.productID,
-                    serial: serial
-                )
                 plain = try UHIDTransport(path: uhidPath, info: info)
             } else if chosen == .gadget {
-                let info = UHIDDeviceInfo(
-                    name: factory.deviceName,
-                    vendorID: factory.vendorID,
-                    productID: factory.productID,
-                    serial: serial
-                )
                 plain = try GadgetTransport(name: spec.name, info: info, udc: udc)
             } else if chosen == .hid, let board {
                 plain = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
             } else if chosen == .pcsc {
                 plain = NoReportTransport()
             } else if chosen == .privateHID {
-                let info = UHIDDeviceInfo(
-                    name: factory.deviceName,
-                    vendorID: factory.vendorID,
-                    productID: factory.productID,
-                    serial: serial
-                )
                 let tree = PrivateDeviceTree(index: index, info: info, manufacturer: factory.manufacturer)
                 plain = try PrivateHIDTransport(tree: tree, testbed: PrivateTestbed.open())
             } else if chosen == .usbip {

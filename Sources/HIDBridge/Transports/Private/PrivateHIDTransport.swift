@@ -89,7 +89,6 @@ final class PrivateNode: Sendable {
         var waiting: Deque<[UInt8]> = []
         /// Connected clients (GObject pointers, one reference held each) and the plug-in they opened.
         var clients: [UInt: Int] = [:]
-        var dropped = 0
     }
 
     init(tree: PrivateDeviceTree, testbed: PrivateTestbed) throws(TransportError) {
@@ -151,10 +150,7 @@ final class PrivateNode: Sendable {
     func send(_ report: [UInt8]) {
         state.withLock { state in
             guard state.plugged else { return }
-            guard state.waiting.count < HidrawNode.bufferedReports else {
-                state.dropped += 1
-                return
-            }
+            guard state.waiting.count < HidrawNode.bufferedReports else { return }
             state.waiting.append(report)
             Self.putMarkers(1, master: state.master)
         }

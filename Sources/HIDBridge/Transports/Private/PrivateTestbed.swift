@@ -192,7 +192,7 @@ package final class PrivateTestbed: Sendable {
             var info = stat()
             guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else { continue }
             guard let owner = readSmallFile(path + "/" + ownerFile),
-                let pid = Int32(owner.trimmingCharacters(in: .whitespacesAndNewlines))
+                let pid = owner.split(whereSeparator: \.isWhitespace).first.flatMap({ Int32($0) })
             else { continue }
             if kill(pid, 0) != 0 && errno == ESRCH { removeTree(path) }
         }
@@ -228,14 +228,4 @@ package final class PrivateTestbed: Sendable {
             unlink(path)
         }
     }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
-        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
-    }
-}
-
-extension Set where Element == Character {
-    fileprivate static let whitespacesAndNewlines: Set<Character> = [" ", "\n", "\t", "\r"]
 }
