@@ -109,6 +109,16 @@ def test_the_node_answers_hidraw_ioctls_as_the_kernel_does(nobody_home):
     assert answers["unknownH"] == "ENOTTY"
 
 
+def test_a_reader_that_falls_behind_loses_no_report(nobody_home):
+    """hidraw keeps 64 reports for a reader and drops the rest; the private node holds them back instead, so that a
+    client the machine's load delays still gets a 129-report answer whole."""
+    script = readable_copy(TOOLS / "slow_reader.py", nobody_home)
+    done = subprocess.run(as_nobody(nobody_home, *run_key(), SYSTEM_PYTHON, script, "/dev/hidraw0", "0.5"),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "whole"
+
+
 def test_libfido2_tools_make_and_verify_a_credential_and_an_assertion(nobody_home):
     script = Path(nobody_home) / "libfido2.sh"
     script.write_text("""set -e
