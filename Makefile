@@ -26,7 +26,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsc
 # pyscard (python-fido2's PC/SC device) builds with swig against libpcsclite-dev.
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard'
 
-.PHONY: help deps venv host-e2e test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip clean
+.PHONY: help deps venv host-e2e test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -91,6 +91,10 @@ flash-bench: deps
 # The capture round trip: profile capture of a fidosim key, served and captured again, conform reports compared.
 profile-roundtrip: venv build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(VENV_PY) tools/profile-roundtrip/roundtrip.py
+
+# USB/IP floods against a key also on UDP: the owner's getInfo, the key's descriptors and memory (issue 42).
+flood-figures: venv build
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(VENV_PY) tools/interop/floods.py
 
 # Throughput and latency against this machine's raw ES256 signing rate (release build).
 bench: release

@@ -90,9 +90,9 @@ static inline int fidosim_send_segmented(int fd, const struct sockaddr_in *to, c
 /// Returns how many were received, or -1 (errno set; EAGAIN when none was waiting).
 static inline int fidosim_receive_datagrams(int fd, unsigned char *bytes, unsigned int stride, unsigned int *lengths,
                                             unsigned int max, struct sockaddr_in *from) {
-    struct iovec iov[64];
-    struct fidosim_mmsghdr headers[64];
-    if (max > 64) max = 64;
+    struct iovec iov[512];
+    struct fidosim_mmsghdr headers[512];
+    if (max > 512) max = 512;
     for (unsigned int i = 0; i < max; i++) {
         iov[i].iov_base = bytes + (size_t)i * stride;
         iov[i].iov_len = stride;

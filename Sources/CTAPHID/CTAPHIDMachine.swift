@@ -67,7 +67,16 @@ package struct CTAPHIDMachine: Sendable, Equatable {
     var transaction: Transaction?
     var lock: ChannelLock?
 
-    /// Creates an idle machine; `channelSeed` makes the channel ids it hands out (inject randomness here).
+    /// Creates an idle machine whose channel ids are keyed by 128 bits (``ChannelAllocator``; give it 16 bytes from
+    /// a CSPRNG).
+    package init(configuration: CTAPHIDConfiguration = .init(), channelKey: [UInt8]) {
+        self.configuration = configuration
+        let bytes = channelKey + Array(repeating: 0, count: max(0, 16 - channelKey.count))
+        let word = { (at: Int) in bytes[at..<at + 8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+        self.allocator = ChannelAllocator(key0: word(0), key1: word(8))
+    }
+
+    /// Creates an idle machine whose channel ids follow from a 32-bit seed (tests that want the same ids every run).
     package init(configuration: CTAPHIDConfiguration = .init(), channelSeed: UInt32) {
         self.configuration = configuration
         self.allocator = ChannelAllocator(seed: channelSeed)

@@ -42,6 +42,9 @@ package struct USBIPConnection: Sendable {
     package static let maxTransfer = 65_536
     /// Reports kept for a host that does not read (a CTAP answer of 7609 bytes is 129 reports).
     package static let maxQueued = 1024
+    /// Interrupt IN transfers a host may leave waiting (Linux's usbhid keeps one, libusb programs a few): a host past
+    /// it is disconnected.
+    package static let maxWaiting = 64
     static let headerSize = 48
     static let epipe: Int32 = -32
     static let econnreset: Int32 = -104
@@ -197,6 +200,9 @@ package struct USBIPConnection: Sendable {
             guard queued.isEmpty else {
                 let report = queued.removeFirst()
                 return [.send(Self.retSubmit(transfer, data: Array(report.prefix(transfer.length))))]
+            }
+            guard pendingIn.count < Self.maxWaiting else {
+                return fail("more than \(Self.maxWaiting) interrupt IN transfers left waiting")
             }
             pendingIn.append(transfer)
             return []

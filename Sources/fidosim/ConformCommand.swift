@@ -209,11 +209,17 @@ struct ConformCommand: ParsableCommand {
             } catch {
                 throw Failed("conform: \(error)")
             }
-            for device in devices { print(device.listingLine) }
+            // The device's strings are its own (a key can name itself anything): printed escaped, field by field.
+            for device in devices {
+                print(
+                    device.listingLine.split(separator: "\t", omittingEmptySubsequences: false)
+                        .map { TerminalText.escape(String($0)) }.joined(separator: "\t")
+                )
+            }
             if devices.isEmpty { print("hidapi (\(hidBackend) backend) lists no HID device") }
             // Readers, when a PC/SC service runs: a key in one is pcsc:NAME (any part of the name).
             if let readers = try? PCSCCard.readers() {
-                for reader in readers { print("pcsc:\(reader)\tPC/SC reader") }
+                for reader in readers { print("pcsc:\(TerminalText.escape(reader))\tPC/SC reader") }
             }
             return
         }

@@ -198,11 +198,13 @@ struct ProfileCommand: ParsableCommand {
                 // What is written must load as a profile.
                 _ = try ProfileFile.parse(document)
             } catch {
-                throw Failed("profile capture: the key at \(address) answered so that no profile can be made: \(error)")
+                let why = TerminalText.escape("\(error)")  // quotes the key's strings
+                throw Failed("profile capture: the key at \(address) answered so that no profile can be made: \(why)")
             }
             for difference in ProfileFile.unreproduced(capture) {
                 printError(
-                    "fidosim profile capture: the copy will answer otherwise (fidosim's fixed rule): \(difference)"
+                    "fidosim profile capture: the copy will answer otherwise (fidosim's fixed rule): "
+                        + TerminalText.escape(difference)
                 )
             }
             let text = document.prettyEncoded
@@ -210,11 +212,12 @@ struct ProfileCommand: ParsableCommand {
                 print(text, terminator: "")
                 return
             }
-            guard let file = fopen(output, "w") else {
-                throw ValidationError("-o \(output): \(String(cString: strerror(errno)))")
+            // Written whole and never through a link planted at the name (WholeFile).
+            do {
+                try WholeFile.write(Array(text.utf8), to: output, mode: 0o644)
+            } catch {
+                throw ValidationError("-o \(error)")
             }
-            fputs(text, file)
-            fclose(file)
             printError("fidosim profile capture: \(output) (serve --profile \(output) presents this key)")
         }
     }

@@ -93,12 +93,13 @@ struct Serve: ParsableCommand {
     var allowRemote = false
 
     @Flag(
+        name: [.customLong("any-local-user"), .customLong("udp-any-user")],
         help: ArgumentHelp(
-            "On UDP, hear every local user's programs (test rigs that run a client as another user); by default "
-                + "only this user's sockets may use the key."
+            "Let every local user's programs use the key over UDP, USB/IP and the card (test rigs that run a client "
+                + "as another user); by default only this user's and root's may. Never the control socket."
         )
     )
-    var udpAnyUser = false
+    var anyLocalUser = false
 
     @Option(
         help: ArgumentHelp(
@@ -569,7 +570,7 @@ struct Serve: ParsableCommand {
         factory.board = device
         factory.hidBackend = hidBackend
         factory.host = host
-        factory.udpAnyUser = udpAnyUser
+        factory.anyLocalUser = anyLocalUser
         factory.udpPowerCycle = udpPowerCycle == .on
         factory.udpReplyPort = udpReplyPort
         factory.allowRemote = allowRemote

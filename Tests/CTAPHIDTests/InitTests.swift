@@ -128,19 +128,26 @@ import Testing
         #expect(a != c)
     }
 
-    @Test func allocatorSkipsZeroAndBroadcast() {
-        // mix(0) == 0, so seed 0 makes 0 the first candidate.
-        #expect(ChannelAllocator.mix(0) == 0)
-        var zeroFirst = ChannelAllocator(seed: 0)
-        #expect(zeroFirst.next() == ChannelAllocator.mix(1))
+    @Test func sipHashMatchesTheReferenceVector() {
+        // SipHash-2-4's reference vector for key 00 01 … 0f and the 8-byte message 00 01 … 07.
+        let hash = ChannelAllocator.sipHash(0x0706_0504_0302_0100, 0x0F0E_0D0C_0B0A_0908, 0x0706_0504_0302_0100)
+        #expect(hash == 0x93F5_F579_9A93_2462)
+    }
 
-        // Invert the mix to find the seed whose first candidate is the broadcast id.
-        let broadcastSeed = unmix(0xFFFF_FFFF)
-        #expect(ChannelAllocator.mix(broadcastSeed) == 0xFFFF_FFFF)
-        var broadcastFirst = ChannelAllocator(seed: broadcastSeed)
-        #expect(broadcastFirst.next() == ChannelAllocator.mix(broadcastSeed &+ 1))
-        var machine = CTAPHIDMachine(channelSeed: broadcastSeed)
-        #expect(machine.allocateChannel() == ChannelAllocator.mix(broadcastSeed &+ 1))
+    @Test func allocatorIsAPermutationThatSkipsZeroAndBroadcast() {
+        var allocator = ChannelAllocator(key0: 0x0123_4567_89AB_CDEF, key1: 0xFEDC_BA98_7654_3210)
+        let ids = (0..<200_000).map { _ in allocator.next() }
+        #expect(Set(ids).count == ids.count)
+        #expect(!ids.contains(0) && !ids.contains(0xFFFF_FFFF))
+    }
+
+    @Test func channelIdsDependOnTheKey() {
+        var first = CTAPHIDMachine(channelKey: Array(repeating: 1, count: 16))
+        var second = CTAPHIDMachine(channelKey: Array(repeating: 1, count: 16))
+        var other = CTAPHIDMachine(channelKey: Array(repeating: 1, count: 15) + [2])
+        let a = (0..<5).map { _ in first.allocateChannel() }
+        #expect(a == (0..<5).map { _ in second.allocateChannel() })
+        #expect(a != (0..<5).map { _ in other.allocateChannel() })
     }
 
     @Test func channelIdsAreNotReusedAfterAPowerCycle() {
@@ -151,19 +158,4 @@ import Testing
         #expect(before.isDisjoint(with: after))
     }
 
-    /// The inverse of ``ChannelAllocator/mix(_:)``.
-    private func unmix(_ value: UInt32) -> UInt32 {
-        func inverse(_ a: UInt32) -> UInt32 {
-            var x = a
-            for _ in 0..<5 { x &*= 2 &- a &* x }
-            return x
-        }
-        var x = value
-        x ^= x >> 16
-        x &*= inverse(0xC2B2_AE35)
-        x ^= (x >> 13) ^ (x >> 26)
-        x &*= inverse(0x85EB_CA6B)
-        x ^= x >> 16
-        return x
-    }
 }

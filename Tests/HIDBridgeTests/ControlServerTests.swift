@@ -12,6 +12,7 @@ import Glibc
         #expect(ControlServer.refusal(peerUID: nil, serverUID: 1000)?.code == .permissionDenied)
         #expect(ControlServer.refusal(peerUID: 1001, serverUID: 1000)?.code == .permissionDenied)
         #expect(ControlServer.refusal(peerUID: 1000, serverUID: 1000) == nil)
+        #expect(ControlServer.refusal(peerUID: 0, serverUID: 1000) == nil)  // root reads the key's memory anyway
     }
 
     @Test func peerCredentialsOfSomethingThatIsNotASocketCannotBeRead() {

@@ -31,9 +31,9 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
 
     @Test func theInitAnswerGivesTheNewChannelToTheHostThatAsked() {
         var routes = ChannelRoutes()
-        routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 1)
+        #expect(routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 1) == .deliver)
         #expect(routes.outbound(initAnswer(assigning: 0x0000_0007)) == 1)
-        routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 0)
+        #expect(routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 0) == .deliver)
         #expect(routes.outbound(initAnswer(assigning: 0x0000_0008)) == 0)
         // Later answers (a keepalive while host 0's reports are handled) follow the channel, not the last sender.
         #expect(routes.outbound(cidBytes(7) + [0xBB, 0, 1, 1]) == 1)
@@ -41,26 +41,36 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
         #expect(routes.owners == [7: 1, 8: 0])
     }
 
-    @Test func aChannelNobodyGaveIsTheFirstSendersAndAnotherHostCannotTakeIt() {
+    @Test func aHostReachesTheKeyOnlyOnItsOwnChannels() {
         var routes = ChannelRoutes()
-        routes.inbound(cidBytes(0x1234) + [0x90, 0, 1, 4], from: 0)
-        routes.inbound(cidBytes(0x1234) + [0x90, 0, 1, 4], from: 1)
-        #expect(routes.outbound(cidBytes(0x1234) + [0xBF, 0, 1, 0x0B]) == 0)
-        // Channel 0 and short reports go to the host being handled.
-        #expect(routes.outbound(cidBytes(0) + [0xBF, 0, 1, 0x0B]) == 1)
-        #expect(routes.outbound([1, 2]) == 1)
+        _ = routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 0)
+        _ = routes.outbound(initAnswer(assigning: 0x1234))
+        #expect(routes.inbound(cidBytes(0x1234) + [0x90, 0, 1, 4], from: 0) == .deliver)
+        // Host 1 on host 0's channel, or on a channel nobody was given: ERR_INVALID_CHANNEL, the key hears nothing.
+        let invalid = cidBytes(0x1234) + [0xBF, 0, 1, 0x0B] + Array(repeating: 0, count: 56)
+        #expect(routes.inbound(cidBytes(0x1234) + [0x90, 0, 1, 4], from: 1) == .refuse(invalid))
+        #expect(routes.inbound(cidBytes(0x5555) + [0x90, 0, 1, 4], from: 0) != .deliver)
+        #expect(routes.inbound(cidBytes(0x1234) + [0x00] + Array(repeating: 0, count: 59), from: 1) == .drop)
+        // Nothing is sent on a channel no host was given (it used to go to whoever spoke last).
+        #expect(routes.outbound(cidBytes(0x5555) + [0xBF, 0, 1, 0x0B]) == nil)
+        #expect(routes.outbound([1, 2]) == nil)
     }
 
-    @Test func aPowerCycleForgetsEveryChannelAndTheOldestGoFirst() {
+    @Test func aHostCannotPushAnotherHostsChannelsOut() {
         var routes = ChannelRoutes()
-        for cid in 1...UInt32(ChannelRoutes.capacity + 10) {
-            routes.inbound(cidBytes(cid) + [0x90, 0, 0], from: Int(cid % 2))
+        _ = routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 0)
+        _ = routes.outbound(initAnswer(assigning: 1))
+        for cid in 2...UInt32(ChannelRoutes.capacity + 500) {
+            _ = routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 1)
+            _ = routes.outbound(initAnswer(assigning: cid))
         }
-        #expect(routes.owners.count == ChannelRoutes.capacity)
-        #expect(routes.owners[1] == nil && routes.owners[11] != nil)
+        #expect(routes.owners[1] == 0)
+        #expect(routes.owners.count == ChannelRoutes.capacity + 1)
+        // Host 1's oldest went instead.
+        #expect(routes.owners[2] == nil && routes.owners[UInt32(ChannelRoutes.capacity + 500)] == 1)
         routes.reset()
         #expect(routes.owners.isEmpty && routes.source == nil)
-        #expect(routes.outbound(cidBytes(11) + [0x90, 0, 0]) == nil)
+        #expect(routes.outbound(cidBytes(1) + [0x90, 0, 0]) == nil)
     }
 }
 

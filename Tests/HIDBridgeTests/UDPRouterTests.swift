@@ -115,7 +115,7 @@ import Testing
               5: 00000000000000000000000000000000:9C45 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000   43        0 5 2 0 0
             """
         func owners(_ port: UInt16) -> [UInt32] {
-            UDPSocketOwners.uids(of: UDPPeer(address: 0x7F00_0001, port: port), udp: udp, udp6: udp6)
+            SocketTables.datagramOwners(of: UDPPeer(address: 0x7F00_0001, port: port), udp: udp, udp6: udp6)
         }
         #expect(owners(40001) == [1000])  // 127.0.0.1
         #expect(owners(40002) == [65534])  // 0.0.0.0

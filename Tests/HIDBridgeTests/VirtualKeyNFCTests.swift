@@ -64,6 +64,16 @@ struct CardHarness {
         return data + response
     }
 
+    /// A CTAP2 request that may wait for the simulated user (a reset's long touch): its CTAP answer once given.
+    mutating func callWaiting(_ message: [UInt8]) -> [UInt8]? {
+        var first = send(Self.ctap(message)).first
+        if first == nil { first = advance(by: hid.key.longTouchHold).first }
+        guard let first else { return nil }
+        let response = whole(first)
+        guard response.suffix(2) == [0x90, 0x00] else { return nil }
+        return Array(response.dropLast(2))
+    }
+
     /// A CTAP2 request that the key answers without waiting: its CTAP answer (status byte and CBOR).
     mutating func call(_ message: [UInt8]) -> [UInt8]? {
         guard let first = send(Self.ctap(message)).first else { return nil }
@@ -102,23 +112,36 @@ struct CardHarness {
         #expect(info[0x1A] == ["nfc", "usb"])
     }
 
-    @Test func theTapIsThePresenceInPromptMode() throws {
-        // Over HID a prompt-mode key waits for the person; over NFC the tap that brought the card is the touch.
+    @Test func promptModeAsksThePersonOverNFCToo() throws {
+        // The tap that brought the card into the field is not consent to the request: the person is asked, as on USB.
         var h = try CardHarness(presence: .prompt)
         _ = h.select()
         let outputs = h.hid.key.receive(apdu: CardHarness.ctap(makeCredentialRequest()), now: h.now)
-        let first = try #require(CardHarness.apdus(outputs).first)
-        let answer = h.whole(first)
+        #expect(CardHarness.apdus(outputs).isEmpty)
+        #expect(outputs.contains { if case .prompt = $0 { true } else { false } })
+        #expect(h.hid.key.pendingPrompt != nil)
+        #expect(h.advance(by: .seconds(5)).isEmpty)
+        h.now += .milliseconds(1)
+        let touched = CardHarness.apdus(h.hid.key.touch(now: h.now))
+        let answer = h.whole(try #require(touched.first))
         #expect(answer.first == 0x00)
         #expect(answer.suffix(2) == [0x90, 0x00])
-        // The control plane still hears that presence was asked.
-        #expect(outputs.contains { if case .prompt = $0 { true } else { false } })
     }
 
-    @Test func u2fRegisterOverNFCNeedsNoTouchInPromptMode() throws {
+    @Test func aResetOverNFCInPromptModeWaitsForThePerson() throws {
+        var h = try CardHarness(presence: .prompt)
+        _ = h.select()
+        #expect(h.send(CardHarness.ctap([0x07])).isEmpty)
+        let refused = CardHarness.apdus(h.hid.key.refuse(now: h.now))
+        #expect(refused == [[CTAPStatus.operationDenied.rawValue, 0x90, 0x00]])
+    }
+
+    @Test func u2fRegisterOverNFCInPromptModeWantsATouchAsOverUSB() throws {
         var h = try CardHarness(presence: .prompt)
         _ = h.select()
         let register: [UInt8] = [0x00, 0x01, 0x03, 0x00, 0x40] + Array(repeating: 0x11, count: 64) + [0x00]
+        #expect(h.send(register) == [[0x69, 0x85]])  // conditions not satisfied: touch, then ask again
+        _ = h.hid.key.touch(now: h.now)
         let registered = h.send(register).first
         let answer = try #require(registered)
         #expect(answer.first == 0x05)  // the reserved byte of a registration
@@ -167,7 +190,7 @@ struct CardHarness {
     @Test func resetOverNFCNeedsNFCInTransportsForReset() throws {
         var allowed = try CardHarness(presence: .approve(after: .zero))
         _ = allowed.select()
-        #expect(allowed.call([0x07]) == [0x00])
+        #expect(allowed.callWaiting([0x07]) == [0x00])
         var refused = try CardHarness(presence: .approve(after: .zero), resetTransports: ["usb"])
         _ = refused.select()
         #expect(refused.call([0x07]) == [CTAPStatus.operationDenied.rawValue])
@@ -182,7 +205,7 @@ struct CardHarness {
         h.hid.key.fieldOff(now: h.now)
         h.hid.key.fieldOn(now: h.now)
         _ = h.select()
-        #expect(h.call([0x07]) == [0x00])
+        #expect(h.callWaiting([0x07]) == [0x00])
     }
 
     @Test func oneRequestAtATimeAcrossUSBAndNFC() throws {

@@ -266,6 +266,23 @@ import Testing
         }
         #expect(closed && connection.phase == .closed)
     }
+
+    @Test func aHostThatLeavesTransfersWaitingWithoutEndIsDisconnected() {
+        var connection = Self.attached()
+        var last: [USBIPAction] = []
+        for seqnum in 0...UInt32(USBIPConnection.maxWaiting) {
+            last = connection.receive(
+                Self.submit(seqnum: 10 + seqnum, in: true, endpoint: 1, length: 64),
+                importable: true
+            )
+            #expect(connection.waitingTransfers <= USBIPConnection.maxWaiting)
+        }
+        guard case .close(let why) = last.last else {
+            Issue.record("no close after \(USBIPConnection.maxWaiting + 1) waiting transfers")
+            return
+        }
+        #expect(why.contains("interrupt IN transfers left waiting"))
+    }
 }
 
 struct Failure: Error {

@@ -83,7 +83,7 @@ def test_uhubctl_is_called_with_the_hub_port_and_the_key_is_found_again(promptin
     calls = tmp_path / "uhubctl.calls"
     (bindir / "uhubctl").write_text(
         "#!/bin/sh\n"
-        f"echo \"$*\" >> {calls}\n"
+        f"echo \"$* pin=${{FIDOSIM_PIN-unset}}\" >> {calls}\n"
         "[ \"$*\" = '-l 1-1.4 -p 2 -a cycle' ] || exit 9\n"
         f"exec {binary} ctl --socket {key.control_path} power-cycle >/dev/null\n")
     (bindir / "uhubctl").chmod(0o755)
@@ -91,7 +91,8 @@ def test_uhubctl_is_called_with_the_hub_port_and_the_key_is_found_again(promptin
     touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {binary} ctl --socket {key.control_path} touch "
                      ">/dev/null 2>&1 && exit 0; sleep 0.1; done\nexit 1\n")
     touch.chmod(0o755)
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    # The owner's PIN in the runner's environment does not reach the rig's commands.
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FIDOSIM_PIN="4711rig")
     out = subprocess.run([binary, "conform", "--device", f"udp:127.0.0.1:{key.port}", "--allow-destructive",
                           "--only", "reset", "--uhubctl", "1-1.4:2", "--touch-command", str(touch), "--report",
                           str(tmp_path / "report")], capture_output=True, text=True, timeout=300, env=env,
@@ -103,7 +104,8 @@ def test_uhubctl_is_called_with_the_hub_port_and_the_key_is_found_again(promptin
     assert by_id["reset.denied"]["status"] == "skipped"
     assert by_id["reset.denied"]["message"] == "refusing a touch needs --refuse-command"
     assert [c for c in report["checks"] if c["status"] == "failed"] == []
-    assert calls.read_text().count("-l 1-1.4 -p 2 -a cycle") >= 2
+    assert calls.read_text().count("-l 1-1.4 -p 2 -a cycle pin=unset") >= 2
+    assert "4711rig" not in calls.read_text()
     assert ">>>" not in out.stderr
 
 

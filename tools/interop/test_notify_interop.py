@@ -96,6 +96,15 @@ def test_a_touch_request_is_a_desktop_notification_whose_actions_answer_the_key(
             done()
         assert refused.value.code == CtapError.ERR.OPERATION_DENIED
 
+        # What the relying party sent is markup-escaped: shown as written, never a link or a picture.
+        done = in_background(make_credential, keys.ctap2(0), "markup.example", '<a href="https://evil.example">x</a>&')
+        shown = desktop.wait_for_notification(10, app_name="fidosim")
+        assert shown["body"] == ('makeCredential for markup.example (user &lt;a href="https://evil.example"&gt;x&lt;/a&gt;'
+                                 '&amp;)')
+        desktop.invoke(shown["id"], "touch")
+        done()
+        desktop.wait_for_closed(shown["id"])
+
         # A request answered elsewhere (the control plane's touch) closes its notification.
         done = in_background(make_credential, keys.ctap2(0), "third.example")
         shown = desktop.wait_for_notification(10, app_name="fidosim")

@@ -194,6 +194,39 @@ def test_pin_credential_management_and_large_blobs_over_nfc(card):
     assert ClientPin(ctap).get_pin_retries()[0] == 7
 
 
+@pytest.mark.card_args("--presence", "prompt")
+def test_in_prompt_mode_the_tap_is_not_the_touch(card):
+    """Whoever drives the reader does not sign in the owner's name: in prompt mode a request over NFC waits for the
+    person (here the control plane's touch), and one the person refuses is refused."""
+    ctap = Ctap2(card.device())
+    events = card.events
+    result = {}
+
+    def make():
+        try:
+            result["made"] = ctap.make_credential(
+                sha256(b"x"), {"id": "example.com"}, {"id": b"u", "name": "u"}, [{"type": "public-key", "alg": -7}])
+        except CtapError as error:
+            result["error"] = error.code
+
+    waiting = threading.Thread(target=make)
+    waiting.start()
+    assert events.wait_for("prompt", command="makeCredential")
+    waiting.join(1.5)
+    assert waiting.is_alive() and not result, "answered without the person"
+    card.control.touch()
+    waiting.join(15)
+    assert result["made"].auth_data.flags & 0x01  # UP
+    # The person says no: OPERATION_DENIED, as over USB.
+    refused = threading.Thread(target=make)
+    result.clear()
+    refused.start()
+    assert events.wait_for("prompt", command="makeCredential")
+    card.control.refuse()
+    refused.join(15)
+    assert result["error"] == CtapError.ERR.OPERATION_DENIED
+
+
 @pytest.mark.card_args("--presence-delay", "600")
 def test_status_updates_while_the_key_waits(card):
     """NFCCTAP_MSG with P1 0x80: while the key waits, the reader polls NFCCTAP_GETRESPONSE and hears UPNEEDED."""

@@ -1,7 +1,7 @@
 """Who may reach a key on UDP, checked from outside with sockets of this and other users: a transaction's answer
 goes only to the client that asked, another client on the same channel gets CHANNEL_BUSY and never the answer, a
 flood of garbage costs the owner nothing, another user's datagrams (even the power-cycle datagram) are ignored
-unless --udp-any-user, and a --host other machines reach needs --allow-remote."""
+unless --any-local-user, and a --host other machines reach needs --allow-remote."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_another_users_datagrams_are_ignored(sim):
 
 
 @pytest.mark.skipif(not other_user_may_run_here(), reason="setpriv to another uid needs root")
-@pytest.mark.sim_args("--udp-any-user")
+@pytest.mark.sim_args("--any-local-user")
 def test_udp_any_user_lets_other_users_in(sim):
     with sim.control() as ctl:
         ctl.subscribe()

@@ -158,6 +158,30 @@ def test_one_key_on_udp_and_usbip_at_once_signs_on_one_what_the_other_made():
         assert server.stop() == 0, server.stderr()
 
 
+def test_a_host_neither_talks_nor_listens_on_another_hosts_channel():
+    """Two hosts on one key: the USB/IP host writing on the UDP host's channel hears ERR_INVALID_CHANNEL, as from a
+    key that never gave it that channel, and none of the UDP host's answers."""
+    port = free_tcp_port()
+    server = FidosimServer(binary=fidosim_binary(), transport="udp", args=["--transport", "usbip", "--usbip-port",
+                                                                           str(port)])
+    server.start()
+    try:
+        over_udp = server.keys[0].device()
+        theirs = over_udp._channel_id
+        raw = UsbipHidConnection(port)
+        raw.write_packet(struct.pack(">IBH", theirs, 0x81, 4) + b"evil" + bytes(53))  # PING on the UDP host's channel
+        answer = raw.read_packet()
+        assert answer[:7] == struct.pack(">IBH", theirs, 0xBF, 1) and answer[7] == 0x0B
+        # The owner's own request on that channel is answered to the owner only.
+        assert over_udp.call(0x01, b"mine" * 30) == b"mine" * 30
+        raw.s.settimeout(0.5)
+        with pytest.raises((socket.timeout, TimeoutError)):
+            raw.read_packet()
+        raw.close()
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
 def test_usbip_list_shows_the_key(usbip_key):
     if shutil.which("usbip") is None:
         pytest.fail("usbip (Debian package usbip) is needed: make deps installs it")

@@ -4,7 +4,8 @@ import Glibc
 
 /// A command a rig gives for acting on a key (`--touch-command`, `--replug-command`, `--uhubctl`), run in a process
 /// group of its own, so that stopping it stops whatever it started. Its standard input is /dev/null and its output
-/// goes to standard error: standard output stays the runner's.
+/// goes to standard error: standard output stays the runner's. Its environment is the runner's without the owner's
+/// PIN (`FIDOSIM_PIN`): a rig's command has no use for it.
 struct ShellCommand {
     let pid: pid_t
     let describe: String
@@ -31,7 +32,7 @@ struct ShellCommand {
         var entry = environ
         while let pointer = entry.pointee {
             let line = String(cString: pointer)
-            if !line.hasPrefix("FIDOSIM_WHAT=") { environment.append(line) }
+            if !line.hasPrefix("FIDOSIM_WHAT=") && !line.hasPrefix("FIDOSIM_PIN=") { environment.append(line) }
             entry += 1
         }
         environment.append("FIDOSIM_WHAT=\(what)")

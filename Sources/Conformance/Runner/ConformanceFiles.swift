@@ -1,3 +1,4 @@
+import Console
 package import ControlProtocol
 
 #if canImport(Glibc)
@@ -16,12 +17,12 @@ extension ConformanceReport {
             throw ConformanceFileError(description: "--report \(directory): \(String(cString: strerror(errno)))")
         }
         for (name, text) in [("report.json", json.prettyEncoded + "\n"), ("report.md", markdown)] {
-            let path = "\(directory)/\(name)"
-            guard let file = fopen(path, "w") else {
-                throw ConformanceFileError(description: "cannot write \(path): \(String(cString: strerror(errno)))")
+            // Written whole and never through a link planted at the name (WholeFile).
+            do {
+                try WholeFile.write(Array(text.utf8), to: "\(directory)/\(name)", mode: 0o644)
+            } catch {
+                throw ConformanceFileError(description: "cannot write \(error)")
             }
-            fputs(text, file)
-            fclose(file)
         }
     }
 }

@@ -257,15 +257,13 @@ package final class ControlServer {
         }
     }
 
-    /// Why a peer is refused, if it is: another user, or one whose credentials cannot be read (fail closed).
+    /// Why a peer is refused, if it is (``PeerAccess`` at the control door: the key's user and root only, whatever
+    /// `--any-local-user` says; credentials that cannot be read are refused).
     static func refusal(peerUID: uid_t?, serverUID: uid_t) -> ControlError? {
-        guard let peerUID else {
-            return ControlError(.permissionDenied, "the peer's credentials cannot be read (SO_PEERCRED)")
+        guard let why = PeerAccess(owner: serverUID).refusal(of: .unixSocket(uid: peerUID), at: .control) else {
+            return nil
         }
-        guard peerUID == serverUID else {
-            return ControlError(.permissionDenied, "uid \(peerUID) may not control a key of uid \(serverUID)")
-        }
-        return nil
+        return ControlError(.permissionDenied, "refused: \(why)")
     }
 
     /// The uid of the process at the other end (SO_PEERCRED: pid, uid, gid as 32-bit integers).

@@ -127,7 +127,8 @@ package struct KeyFactory {
     package var board: String?
     package var hidBackend = "hidraw"
     package var host = "127.0.0.1"
-    package var udpAnyUser = false
+    /// Other local users' programs may use the key's transports (`--any-local-user`, ``PeerAccess``).
+    package var anyLocalUser = false
     package var udpPowerCycle = true
     /// UDP answers go to this port of the sender's address (`--udp-reply-port`).
     package var udpReplyPort: UInt16?
@@ -249,7 +250,7 @@ package struct KeyFactory {
                     host: host,
                     port: spec.port,
                     policy: UDPKeyPolicy(
-                        anyUser: udpAnyUser,
+                        anyUser: anyLocalUser,
                         powerCycleDatagram: udpPowerCycle,
                         remote: allowRemote,
                         replyPort: udpReplyPort
@@ -277,7 +278,7 @@ package struct KeyFactory {
         var card: VPCDCard?
         if let cardPort {
             do {
-                card = try VPCDCard(host: vpcdHost, port: cardPort)
+                card = try VPCDCard(host: vpcdHost, port: cardPort, access: access)
             } catch {
                 throw KeyStartError(error.description)
             }
@@ -338,6 +339,11 @@ package struct KeyFactory {
         return (slot, lines)
     }
 
+    /// Who may reach the key's transports (one rule for all, ``PeerAccess``).
+    package var access: PeerAccess {
+        PeerAccess(owner: geteuid(), anyLocalUser: anyLocalUser, allowRemote: allowRemote)
+    }
+
     /// The USB/IP server that exports the key (`--transport usbip`), with the same identity uhid would give it.
     func usbipServer(serial: String, port: UInt16?) throws(TransportError) -> USBIPTransport {
         let exported = USBDevice(
@@ -348,7 +354,7 @@ package struct KeyFactory {
             serial: serial,
             reportDescriptor: UHIDDeviceInfo.reportDescriptor
         )
-        return try USBIPTransport(host: usbipHost, port: port ?? usbipPort, device: exported)
+        return try USBIPTransport(host: usbipHost, port: port ?? usbipPort, device: exported, access: access)
     }
 
     /// The key itself, without I/O: the authenticator with `spec`'s profile and options over `storage`, and its
@@ -416,7 +422,7 @@ package struct KeyFactory {
         }
         let hid = CTAPHIDMachine(
             configuration: hidConfiguration,
-            channelSeed: UInt32(truncatingIfNeeded: entropy.next())
+            channelKey: entropy.bytes(16)
         )
         var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
         key.presenceTimeout = presenceTimeout

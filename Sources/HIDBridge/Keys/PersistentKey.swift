@@ -130,9 +130,15 @@ package enum KeyFiles {
     /// Takes an exclusive lock on `path + ".lock"` for the life of the process, so two simulators never
     /// share one image.
     package static func lock(imagePath: String) throws(StorageError) {
-        let fd = open(imagePath + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        // Never through a link, and only a regular file of this user's (another user's could be held locked by them).
+        let fd = open(imagePath + ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             throw StorageError("cannot create \(imagePath).lock: \(String(cString: strerror(errno)))")
+        }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid() else {
+            close(fd)
+            throw StorageError("\(imagePath).lock is not a regular file of this user's: remove it")
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)

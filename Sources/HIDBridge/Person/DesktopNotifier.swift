@@ -59,15 +59,31 @@ package final class DesktopNotifier {
         return nil
     }
 
-    /// Shows a notification for request `serial`.
+    /// Shows a notification for request `serial`. The body is markup to notification servers: what a relying party
+    /// sent (its id, the user's name) is escaped so that it shows as written, never as a link or a picture.
     func show(serial: Int, summary: String, body: String) {
         let arguments =
             (stdbuf.map { [$0, "-oL"] } ?? []) + [
                 notifySend, "--app-name=fidosim", "--urgency=critical", "--icon=security-high", "--print-id", "--wait",
-                "--action=touch=Touch", "--action=deny=Deny", "--", summary, body,
+                "--action=touch=Touch", "--action=deny=Deny", "--", summary, Self.markupEscaped(body),
             ]
         guard let (pid, fd) = Self.spawn(arguments, captureOutput: true) else { return }
         shown.append(Shown(serial: serial, pid: pid, fd: fd))
+    }
+
+    /// Text shown as written by a notification server that reads its body as markup (the Desktop Notifications
+    /// specification's subset of XML: `&`, `<` and `>` are entities).
+    static func markupEscaped(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            default: out.append(character)
+            }
+        }
+        return out
     }
 
     /// Closes the notification of request `serial` (answered elsewhere, timed out, or gone).

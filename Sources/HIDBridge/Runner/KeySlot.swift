@@ -60,7 +60,8 @@ package struct KeySlot: Sendable {
         case .powerCycle, .detached:
             return powerCycle(now: now)
         case .note(let text):
-            logger.info("\(text)")
+            // A transport's notes quote what peers sent (a bus id, an address): printed escaped.
+            logger.info("\(TerminalText.escape(text))")
             return []
         }
     }
@@ -82,7 +83,7 @@ package struct KeySlot: Sendable {
             logger.trace("apdu in: \(Hex.string(apdu))")
             return effects(of: key.receive(apdu: apdu, now: now), now: now)
         case .note(let text):
-            logger.notice("\(text)")
+            logger.notice("\(TerminalText.escape(text))")
             return []
         }
     }

@@ -1,3 +1,4 @@
+import Console
 package import ControlProtocol
 import USBIP
 

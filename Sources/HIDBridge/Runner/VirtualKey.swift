@@ -411,7 +411,7 @@ package struct VirtualKey: Sendable {
             if getInfoLatency > .zero && answered == "getInfo" { holdUntil = now + getInfoLatency }
             defer { holdUntil = nil }
             return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
-        case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f && route != .nfc:
+        case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f:
             // U2F has no keepalive: the request answers at once, and the host polls until it succeeds.
             let result: PresenceResult
             var out: [KeyOutput] = []
@@ -432,28 +432,15 @@ package struct VirtualKey: Sendable {
                 }
             }
             return out + answer(authenticator.resume(result, now: now), channel: route, now: now)
-        case .needsUserPresence(let prompt) where route == .nfc:
-            // On NFC the tap is the presence: the person who put the key in the field is there. A delay still
-            // passes (the reader hears status updates); deny mode refuses, as a person who pulls the key away.
-            nfc?.setStatus(.upNeeded)
-            var out: [KeyOutput] = []
-            switch presence {
-            case .approve(let delay) where delay > .zero:
-                waiting = PresenceWait(channel: route, deadline: now + delay, answer: userAnswer(.approved))
-                presenceAnswered()
-            case .deny(let delay):
-                waiting = PresenceWait(channel: route, deadline: now + delay, answer: userAnswer(.denied))
-                presenceAnswered()
-            case .approve, .prompt:
-                presenceAnswered()
-                out.append(.prompt(prompt))
-                return out + answer(authenticator.resume(userAnswer(.approved), now: now), channel: route, now: now)
-            }
-            out.append(.prompt(prompt))
-            return out
         case .needsUserPresence(let prompt):
-            guard case .hid = route else { return [] }
-            var out = perform(hid.setKeepaliveStatus(.upNeeded, now: now), now: now)
+            // Over NFC too: the tap brings the card into the field; it is not consent to every request, so the
+            // simulated user answers as over USB (the reader hears "user presence needed" meanwhile).
+            var out: [KeyOutput] = []
+            if case .hid = route {
+                out = perform(hid.setKeepaliveStatus(.upNeeded, now: now), now: now)
+            } else {
+                nfc?.setStatus(.upNeeded)
+            }
             switch presence {
             case .approve(let delay):
                 // The automatic user holds a long touch for as long as it takes.

@@ -2,17 +2,22 @@
 /// (`serve --transport uhid --transport usbip`): one CTAPHID machine hands out the channels, and every report it
 /// sends goes to the host whose `INIT` was given that channel.
 ///
+/// A host reaches the key only on the broadcast channel and on the channels the key gave it (learnt from the `INIT`
+/// answers, never from what a host sends): a report on any other channel, nobody's or another host's, never reaches
+/// the key, and the host hears ERR_INVALID_CHANNEL, as from a key that never gave it that channel. Each host keeps
+/// its ``capacity`` newest channels, so no host can push another's out.
+///
 /// A pure value: reports in (with the host they came from) and reports out (to learn which host gets them).
 package struct ChannelRoutes: Sendable, Equatable {
-    /// The most channels remembered; the oldest is forgotten first (hosts open a channel per operation).
+    /// The most channels remembered for each host; its oldest is forgotten first (hosts open a channel per operation).
     package static let capacity = 1024
     static let broadcast: UInt32 = 0xFFFF_FFFF
     static let initAnswer: UInt8 = 0x86
 
     /// Each channel's host.
     package private(set) var owners: [UInt32: Int] = [:]
-    /// The channels in the order they were learnt, to forget the oldest.
-    var order: [UInt32] = []
+    /// Each host's channels in the order they were given, to forget a host's oldest.
+    var order: [Int: [UInt32]] = [:]
     /// The host whose reports are being handled: the answers made while handling them (the broadcast channel's
     /// `INIT` answer above all) go back to it.
     package private(set) var source: Int?
@@ -25,19 +30,34 @@ package struct ChannelRoutes: Sendable, Equatable {
         return report[0..<4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
     }
 
-    /// Reports from `host` are about to be handled. A channel nobody owns yet becomes this host's (a host that
-    /// talks on a channel it was never given still hears its error).
-    package mutating func inbound(_ report: [UInt8], from host: Int) {
-        source = host
-        guard let channel = Self.channel(report), channel != Self.broadcast, channel != 0 else { return }
-        if owners[channel] == nil { learn(channel, host) }
+    /// What to do with a report from `host`.
+    package enum Inbound: Equatable, Sendable {
+        /// Hand it to the key.
+        case deliver
+        /// Answer the host with this report instead (ERR_INVALID_CHANNEL on the report's channel).
+        case refuse([UInt8])
+        /// Drop it (a continuation on a channel not the host's, or a report too short to have a channel).
+        case drop
     }
 
-    /// The host that gets this report: the channel's owner; for the broadcast channel (and a channel nobody owns),
-    /// the host being handled. An `INIT` answer on the broadcast channel gives the new channel to that host.
+    /// A report from `host`: for the key if it is on the broadcast channel or on one of this host's channels.
+    package mutating func inbound(_ report: [UInt8], from host: Int) -> Inbound {
+        guard let channel = Self.channel(report), report.count >= 5 else { return .drop }
+        guard channel == Self.broadcast || owners[channel] == host else {
+            // An initialization packet gets the error a key answers on a channel it never gave; a continuation
+            // packet gets nothing, as from a key.
+            guard report[4] & 0x80 != 0 else { return .drop }
+            return .refuse(Array(report[0..<4]) + [0xBF, 0x00, 0x01, 0x0B] + Array(repeating: 0, count: 56))
+        }
+        source = host
+        return .deliver
+    }
+
+    /// The host that gets this report: the channel's owner; on the broadcast channel, the host being handled (whose
+    /// `INIT` this answers, and who gets the new channel). Nil for a channel no host was given.
     package mutating func outbound(_ report: [UInt8]) -> Int? {
-        guard let channel = Self.channel(report) else { return source }
-        if channel == Self.broadcast || channel == 0 {
+        guard let channel = Self.channel(report) else { return nil }
+        if channel == Self.broadcast {
             if report.count >= 19, report[4] == Self.initAnswer, let source,
                 let assigned = Self.channel(Array(report[15..<19]))
             {
@@ -45,15 +65,15 @@ package struct ChannelRoutes: Sendable, Equatable {
             }
             return source
         }
-        return owners[channel] ?? source
+        return owners[channel]
     }
 
     /// A host let go of the key while another keeps it powered: its channels are forgotten, and each gets a
     /// CTAPHID_CANCEL as if the host had sent it, so that a request of its waiting for a touch ends (a CANCEL on a
     /// channel with nothing waiting is ignored, CTAP 2.1 §11.2.9.1.5).
     package mutating func hostLeft(_ host: Int) -> [[UInt8]] {
-        let channels = order.filter { owners[$0] == host }
-        order.removeAll { owners[$0] == host }
+        let channels = order[host] ?? []
+        order[host] = nil
         for channel in channels { owners[channel] = nil }
         if source == host { source = nil }
         return channels.map { channel in
@@ -72,10 +92,11 @@ package struct ChannelRoutes: Sendable, Equatable {
     }
 
     mutating func learn(_ channel: UInt32, _ host: Int) {
-        if owners.updateValue(host, forKey: channel) == nil { order.append(channel) }
-        if order.count > Self.capacity {
-            let forgotten = order.removeFirst()
-            owners[forgotten] = nil
+        if let previous = owners[channel], previous != host { order[previous]?.removeAll { $0 == channel } }
+        if owners.updateValue(host, forKey: channel) != host { order[host, default: []].append(channel) }
+        if let mine = order[host], mine.count > Self.capacity {
+            owners[mine[0]] = nil
+            order[host]?.removeFirst()
         }
     }
 }

@@ -71,6 +71,23 @@ enum IPv4 {
         return UInt16(bigEndian: actual.sin_port)
     }
 
+    /// A connected socket's peer (`getpeername`) and its own end (`getsockname`), nil when unknown or not IPv4.
+    static func peerEndpoint(_ fd: Int32) -> UDPPeer? { endpoint(fd, getpeername) }
+    static func localEndpoint(_ fd: Int32) -> UDPPeer? { endpoint(fd, getsockname) }
+
+    static func endpoint(
+        _ fd: Int32,
+        _ name: (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?) -> Int32
+    ) -> UDPPeer? {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let got = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { name(fd, $0, &length) }
+        }
+        guard got == 0, address.sin_family == sa_family_t(AF_INET) else { return nil }
+        return UDPPeer(address: UInt32(bigEndian: address.sin_addr.s_addr), port: UInt16(bigEndian: address.sin_port))
+    }
+
     /// errno as text.
     static func errnoText() -> String { String(cString: strerror(errno)) }
 }

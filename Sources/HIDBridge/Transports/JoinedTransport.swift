@@ -57,8 +57,11 @@ package final class JoinedTransport: ReportTransport {
             for event in events {
                 switch event {
                 case .report(let report):
-                    routes.inbound(report, from: index)
-                    out.append(event)
+                    switch routes.inbound(report, from: index) {
+                    case .deliver: out.append(event)
+                    case .refuse(let answer): members[index].send(answer)
+                    case .drop: break
+                    }
                 case .powerCycle:
                     routes.reset()
                     out.append(event)

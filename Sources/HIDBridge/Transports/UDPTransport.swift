@@ -54,10 +54,6 @@ package final class UDPTransport: ReportTransport {
     var router = UDPRouter()
     let clock = ContinuousClock()
     let start: ContinuousClock.Instant
-    /// Whether each recent sender's socket belongs to this user, and when that was read.
-    var owners: [UDPPeer: (allowed: Bool, at: Duration)] = [:]
-    /// When a refused sender was last reported (at most one note a second).
-    var lastRefusalNote: Duration?
 
     /// Binds a UDP socket on `host:port` (IPv4 dotted quad or `localhost`).
     package init(host: String, port: UInt16, policy: UDPKeyPolicy? = nil) throws(TransportError) {
@@ -77,6 +73,13 @@ package final class UDPTransport: ReportTransport {
         self.port = IPv4.localPort(fd)
         self.fd = fd
         segments = fidosim_udp_segmentation_supported(fd) != 0
+        if policy != nil {
+            // Room for a flood's datagrams between two reads of the socket tables (the kernel counts a small
+            // datagram's whole buffer, a few KiB on loopback: the default holds about 60), so that the owner's
+            // datagrams are not dropped with it. Capped by net.core.rmem_max.
+            var size: Int32 = 4 << 20
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         if let policy, !policy.anyUser {
             _ = procUDP
             _ = procUDP6
@@ -111,70 +114,101 @@ package final class UDPTransport: ReportTransport {
         datagram == powerCycleDatagram ? .powerCycle : .report(datagram)
     }
 
-    /// Reads every waiting datagram, up to 32 in each recvmmsg: one system call for the reports of a request
-    /// (and one more only when a full batch came back), where reading them one by one took a call for each and a
-    /// last one to find the queue empty. On a plain socket the latest sender becomes the peer, as with
-    /// ``receive()``; a key's socket passes each datagram through its policy and router.
+    /// Reads the waiting datagrams, up to ``receiveBatch`` in one recvmmsg (a flood keeps the socket full: the rest
+    /// is read when the loop comes back, which it does at once, the socket being readable). On a plain socket the
+    /// latest sender becomes the peer, as with ``receive()``; a key's socket passes each datagram through its policy
+    /// and router.
     package func receiveAll() -> [TransportEvent] {
         let stride = Self.receiveStride
-        let batch = Self.receiveBatch
+        let got = receiveBuffer.withUnsafeMutableBufferPointer { bytes in
+            fidosim_receive_datagrams(
+                fd,
+                bytes.baseAddress,
+                UInt32(stride),
+                &receiveLengths,
+                UInt32(Self.receiveBatch),
+                &froms
+            )
+        }
+        guard got > 0 else { return [] }
         var events: [TransportEvent] = []
-        while true {
-            let got = receiveBuffer.withUnsafeMutableBufferPointer { bytes in
-                fidosim_receive_datagrams(fd, bytes.baseAddress, UInt32(stride), &receiveLengths, UInt32(batch), &froms)
+        let now = clock.now - start
+        batchSockets = nil
+        defer { batchSockets = nil }
+        for i in 0..<Int(got) {
+            guard let policy else {
+                peer = froms[i]
+                hasPeer = true
+                events.append(Self.event(Array(receiveBuffer[i * stride..<i * stride + Int(receiveLengths[i])])))
+                continue
             }
-            guard got > 0 else { break }
-            for i in 0..<Int(got) {
-                let datagram = Array(receiveBuffer[i * stride..<i * stride + Int(receiveLengths[i])])
-                guard let policy else {
-                    peer = froms[i]
-                    hasPeer = true
-                    events.append(Self.event(datagram))
-                    continue
-                }
-                let sender = UDPPeer(
-                    address: UInt32(bigEndian: froms[i].sin_addr.s_addr),
-                    port: UInt16(bigEndian: froms[i].sin_port)
-                )
-                let now = clock.now - start
-                guard allows(sender, policy: policy, now: now, notes: &events) else { continue }
-                if policy.powerCycleDatagram && datagram == Self.powerCycleDatagram {
-                    events.append(.powerCycle)
-                    continue
-                }
-                switch router.inbound(datagram, from: sender, now: now) {
-                case .deliver: events.append(.report(datagram))
-                case .refuse(let reply): send(group: [reply], to: froms[i])
-                case .ignore: break
-                }
+            let sender = UDPPeer(
+                address: UInt32(bigEndian: froms[i].sin_addr.s_addr),
+                port: UInt16(bigEndian: froms[i].sin_port)
+            )
+            guard allows(sender, now: now, notes: &events) else { continue }
+            let datagram = Array(receiveBuffer[i * stride..<i * stride + Int(receiveLengths[i])])
+            if policy.powerCycleDatagram && datagram == Self.powerCycleDatagram {
+                events.append(.powerCycle)
+                continue
             }
-            if got < batch { break }
+            switch router.inbound(datagram, from: sender, now: now) {
+            case .deliver: events.append(.report(datagram))
+            case .refuse(let reply): send(group: [reply], to: froms[i])
+            case .ignore: break
+            }
         }
         return events
     }
 
-    /// Whether `sender` may talk to the key: its socket belongs to this user (read from /proc/net/udp, at most
-    /// once a second for each sender), or the policy hears everyone.
-    func allows(_ sender: UDPPeer, policy: UDPKeyPolicy, now: Duration, notes: inout [TransportEvent]) -> Bool {
-        if policy.anyUser { return true }
-        if let known = owners[sender], now - known.at < .seconds(1) { return known.allowed }
-        if owners.count > 4096 { owners.removeAll() }
-        let uids = UDPSocketOwners.uids(of: sender, udp: procUDP.read(), udp6: procUDP6.read())
-        let me = geteuid()
-        let allowed = uids.isEmpty ? policy.remote && !sender.isLoopback : uids.allSatisfy { $0 == me }
-        owners[sender] = (allowed, now)
-        if !allowed && lastRefusalNote.map({ now - $0 >= .seconds(1) }) ?? true {
-            lastRefusalNote = now
-            let who = uids.first { $0 != me }.map { "a socket of uid \($0)" } ?? "no local socket of this user"
-            notes.append(
-                .note(
-                    "udp: datagrams from \(sender) (\(who)) are ignored: only uid \(me)'s programs may use this key "
-                        + "(serve --udp-any-user lets every local user in)"
-                )
-            )
+    /// Whether `sender` may talk to the key (``PeerAccess``): the owners of the sockets it may be sending from are
+    /// read from the kernel's tables once for each batch of datagrams, after the batch arrived, and nothing is
+    /// remembered beyond it: a port the owner's client closed is nobody's the moment another socket takes it.
+    func allows(_ sender: UDPPeer, now: Duration, notes: inout [TransportEvent]) -> Bool {
+        if access.anyLocalUser && (sender.isLoopback || access.allowRemote) { return true }
+        if batchSockets == nil { batchSockets = readSockets() }
+        let peer: PeerAccess.Peer =
+            batchSockets!.map { .ip(loopback: sender.isLoopback, socketOwners: $0.owners(of: sender)) }
+            ?? .ip(loopback: sender.isLoopback, socketOwners: [], tableRead: false)
+        if access.admits(peer) { return true }
+        // Refused: the reason is worked out only for the line logged (at most one a second).
+        guard refusalNotes.due(now: now), let refusal = access.refusal(of: peer) else {
+            refusalNotes.skip()
+            return false
         }
-        return allowed
+        if let line = refusalNotes.line(PeerAccess.note(door: "udp", peer: "\(sender)", refusal: refusal), now: now) {
+            notes.append(.note(line))
+        }
+        return false
     }
+
+    /// The kernel's UDP sockets, read for this batch (nil inside when the tables cannot be read). Reads are at least
+    /// ``tableReadInterval`` apart: under a flood the loop waits for its turn (and then handles a full batch with one
+    /// read) rather than spending itself on reads, and a datagram is never refused for want of a read.
+    func readSockets() -> DatagramSockets? {
+        let since = clock.now - lastTableRead
+        if since < Self.tableReadInterval {
+            let wait = Self.tableReadInterval - since
+            var pause = timespec(tv_sec: 0, tv_nsec: Int(wait.components.attoseconds / 1_000_000_000))
+            nanosleep(&pause, nil)
+        }
+        lastTableRead = clock.now
+        guard let udp = procUDP.read(), let udp6 = procUDP6.read() else { return nil }
+        return DatagramSockets(udp: udp, udp6: udp6)
+    }
+
+    /// The least time between two reads of the socket tables (at most 1,000 reads a second).
+    static let tableReadInterval: Duration = .milliseconds(1)
+    lazy var lastTableRead = clock.now - Self.tableReadInterval
+    /// The sockets read for the batch being handled (nil between batches; nil inside when the read failed).
+    var batchSockets: DatagramSockets??
+    var refusalNotes = RefusalNotes()
+    /// Who may use the key (the policy's switches, this process's user).
+    lazy var access = PeerAccess(
+        owner: geteuid(),
+        anyLocalUser: policy?.anyUser ?? false,
+        allowRemote: policy?.remote ?? false
+    )
 
     /// The kernel's socket tables, opened once and read again from the start for each lookup: the lookup must
     /// work when the process has no descriptor left to open them (a flood of control connections).
@@ -183,8 +217,8 @@ package final class UDPTransport: ReportTransport {
 
     /// Bytes kept for each datagram by ``receiveAll()``: a report and one more, so that a longer datagram shows.
     static let receiveStride = 65
-    /// Datagrams read by one recvmmsg.
-    static let receiveBatch = 32
+    /// Datagrams read by one recvmmsg (a request's reports come in one call; a flood's are handled 512 at a time).
+    static let receiveBatch = 512
     /// ``receiveAll()``'s buffers, made once.
     private var receiveBuffer = [UInt8](repeating: 0, count: receiveStride * receiveBatch)
     private var receiveLengths = [UInt32](repeating: 0, count: receiveBatch)
@@ -318,13 +352,16 @@ final class ProcFile {
 
     deinit { if fd >= 0 { close(fd) } }
 
-    func read() -> String {
-        guard fd >= 0, lseek(fd, 0, SEEK_SET) == 0 else { return "" }
+    /// The file's text; nil when it cannot be read (then nobody's socket can be told apart: callers refuse).
+    func read() -> String? {
+        guard fd >= 0, lseek(fd, 0, SEEK_SET) == 0 else { return nil }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while bytes.count < 16 << 20 {
             let n = Glibc.read(fd, &chunk, chunk.count)
-            if n <= 0 { break }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return nil }
+            if n == 0 { break }
             bytes += chunk[0..<n]
         }
         return String(decoding: bytes, as: UTF8.self)

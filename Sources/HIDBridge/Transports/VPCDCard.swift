@@ -26,9 +26,16 @@ package enum CardEvent: Equatable, Sendable {
 /// The card is "in the field" while the connection stands. Taking it out (``remove()``) closes the connection;
 /// presenting it again connects anew, which vpcd shows to every PC/SC client as a card removed and inserted. When
 /// vpcd is not there (pcscd not running, or restarting) the card tries again every ``retryInterval``.
+///
+/// Whoever listens on the port gets the card, so the listener must pass ``PeerAccess`` (root's pcscd, or the key's
+/// user's): a program of another user that took the port while pcscd was away is left at once. A reader that stops
+/// reading is left after ``sendTimeout``, so it cannot hold the loop that serves everything else.
 package final class VPCDCard {
     package let host: String
     package let port: UInt16
+    package let access: PeerAccess
+    /// How long a response may wait for the reader to take it.
+    package static let sendTimeout: Duration = .seconds(1)
     /// How often a card that is not connected tries again.
     package static let retryInterval: Duration = .milliseconds(500)
     /// How long a card taken out for a power cycle stays out: pcscd looks for cards every 400 ms, and a card
@@ -45,12 +52,13 @@ package final class VPCDCard {
     /// Whether the last attempt failed (so a failure is reported once, not every retry).
     var reportedAbsent = false
 
-    package init(host: String, port: UInt16) throws(TransportError) {
+    package init(host: String, port: UInt16, access: PeerAccess) throws(TransportError) {
         guard let numeric = IPv4.numericHost(host) else {
             throw TransportError("invalid --vpcd-host '\(host)': give an IPv4 address such as 127.0.0.1")
         }
         self.host = numeric
         self.port = port
+        self.access = access
         retryAt = clock.now
     }
 
@@ -79,6 +87,9 @@ package final class VPCDCard {
         retryAt = clock.now + Self.retryInterval
         let socketFD = IPv4.streamSocket()
         guard socketFD >= 0 else { return [.note("pcsc: cannot create a socket: \(IPv4.errnoText())")] }
+        // Connecting and sending wait at most this long (SO_SNDTIMEO bounds both).
+        var limit = timeval(tv_sec: Int(Self.sendTimeout.components.seconds), tv_usec: 0)
+        setsockopt(socketFD, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         guard IPv4.connectTo(socketFD, IPv4.address(host, port: port)) else {
             let reason = IPv4.errnoText()
             close(socketFD)
@@ -91,6 +102,11 @@ package final class VPCDCard {
                 )
             ]
         }
+        if let why = listenerRefusal(socketFD) {
+            close(socketFD)
+            let line = PeerAccess.note(door: "pcsc", peer: "the listener on \(host):\(port)", refusal: why)
+            return refusalNotes.line(line, now: clock.now - started).map { [.note($0)] } ?? []
+        }
         var one: Int32 = 1
         setsockopt(socketFD, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         fd = socketFD
@@ -98,6 +114,23 @@ package final class VPCDCard {
         reportedAbsent = false
         return [.note("pcsc: the card is in the vpcd reader at \(host):\(port)")]
     }
+
+    /// Why the program listening where vpcd should be may not have the card (``PeerAccess``), if it may not: the
+    /// owner of the socket at the other end of the connection, from the kernel's TCP tables.
+    func listenerRefusal(_ fd: Int32) -> String? {
+        guard let peer = IPv4.peerEndpoint(fd), let local = IPv4.localEndpoint(fd) else {
+            return "its address cannot be read"
+        }
+        guard let tcp = ProcFile("/proc/net/tcp").read(), let tcp6 = ProcFile("/proc/net/tcp6").read() else {
+            return access.refusal(of: .ip(loopback: peer.isLoopback, socketOwners: [], tableRead: false))
+        }
+        // The listener's end of this connection has vpcd's address as its own and the card's as its remote one.
+        let owners = SocketTables.streamOwners(of: peer, server: local, tcp: tcp, tcp6: tcp6)
+        return access.refusal(of: .ip(loopback: peer.isLoopback, socketOwners: owners))
+    }
+
+    var refusalNotes = RefusalNotes()
+    let started = ContinuousClock.now
 
     /// Reads what the reader sent; answers ATR requests itself.
     package func receive() -> [CardEvent] {
@@ -142,6 +175,7 @@ package final class VPCDCard {
             }
             if sent < 0 && errno == EINTR { continue }
             guard sent > 0 else {
+                // An error, or the reader took nothing for sendTimeout (EAGAIN): the card leaves the field.
                 disconnect()
                 return
             }

@@ -1,3 +1,4 @@
+import Console
 #if canImport(Glibc)
 import Glibc
 #endif
