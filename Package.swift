@@ -174,7 +174,7 @@ let package = Package(
         .testTarget(
             name: "AttestationTests",
             dependencies: [
-                "Attestation", .product(name: "X509", package: "swift-certificates"),
+                "Attestation", "CTAPCore", .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"), .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

@@ -17,7 +17,7 @@ package enum MetadataStatement {
         ] {
             info[dynamic] = nil
         }
-        let batch = status["attestation"]?["type"] == "batch"
+        let batch = ["batch", "shared-batch"].contains(status["attestation"]?["type"]?.stringValue ?? "")
         var roots: [JSONValue] = []
         if batch, let root = status["attestation"]?["rootCertificate"]?.stringValue.flatMap(Base64URL.decode) {
             roots = [.string(Data(root).base64EncodedString())]

@@ -153,8 +153,9 @@ struct MetadataCommand: ParsableCommand {
         commandName: "metadata",
         abstract: "Print a FIDO Metadata Statement (MDS3) for a key.",
         discussion: """
-            The statement carries the AAGUID, the attestation root (after `fidosim attestation provision`; a key \
-            with self attestation gets attestationTypes basic_surrogate and no root), and authenticatorGetInfo. \
+            The statement carries the AAGUID, the attestation root (the key's own after `fidosim attestation \
+            provision`, else fidosim's shared batch root; a key with self attestation gets attestationTypes \
+            basic_surrogate and no root), and authenticatorGetInfo. \
             A relying party that trusts it can verify the key's attestation chain.
             """
     )
@@ -168,8 +169,7 @@ struct MetadataCommand: ParsableCommand {
         let access = try key.open(creating: false)
         let status = try access.request("status", [:])
         let statement = MetadataStatement.make(status: status, description: description)
-        let batch = status["attestation"]?["type"] == "batch"
-        if !batch {
+        if status["attestation"]?["type"] == "self" {
             printError(
                 "fidosim: this key uses self attestation; `fidosim attestation provision` gives it a batch certificate"
             )

@@ -282,7 +282,7 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         #expect(status["aaguid"] == "f1d0f1d0-5157-4e00-8a6e-000000000001")
         #expect(status["info"]?["aaguid"] == "f1d0f1d051574e008a6e000000000001")
         #expect(status["info"]?["maxMsgSize"] == 7609)
-        #expect(status["attestation"]?["type"] == "self")
+        #expect(status["attestation"]?["type"] == "shared-batch")
         #expect(status["storage"]?["discoverableCredentials"] == 0)
     }
 

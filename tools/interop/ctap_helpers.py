@@ -8,7 +8,7 @@ import os
 import threading
 
 import pytest
-from fido2.attestation import AttestationType, PackedAttestation
+from fido2.attestation import AttestationType, PackedAttestation, verify_x509_chain
 from fido2.cose import ES256
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
 from fido2.ctap import CtapError
@@ -77,9 +77,23 @@ def expect_apdu_error(sw: int, fn, *args, **kwargs) -> ApduError:
     return info.value
 
 
-def make_server(algs=None, *, attestation: str = "self", rp_id: str = RP_ID) -> Fido2Server:
-    """A Fido2Server for `rp_id`. attestation "self": packed self attestation is required and verified with
-    python-fido2; "none": no attestation is asked for. `algs` limits the COSE algorithms it offers."""
+# fidosim's shared batch attestation root (tools/attestation/shared-root.pem), DER.
+SHARED_ROOT = __import__("ssl").PEM_cert_to_DER_cert(
+    open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "attestation", "shared-root.pem")).read())
+
+
+def assert_shared_batch(att_stmt, auth_data, client_data_hash) -> None:
+    """Packed basic attestation by fidosim's shared batch: verified by python-fido2, its x5c chaining to the shared
+    root."""
+    result = PackedAttestation().verify(att_stmt, auth_data, client_data_hash)
+    assert result.attestation_type == AttestationType.BASIC
+    verify_x509_chain(list(att_stmt["x5c"]) + [SHARED_ROOT])
+
+
+def make_server(algs=None, *, attestation: str = "shared", rp_id: str = RP_ID) -> Fido2Server:
+    """A Fido2Server for `rp_id`. attestation "shared" (a default key): packed attestation by fidosim's shared batch,
+    verified with python-fido2 up to the shared root; "self": packed self attestation, verified; "none": no
+    attestation is asked for. `algs` limits the COSE algorithms it offers."""
     if attestation == "none":
         server = Fido2Server(
             PublicKeyCredentialRpEntity(id=rp_id, name="Example"), attestation=AttestationConveyancePreference.NONE
@@ -87,6 +101,9 @@ def make_server(algs=None, *, attestation: str = "self", rp_id: str = RP_ID) -> 
     else:
         def verify_packed(attestation_object, client_data_hash):
             assert attestation_object.fmt == "packed"
+            if attestation == "shared":
+                assert_shared_batch(attestation_object.att_stmt, attestation_object.auth_data, client_data_hash)
+                return
             result = PackedAttestation().verify(
                 attestation_object.att_stmt, attestation_object.auth_data, client_data_hash
             )

@@ -7,6 +7,8 @@ Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hashlib
 
 import pytest
@@ -41,6 +43,7 @@ except ImportError:  # cryptography before 47
     mldsa = None
 
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
+SELF_ATTESTATION = Path(__file__).resolve().parent / "profiles" / "self-attestation.json"
 
 # COSE id: (name, kty, crv, coordinate size, hash) for the EC2 and OKP keys; ML-DSA: (name, kty, None, public size);
 # RSA: (name, kty, None, modulus size, hash).
@@ -103,7 +106,9 @@ def test_getinfo_lists_every_algorithm(sim, alg):
 
 @pytest.mark.parametrize("alg", list(ALGORITHMS), ids=IDS)
 @pytest.mark.parametrize("resident", [True, False], ids=["discoverable", "non-discoverable"])
+@pytest.mark.sim_args("--presence-delay", "0", "--profile", str(SELF_ATTESTATION))
 def test_raw_ctap_signatures_verify_with_openssl(sim, alg, resident):
+    """With self attestation (a profile's choice) each algorithm's own key signs its attestation too."""
     ctap2 = Ctap2(sim.device())
     cdh = new_cdh()
     att = ctap2.make_credential(cdh, RP, user("alg"), params(alg), options={"rk": resident})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -23,7 +24,7 @@ from fido2.mds3 import MdsAttestationVerifier, MetadataBlobPayload, MetadataStat
 from fido2.server import Fido2Server
 from fido2.webauthn import AttestationConveyancePreference, PublicKeyCredentialRpEntity
 
-from ctap_helpers import RP, new_cdh, sha256, user
+from ctap_helpers import RP, SHARED_ROOT, assert_shared_batch, new_cdh, sha256, user
 
 ES256 = [{"type": "public-key", "alg": -7}]
 AAGUID = bytes.fromhex("f1d0f1d051574e008a6e000000000001")
@@ -121,13 +122,48 @@ def test_u2f_register_uses_the_batch_certificate(sim, tmp_path):
     registration.verify(app, challenge)  # the signature verifies with the certificate's key
 
 
-def test_provisioning_twice_needs_force_and_without_it_self_attestation_stays(sim, tmp_path):
-    made = Ctap2(sim.device()).make_credential(new_cdh(), RP, user("a"), ES256)
-    assert "x5c" not in made.att_stmt  # self attestation before provisioning
+def test_a_fresh_key_attests_with_the_shared_batch_and_its_metadata_says_so(sim):
+    """Out of the box a key attests as hardware keys do: packed with a batch certificate in x5c, here fidosim's
+    shared batch (every fidosim's, so it tells a relying party the model, never the key), chaining to the root in
+    tools/attestation/shared-root.pem; U2F register sends the same certificate; `none` stays none."""
+    made = Ctap2(sim.device()).make_credential(cdh := new_cdh(), RP, user("a"), ES256)
+    assert_shared_batch(made.att_stmt, made.auth_data, cdh)
+    leaf = x509.load_der_x509_certificate(made.att_stmt["x5c"][0])
+    subject = {a.oid: a.value for a in leaf.subject}
+    assert subject[NameOID.COMMON_NAME] == "fidosim shared batch attestation"
+    assert subject[NameOID.ORGANIZATIONAL_UNIT_NAME] == "Authenticator Attestation"
+    # No AAGUID extension: the one leaf fits every profile's AAGUID; no serial, no user in it.
+    assert AAGUID_OID not in [e.oid for e in leaf.extensions]
+    app, challenge = sha256(b"https://example.com"), new_cdh()
+    registration = Ctap1(sim.device()).register(challenge, app)
+    assert registration.certificate == made.att_stmt["x5c"][0]
+    registration.verify(app, challenge)
+    with sim.control() as ctl:
+        assert ctl.status()["attestation"]["type"] == "shared-batch"
+    statement, verifier = metadata_verifier(sim)
+    assert statement["attestationTypes"] == ["basic_full"]
+    assert base64.b64decode(statement["attestationRootCertificates"][0]) == SHARED_ROOT
+    verifier.verify_attestation(made, cdh)  # python-fido2's MDS verifier trusts it through the statement's root
+    # A relying party that asks for none (attestationFormatsPreference) still gets none.
+    none = Ctap2(sim.device()).send_cbor(Ctap2.CMD.MAKE_CREDENTIAL,
+                                         {1: new_cdh(), 2: RP, 3: user("b"), 4: ES256, 0x0B: ["none"]})
+    assert none[1] == "none" and none[3] == {}
+
+
+@pytest.mark.sim_args("--profile", str(Path(__file__).resolve().parent / "profiles" / "self-attestation.json"))
+def test_a_profile_may_choose_self_attestation(sim):
+    made = Ctap2(sim.device()).make_credential(cdh := new_cdh(), RP, user("a"), ES256)
+    assert "x5c" not in made.att_stmt
+    assert PackedAttestation().verify(made.att_stmt, made.auth_data, cdh).attestation_type == AttestationType.SELF
     out = fidosim(sim, "metadata", "--socket", sim.control_path)
     assert json.loads(out.stdout)["attestationTypes"] == ["basic_surrogate"]
     assert "self attestation" in out.stderr
+
+
+def test_provisioning_twice_needs_force(sim, tmp_path):
     provision(sim, tmp_path)
+    with sim.control() as ctl:
+        assert ctl.status()["attestation"]["type"] == "batch"
     again = fidosim(sim, "attestation", "provision", "--socket", sim.control_path,
                     "--root-out", str(tmp_path / "r2.pem"), check=False)
     assert again.returncode != 0 and "--force" in again.stderr

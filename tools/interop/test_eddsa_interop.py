@@ -45,7 +45,10 @@ pytestmark = pytest.mark.sim_args("--presence-delay", "0")
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.sim_args("--presence-delay", "0", "--profile",
+                      os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles", "self-attestation.json"))
 def test_eddsa_raw_verified_with_cryptography(sim):
+    """With self attestation (a profile's choice), the attestation is signed by the new Ed25519 key itself."""
     ctap2 = Ctap2(sim.device())
     cdh = new_cdh()
     att = ctap2.make_credential(cdh, RP, user("ed"), EDDSA_PARAMS, options={"rk": True})
@@ -92,7 +95,7 @@ def test_eddsa_with_fido2_server_and_pin(sim):
     result, auth_data = register(server, client, usr)
     cred = auth_data.credential_data
     assert isinstance(cred.public_key, EdDSA)
-    assert result.response.attestation_object.att_stmt["alg"] == -8
+    assert result.response.attestation_object.att_stmt["alg"] == -7  # signed by fidosim's shared batch (ES256)
     assert auth_data.is_user_verified()
 
     _, response = authenticate(server, client, [cred], allow=False)

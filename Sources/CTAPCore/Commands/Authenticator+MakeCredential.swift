@@ -294,8 +294,9 @@ extension Authenticator {
                 algorithm: .es256
             ).sign(authData + plan.clientDataHash)
             statement = ["alg": -7, "sig": .byteString(signature), "x5c": [.byteString(ea.certificate)]]
-        } else if let batch = storage.batchAttestation {
-            // Batch attestation, once provisioned: packed, signed by the batch key, the leaf certificate in x5c.
+        } else if let batch = storage.batchAttestation ?? configuration.defaultAttestation {
+            // Batch attestation (the key's own once provisioned, else fidosim's shared batch): packed, signed by the
+            // batch key, the leaf certificate in x5c.
             format = "packed"
             let signature = try signingKeys.key(
                 id: SigningKeyCache.batchAttestationId,

@@ -136,9 +136,11 @@ extension Authenticator {
     }
 
     mutating func finishU2FRegister(_ request: U2FRegisterRequest) throws(CTAPError) -> [UInt8] {
-        // The batch certificate once provisioned, else the key's self-signed U2F certificate.
+        // The key's batch certificate once provisioned, else fidosim's shared batch, else (self attestation) the
+        // key's self-signed U2F certificate.
         guard
-            let attestation = storage.batchAttestation.map({ (privateKey: $0.privateKey, certificate: $0.certificate) })
+            let attestation = (storage.batchAttestation ?? configuration.defaultAttestation)
+                .map({ (privateKey: $0.privateKey, certificate: $0.certificate) })
                 ?? storage.u2fAttestation
         else { throw CTAPError(.other, "no U2F attestation") }
         let key = newPrivateKey()

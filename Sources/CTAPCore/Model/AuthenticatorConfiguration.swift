@@ -24,6 +24,9 @@ package struct AuthenticatorConfiguration: Sendable, Equatable {
     package var preEnrolledFingerprints: Int
     /// RP IDs for vendor-facilitated enterprise attestation (makeCredential enterpriseAttestation 1).
     package var enterpriseAttestationRPIDs: [String]
+    /// The attestation a key without a batch of its own gives: a batch (``SharedBatchAttestation``, which `serve`
+    /// gives every key whose profile does not say `"attestation": "self"`), or nil for self attestation.
+    package var defaultAttestation: BatchAttestationKey?
     /// The model of key presented (``KeyProfile/fidosim`` by default).
     package var profile: KeyProfile
     /// The transports over which authenticatorReset is allowed (getInfo transportsForReset, CTAP 2.2).

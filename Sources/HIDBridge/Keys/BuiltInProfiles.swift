@@ -7,6 +7,7 @@ extension ProfileFile {
         "always-uv": #"""
         {
           "name": "always-uv",
+          "attestation": "shared-batch",
           "description": "fidosim with alwaysUv on from the factory (at the first start and after every reset): every makeCredential and getAssertion with user presence needs user verification, U2F is switched off.",
           "alwaysUv": true
         }
@@ -14,6 +15,7 @@ extension ProfileFile {
         "ctap20": #"""
         {
           "name": "ctap20",
+          "attestation": "shared-batch",
           "description": "A CTAP 2.0 key of 2019: U2F and FIDO_2_0 only, PIN/UV auth protocol 1, hmac-secret and credProtect, ES256, 25 discoverable credentials, 1200-byte messages. No credential management, large blobs, config or selection. Behaves as CTAP 2.0 says: one pinToken per power-up for any number of requests, a PIN needed for every credential once set, up in makeCredential and rk in getAssertion are INVALID_OPTION, clientPIN subcommands 1 to 5, an unknown PIN protocol is PIN_AUTH_INVALID.",
           "versions": ["U2F_V2", "FIDO_2_0"],
           "extensions": ["hmac-secret", "credProtect"],
@@ -26,6 +28,7 @@ extension ProfileFile {
         "ctap21pre": #"""
         {
           "name": "ctap21pre",
+          "attestation": "shared-batch",
           "description": "A FIDO_2_1_PRE key of 2020 (CTAP 2.1 review draft): U2F, FIDO_2_0 and FIDO_2_1_PRE, credentialMgmtPreview (0x41) and no 0x0A, PIN/UV auth protocol 1, getPinToken tokens without permissions that authorise makeCredential, getAssertion and 0x41 until the next getPinToken or a power cycle, a PIN needed for every credential once set, clientPIN subcommands 1 to 5, hmac-secret and credProtect, ES256 and EdDSA, 25 discoverable credentials, 1200-byte messages.",
           "versions": ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"],
           "extensions": ["hmac-secret", "credProtect"],
@@ -39,12 +42,14 @@ extension ProfileFile {
         "fidosim": #"""
         {
           "name": "fidosim",
+          "attestation": "shared-batch",
           "description": "fidosim with everything it implements: CTAP 2.3 (with the CTAP 2.2 features), U2F, PIN/UV auth protocols 2 and 1, thirteen algorithms (ES256, EdDSA, ES384, ES512, the fully specified ESP256/ESP384/ESP512 and Ed25519, ML-DSA-65 and ML-DSA-87, RS256, PS256, ES256K)."
         }
         """#,
         "legacy-quirks": #"""
         {
           "name": "legacy-quirks",
+          "attestation": "shared-batch",
           "description": "A CTAP 2.1 key with the quirks of older firmware: one credential per allow or exclude list (longer lists answer LIMIT_EXCEEDED), no displayName stored with discoverable credentials, ES256 only.",
           "versions": ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
           "algorithms": ["ES256"],
@@ -55,6 +60,7 @@ extension ProfileFile {
         "tiny-storage": #"""
         {
           "name": "tiny-storage",
+          "attestation": "shared-batch",
           "description": "fidosim with room for 3 discoverable credentials (like the resident_credential_storage of Chromium's virtual authenticator): the 4th answers KEY_STORE_FULL.",
           "maxResidentCredentials": 3
         }
@@ -62,6 +68,7 @@ extension ProfileFile {
         "yubikey5": #"""
         {
           "name": "yubikey5",
+          "attestation": "shared-batch",
           "description": "A YubiKey 5 series key of firmware 5.7: U2F, FIDO_2_0, FIDO_2_1_PRE and FIDO_2_1, its extensions (credProtect, hmac-secret, largeBlobKey, credBlob, minPinLength), ES256 and EdDSA, 100 discoverable credentials, 1280-byte messages, its AAGUID, and Yubico's choices where the specification leaves one: getPINRetries without a PIN answers PIN_NOT_SET.",
           "versions": ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE", "FIDO_2_1"],
           "extensions": ["credProtect", "hmac-secret", "largeBlobKey", "credBlob", "minPinLength"],
@@ -75,6 +82,7 @@ extension ProfileFile {
         "u2f-only": #"""
         {
           "name": "u2f-only",
+          "attestation": "shared-batch",
           "description": "A U2F (CTAP1) key: CTAPHID without the CBOR capability, so CTAP2 requests are refused at the transport (ERR_INVALID_CMD) and hosts fall back to U2F.",
           "versions": ["U2F_V2"],
           "algorithms": ["ES256"]

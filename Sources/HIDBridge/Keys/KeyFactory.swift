@@ -392,6 +392,8 @@ package struct KeyFactory {
             alwaysUvByDefault: profileFile.alwaysUv
         )
         if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
+        // fidosim's shared batch unless the profile chooses self attestation (security.md, "Attestation").
+        configuration.defaultAttestation = profileFile.selfAttestation ? nil : SharedBatchAttestation.key
         if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }
         var authenticator: Authenticator
         do {

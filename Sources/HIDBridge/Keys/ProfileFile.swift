@@ -6,7 +6,7 @@ package import ControlProtocol
 ///
 /// `{"name", "description", "versions", "extensions", "pinUvAuthProtocols",
 /// "algorithms" (COSE names: "ES256", "EdDSA", "ES384", …), "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid",
-/// "backupEligible", "backupState",
+/// "backupEligible", "backupState", "attestation" ("shared-batch" or "self"),
 /// "quirks": {"dropsDisplayName", "rejectsLargeLists", "forcedStatus": {"makeCredential": 40, …}}}`; every member
 /// but name is optional and defaults to fidosim's.
 package struct ProfileFile {
@@ -19,13 +19,15 @@ package struct ProfileFile {
     /// New credentials are backup eligible, backed up (WebAuthn Level 3 BE and BS).
     package var backupEligible: Bool = false
     package var backupState: Bool = false
+    /// The attestation of a key without a batch of its own: fidosim's shared batch (the default) or self attestation.
+    package var selfAttestation = false
     /// What a captured key presents beyond getInfo (a profile from `fidosim profile capture`).
     package var identity = CapturedIdentity()
 
     static let members: Set<String> = [
         "name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms",
         "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid", "quirks",
-        "behaviour", "backupEligible", "backupState", "capture",
+        "behaviour", "backupEligible", "backupState", "capture", "attestation",
     ]
     static let behaviourMembers: Set<String> = [
         "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "pinProtocolForRetries", "makeCredUvNotRqd",
@@ -168,6 +170,11 @@ package struct ProfileFile {
             aaguid: aaguid
         )
         if let capture = fields["capture"] { try parseCapture(capture, into: &file) }
+        switch fields["attestation"] {
+        case nil, .string("shared-batch"): file.selfAttestation = false
+        case .string("self"): file.selfAttestation = true
+        default: throw KeySetupError("\"attestation\" is \"shared-batch\" or \"self\"")
+        }
         file.backupEligible = try flag("backupEligible")
         file.backupState = try flag("backupState")
         if file.backupState && !file.backupEligible {

@@ -263,11 +263,13 @@ extension VirtualKey {
             ? ControlError(.invalidParams, error.diagnostic) : ControlError(.failed, error.description)
     }
 
-    /// Which attestation makeCredential gives, with the batch certificates once provisioned.
+    /// Which attestation makeCredential gives: the key's own batch once provisioned, fidosim's shared batch, or self
+    /// attestation; with the batch's certificates.
     var attestationSummary: JSONValue {
-        guard let batch = authenticator.storage.batchAttestation else { return ["type": "self"] }
+        let own = authenticator.storage.batchAttestation
+        guard let batch = own ?? authenticator.configuration.defaultAttestation else { return ["type": "self"] }
         var summary: [String: JSONValue] = [
-            "type": "batch", "certificate": .string(Base64URL.encode(batch.certificate)),
+            "type": own == nil ? "shared-batch" : "batch", "certificate": .string(Base64URL.encode(batch.certificate)),
             "rootCertificate": .string(Base64URL.encode(batch.rootCertificate)),
         ]
         if let enterprise = authenticator.storage.enterpriseAttestationKey {

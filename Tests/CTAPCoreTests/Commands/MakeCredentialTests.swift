@@ -18,8 +18,23 @@ import Testing
         #expect(harness.signCounter == 0)
     }
 
+    @Test func aKeyWithoutABatchOfItsOwnAttestsWithTheSharedBatch() throws {
+        var configuration = AuthenticatorConfiguration()
+        configuration.defaultAttestation = SharedBatchAttestation.key  // what serve gives every key by default
+        var harness = try Harness(configuration: configuration)
+        let registration = try harness.register()
+        let response = registration.response
+        #expect(response[1] == "packed")
+        #expect(response[3]?["alg"] == -7)
+        #expect(response[3]?["x5c"] == [.byteString(SharedBatchAttestation.key.certificate)])
+        let signature = try #require(response[3]?["sig"]?.bytesValue)
+        let batchKey = try P256.Signing.PrivateKey(rawRepresentation: SharedBatchAttestation.key.privateKey).publicKey
+        #expect(verifiesES256(signature, over: registration.authData.bytes + Request.clientDataHash, with: batchKey))
+        #expect(!verifiesES256(signature, over: registration.authData.bytes + Request.clientDataHash, with: registration.publicKey))
+    }
+
     @Test func packedSelfAttestationVerifiesWithTheCredentialKey() throws {
-        var harness = try Harness()
+        var harness = try Harness()  // no batch: self attestation (a profile's "attestation": "self")
         let registration = try harness.register()
         let response = registration.response
         #expect(response.mapValue?.count == 3)

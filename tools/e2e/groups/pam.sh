@@ -5,10 +5,9 @@
 e2e_pam() {
 if want pam; then
     group
-    # pam-u2f 1.1.0 (Debian 12) verifies every registration's attestation, which needs a certificate (x5c): the
-    # key gets a batch attestation first, as a hardware key has from its factory.
+    # pam-u2f 1.1.0 (Debian 12) verifies every registration's attestation, which needs a certificate (x5c): a fresh
+    # default key has one, fidosim's shared batch, as a hardware key has its factory's.
     gate start-key-pam start_key e2e-pam --flash memory --control "$HOME/pam.sock"
-    gate provision-pam "$bin" attestation provision --socket "$HOME/pam.sock" --root-out "$HOME/pam-root.pem"
     pam_home=$(getent passwd "$(id -un)" | cut -d: -f6)
     step pam-service-installed test -f /etc/pam.d/fidosim-e2e
     step pamu2fcfg-enrolls bash -c "mkdir -p '$pam_home/.config/Yubico' && pamu2fcfg -u '$(id -un)' \
@@ -22,5 +21,20 @@ if want pam; then
     gate start-other-key-pam start_key e2e-pam-other --flash memory
     step pamtester-refuses-another-key bash -c "! pamtester fidosim-e2e '$(id -un)' authenticate </dev/null"
     cleanup stop-other-key-pam stop_key
+    # The profile that imitates a YubiKey 5 enrolls and authenticates too.
+    group
+    gate start-yubikey5-pam start_key e2e-pam-yk --flash memory --profile yubikey5
+    step pamu2fcfg-enrolls-yubikey5 bash -c "pamu2fcfg -u '$(id -un)' -o pam://fidosim-e2e -i pam://fidosim-e2e \
+        >'$pam_home/.config/Yubico/u2f_keys'"
+    step pamtester-authenticates-yubikey5 bash -c "pamtester fidosim-e2e '$(id -un)' authenticate </dev/null"
+    cleanup stop-yubikey5-pam stop_key
+    # Why the default key attests with a batch: with self attestation (no x5c) this pamu2fcfg refuses to enroll.
+    group
+    gate self-attestation-profile bash -c "printf '{\"name\": \"self\", \"attestation\": \"self\"}' \
+        >'$HOME/self-attestation.json'"
+    gate start-self-key-pam start_key e2e-pam-self --flash memory --profile "$HOME/self-attestation.json"
+    step pamu2fcfg-refuses-self-attestation bash -c "! pamu2fcfg -u '$(id -un)' -o pam://fidosim-e2e \
+        -i pam://fidosim-e2e 2>&1 >/dev/null | tee /dev/stderr | grep -q 'fido_cred_verify'"
+    cleanup stop-self-key-pam stop_key
 fi
 }
