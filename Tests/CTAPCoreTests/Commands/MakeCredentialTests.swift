@@ -30,7 +30,13 @@ import Testing
         let signature = try #require(response[3]?["sig"]?.bytesValue)
         let batchKey = try P256.Signing.PrivateKey(rawRepresentation: SharedBatchAttestation.key.privateKey).publicKey
         #expect(verifiesES256(signature, over: registration.authData.bytes + Request.clientDataHash, with: batchKey))
-        #expect(!verifiesES256(signature, over: registration.authData.bytes + Request.clientDataHash, with: registration.publicKey))
+        #expect(
+            !verifiesES256(
+                signature,
+                over: registration.authData.bytes + Request.clientDataHash,
+                with: registration.publicKey
+            )
+        )
     }
 
     @Test func packedSelfAttestationVerifiesWithTheCredentialKey() throws {
