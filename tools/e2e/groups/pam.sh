@@ -33,8 +33,9 @@ if want pam; then
     gate self-attestation-profile bash -c "printf '{\"name\": \"self\", \"attestation\": \"self\"}' \
         >'$HOME/self-attestation.json'"
     gate start-self-key-pam start_key e2e-pam-self --flash memory --profile "$HOME/self-attestation.json"
-    step pamu2fcfg-refuses-self-attestation bash -c "! pamu2fcfg -u '$(id -un)' -o pam://fidosim-e2e \
-        -i pam://fidosim-e2e 2>&1 >/dev/null | tee /dev/stderr | grep -q 'fido_cred_verify'"
+    step pamu2fcfg-refuses-self-attestation bash -c "out=\$(pamu2fcfg -u '$(id -un)' -o pam://fidosim-e2e \
+        -i pam://fidosim-e2e 2>&1 >/dev/null); rc=\$?; echo \"\$out\"; \
+        [ \$rc -ne 0 ] && grep -q fido_cred_verify <<<\"\$out\""
     cleanup stop-self-key-pam stop_key
 fi
 }
