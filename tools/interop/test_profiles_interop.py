@@ -131,6 +131,45 @@ def test_ctap21pre_authorises_preview_credential_management_with_get_pin_token(s
     expect_ctap_error(CtapError.ERR.PIN_AUTH_INVALID, credman.get_metadata)
 
 
+@pytest.mark.sim_args("--profile", "solo1", "--presence-delay", "0")
+def test_solo1_names_credential_management_credMgmt_and_serves_it_as_solo_1_does(sim):
+    """What a suite written for Solo keys checks (python-fido2's CredentialManagement: metadata, enumerate, delete):
+    getInfo says credMgmt on a FIDO_2_1_PRE key, python-fido2 then sends 0x0A, and 0x41 answers the same; a
+    getPinToken token authorises it; 50 discoverable credentials."""
+    from fido2.ctap2.credman import CredentialManagement
+
+    ctap2 = Ctap2(sim.device())
+    info = ctap2.get_info()
+    assert info.versions == ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"]
+    assert info.aaguid == bytes.fromhex("8876631bd4a0427f57730ec71c9e0279")
+    assert info.options == {"rk": True, "up": True, "plat": False, "clientPin": False, "credMgmt": True}
+    assert info.extensions == ["credProtect", "hmac-secret"] and info.pin_uv_protocols == [1]
+    assert info.max_msg_size == 1200 and info.max_creds_in_list == 20
+    assert CredentialManagement.is_supported(info)
+    pin = ClientPin(ctap2)
+    pin.set_pin("12345678")
+    # Solo's choices: setPIN again is NOT_ALLOWED, getPINRetries without pinProtocol is refused.
+    expect_ctap_error(CtapError.ERR.NOT_ALLOWED, pin.set_pin, "87654321")
+    expect_ctap_error(CtapError.ERR.MISSING_PARAMETER, ctap2.client_pin, None, 1)
+    token = pin.get_pin_token("12345678")
+    assert pin.get_pin_token("12345678") == token  # one pinToken per power-up
+    for rp, name in [(RP, "a"), (RP, "b"), ({"id": "other.example"}, "c")]:
+        assert _mc(ctap2, token, rp=rp, name=name, options={"rk": True}).auth_data.is_user_verified()
+    credman = CredentialManagement(ctap2, pin.protocol, token)  # python-fido2 sends 0x0A: the key says credMgmt
+    metadata = credman.get_metadata()
+    assert metadata[CredentialManagement.RESULT.EXISTING_CRED_COUNT] == 3
+    assert metadata[CredentialManagement.RESULT.MAX_REMAINING_COUNT] == 47
+    assert {rp[CredentialManagement.RESULT.RP]["id"] for rp in credman.enumerate_rps()} == {
+        "example.com", "other.example"}
+    creds = credman.enumerate_creds(sha256(b"example.com"))
+    assert sorted(c[CredentialManagement.RESULT.USER]["name"] for c in creds) == ["a", "b"]
+    credman.delete_cred(creds[0][CredentialManagement.RESULT.CREDENTIAL_ID])
+    # The same request on 0x41 answers the same.
+    params = {1: 1, 3: 1, 4: pin.protocol.authenticate(token, b"\x01")}
+    assert ctap2.send_cbor(0x41, params)[1] == 2
+    assert ctap2.send_cbor(0x0A, params)[1] == 2
+
+
 @pytest.mark.sim_args("--presence-delay", "0")
 def test_ctap21_credential_management_needs_the_permission(sim):
     """The default (CTAP 2.1) profile: neither 0x0A nor 0x41 takes a getPinToken token, as trussed, OpenSK and

@@ -134,7 +134,9 @@ extension Authenticator {
         if case .map(let options)? = map[0x04] {
             var kept: Set<String> = ["rk", "up", "plat", "clientPin", "uv"]
             if profile.ctap21Preview {
-                kept.formUnion(["credentialMgmtPreview", "userVerificationMgmtPreview", "bioEnroll"])
+                kept.formUnion(["userVerificationMgmtPreview", "bioEnroll"])
+                // The preview's credential management by the name the profile's vendor gave it.
+                kept.insert(profile.behaviour.previewCredentialManagement.rawValue)
             }
             map[0x04] = .map(options.filter { key, _ in key.textValue.map(kept.contains) ?? false })
         }

@@ -204,7 +204,9 @@ package struct Authenticator: Sendable {
             case .selection: return askPresence(.selection, PresencePrompt(command: "selection"))
             case .clientPIN: return try clientPIN(RequestParameters(cbor: params), now: now)
             case .credentialManagement, .credentialManagementPreview:
-                return try credentialManagement(params, preview: command == .credentialManagementPreview, now: now)
+                // On a key without FIDO_2_1, 0x0A (where the profile serves it) is the preview command by another byte.
+                let preview = command == .credentialManagementPreview || !configuration.profile.ctap21
+                return try credentialManagement(params, preview: preview, now: now)
             case .largeBlobs: return try largeBlobs(RequestParameters(cbor: params), now: now)
             case .bioEnrollment, .bioEnrollmentPreview:
                 guard configuration.fingerprintSensor else {

@@ -79,7 +79,9 @@ package struct KeyProfile: Sendable, Equatable {
     func allows(_ command: CTAPCommand) -> Bool {
         switch command {
         case .makeCredential, .getAssertion, .getInfo, .clientPIN, .reset, .getNextAssertion: speaksCTAP2
-        case .credentialManagement, .selection, .bioEnrollment, .largeBlobs, .config: ctap21
+        case .credentialManagement:
+            ctap21 || (ctap21Preview && behaviour.previewCredentialManagement == .credMgmt)
+        case .selection, .bioEnrollment, .largeBlobs, .config: ctap21
         case .credentialManagementPreview, .bioEnrollmentPreview: ctap21Preview
         }
     }

@@ -75,6 +75,15 @@ package struct ProfileBehaviour: Sendable, Equatable {
         case onTheWire
     }
 
+    /// The getInfo option that names credential management on a FIDO_2_1_PRE key without FIDO_2_1.
+    package enum PreviewCredentialManagement: String, Sendable, CaseIterable {
+        /// `credentialMgmtPreview`, on 0x41 only (YubiKey 5.2–5.4, the CTAP 2.1 review draft).
+        case credentialMgmtPreview
+        /// `credMgmt`, served on 0x41 and 0x0A alike (Solo 1, `fido2/ctap.c`): platforms that see `credMgmt` send
+        /// 0x0A (python-fido2, libfido2).
+        case credMgmt
+    }
+
     package var pinToken: PinTokenModel
     /// In the CTAP 2.1 token model, the preview commands (0x40, 0x41) accept a getPinToken token, as FIDO_2_1_PRE
     /// platforms send it (pico-fido); false: they need the permission, as 0x0A and 0x09 always do (trussed,
@@ -92,6 +101,7 @@ package struct ProfileBehaviour: Sendable, Equatable {
     package var unsupportedProtocol: UnsupportedProtocolStatus
     package var setPINWhenSet: SetPINWhenSetStatus
     package var saltLength: SaltLengthCheck
+    package var previewCredentialManagement: PreviewCredentialManagement = .credentialMgmtPreview
 
     package init(
         pinToken: PinTokenModel = .permissions,

@@ -33,6 +33,7 @@ package struct ProfileFile {
         "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "pinProtocolForRetries", "makeCredUvNotRqd",
         "optionRules",
         "clientPinSubcommands", "unsupportedPinProtocol", "setPinWhenSet", "hmacSecretSaltLength",
+        "previewCredentialManagement",
     ]
     static let commandNames: [String: UInt8] = [
         "makeCredential": 0x01, "getAssertion": 0x02, "getInfo": 0x04, "clientPIN": 0x06, "reset": 0x07,
@@ -224,6 +225,9 @@ extension ProfileFile {
         }
         if let v = try choice("unsupportedPinProtocol", ProfileBehaviour.UnsupportedProtocolStatus.self) {
             behaviour.unsupportedProtocol = v
+        }
+        if let v = try choice("previewCredentialManagement", ProfileBehaviour.PreviewCredentialManagement.self) {
+            behaviour.previewCredentialManagement = v
         }
         if let v = try choice("setPinWhenSet", ProfileBehaviour.SetPINWhenSetStatus.self) {
             behaviour.setPINWhenSet = v

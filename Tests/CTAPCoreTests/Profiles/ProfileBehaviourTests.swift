@@ -181,6 +181,21 @@ import Testing
         #expect(credentialManagement(&h, .credentialManagementPreview, next) == .pinAuthInvalid)
     }
 
+    @Test func aPreviewKeyMayNameCredentialManagementCredMgmtAndServeItOn0x0AToo() throws {
+        var solo = Self.ctap21pre
+        solo.behaviour.previewCredentialManagement = .credMgmt
+        var h = try harness(solo)
+        let info = try responseMap(h.cbor(.getInfo))
+        #expect(info[4]?["credMgmt"] == true && info[4]?["credentialMgmtPreview"] == nil)
+        let token = try h.token("1234", permissions: nil, version: 1)
+        #expect(credentialManagement(&h, .credentialManagement, token) == .ok)
+        #expect(credentialManagement(&h, .credentialManagementPreview, token) == .ok)
+        // The default preview key names it credentialMgmtPreview and has no 0x0A.
+        var yubi = try harness(Self.ctap21pre)
+        let named = try responseMap(yubi.cbor(.getInfo))
+        #expect(named[4]?["credentialMgmtPreview"] == true && named[4]?["credMgmt"] == nil)
+    }
+
     @Test(arguments: [false, true])
     func ctap21KeepsTheCredentialManagementPermission(previewAccepts: Bool) throws {
         var h = try harness(Self.profile { $0.previewAcceptsPinToken = previewAccepts })
