@@ -6,6 +6,24 @@ import X509
 
 @testable import Attestation
 
+/// The leaf and root of a batch, with what packed attestation asks of the leaf (WebAuthn §8.2.1): version 3, issued
+/// by the root, subject C, O, OU "Authenticator Attestation" and CN, not a CA.
+func expectPackedAttestationLeaf(
+    _ certificate: [UInt8],
+    root rootCertificate: [UInt8],
+    commonName: String
+) throws -> (leaf: Certificate, root: Certificate) {
+    let leaf = try Certificate(derEncoded: certificate)
+    let root = try Certificate(derEncoded: rootCertificate)
+    #expect(leaf.version == .v3)
+    #expect(leaf.issuer == root.subject)
+    let subject = leaf.subject.description
+    #expect(subject.contains("C=US") && subject.contains("O=fidosim"))
+    #expect(subject.contains("OU=Authenticator Attestation") && subject.contains("CN=\(commonName)"))
+    #expect(try leaf.extensions.basicConstraints == .notCertificateAuthority)
+    return (leaf, root)
+}
+
 @Suite struct BatchAttestationTests {
     let aaguid: [UInt8] = (0..<16).map { UInt8($0 * 11) }
 
@@ -14,15 +32,11 @@ import X509
             aaguid: aaguid,
             notBefore: Date(timeIntervalSince1970: 1_735_689_600)
         )
-        let leaf = try Certificate(derEncoded: batch.certificate)
-        let root = try Certificate(derEncoded: batch.rootCertificate)
-        #expect(leaf.version == .v3)
-        #expect(leaf.issuer == root.subject)
-        let subject = leaf.subject.description
-        #expect(subject.contains("C=US") && subject.contains("O=fidosim"))
-        #expect(subject.contains("OU=Authenticator Attestation") && subject.contains("CN=fidosim batch attestation"))
-        let constraints = try #require(try leaf.extensions.basicConstraints)
-        #expect(constraints == .notCertificateAuthority)
+        let (leaf, root) = try expectPackedAttestationLeaf(
+            batch.certificate,
+            root: batch.rootCertificate,
+            commonName: "fidosim batch attestation"
+        )
         let aaguidExtension = try #require(leaf.extensions[oid: BatchAttestation.aaguidExtensionOID])
         #expect(!aaguidExtension.critical)
         #expect(Array(aaguidExtension.value) == [0x04, 0x10] + aaguid)

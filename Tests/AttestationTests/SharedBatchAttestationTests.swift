@@ -10,15 +10,11 @@ import X509
     let batch = SharedBatchAttestation.key
 
     @Test func theLeafMeetsThePackedAttestationRequirementsAndFitsEveryAAGUID() throws {
-        let leaf = try Certificate(derEncoded: batch.certificate)
-        let root = try Certificate(derEncoded: batch.rootCertificate)
-        #expect(leaf.version == .v3)
-        #expect(leaf.issuer == root.subject)
-        let subject = leaf.subject.description
-        #expect(subject.contains("C=US") && subject.contains("O=fidosim"))
-        #expect(subject.contains("OU=Authenticator Attestation"))
-        #expect(subject.contains("CN=fidosim shared batch attestation"))
-        #expect(try leaf.extensions.basicConstraints == .notCertificateAuthority)
+        let (leaf, root) = try expectPackedAttestationLeaf(
+            batch.certificate,
+            root: batch.rootCertificate,
+            commonName: "fidosim shared batch attestation"
+        )
         // No AAGUID extension: one certificate for every profile's AAGUID (WebAuthn §8.2.1 checks it only if present).
         #expect(leaf.extensions[oid: [1, 3, 6, 1, 4, 1, 45724, 1, 1, 4]] == nil)
         #expect(root.publicKey.isValidSignature(leaf.signature, for: leaf))

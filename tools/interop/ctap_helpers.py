@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import ssl
 import threading
 
 import pytest
@@ -78,7 +79,7 @@ def expect_apdu_error(sw: int, fn, *args, **kwargs) -> ApduError:
 
 
 # fidosim's shared batch attestation root (tools/attestation/shared-root.pem), DER.
-SHARED_ROOT = __import__("ssl").PEM_cert_to_DER_cert(
+SHARED_ROOT = ssl.PEM_cert_to_DER_cert(
     open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "attestation", "shared-root.pem")).read())
 
 

@@ -1,4 +1,4 @@
-"""USB/IP floods against a key that is also on UDP, measured from outside: while a host opens hundreds of
+"""A raw USB/IP host (also test_usbip_interop.py's), and USB/IP floods against a key that is also on UDP, measured from outside: while a host opens hundreds of
 connections, leaves transfers waiting without end, or never reads what the key sends, the owner's getInfo over UDP
 goes on, and the key's descriptors and memory stay bounded (issue 42).
 
@@ -42,16 +42,21 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def read_exactly(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise EOFError(f"closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
 def import_configured(port: int) -> socket.socket:
     """A host that imported the key and configured it (SET_CONFIGURATION 1)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(struct.pack(">HHI", 0x0111, 0x8003, 0) + b"1-1".ljust(32, b"\0"))
-    got = b""
-    while len(got) < 8 + 0x138:
-        chunk = s.recv(8 + 0x138 - len(got))
-        if not chunk:
-            raise EOFError("the import was refused")
-        got += chunk
+    got = read_exactly(s, 8 + 0x138)
     assert struct.unpack(">HHI", got[:8]) == (0x0111, 0x0003, 0)
     s.sendall(submit(1, False, 0, 0, bytes([0, 9, 1, 0, 0, 0, 0, 0])))
     s.recv(48)

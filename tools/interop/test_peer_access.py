@@ -96,7 +96,7 @@ def test_a_bus_id_reaches_the_log_escaped():
     try:
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
         s.sendall(struct.pack(">HHI", 0x0111, 0x8003, 0) + b"\x1b]0;PWNED\x07\x1b[2J".ljust(32, b"\0"))
-        assert struct.unpack(">HHI", floods_read(s, 8)) == (0x0111, 0x0003, 1)
+        assert struct.unpack(">HHI", floods.read_exactly(s, 8)) == (0x0111, 0x0003, 1)
         s.close()
         assert wait_for(server, "PWNED")
         log = server.stderr()
@@ -104,15 +104,6 @@ def test_a_bus_id_reaches_the_log_escaped():
         assert "\x1b" not in log and "\x07" not in log
     finally:
         assert server.stop() == 0, server.stderr()
-
-
-def floods_read(s: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        assert chunk, f"closed after {len(data)} of {n} bytes"
-        data += chunk
-    return data
 
 
 @pytest.mark.parametrize("name,flood", floods.FLOODS, ids=[name for name, _ in floods.FLOODS])

@@ -20,14 +20,9 @@ from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 from conftest import fidosim_binary
 from ctap_helpers import authenticate, make_client, make_server, register, web_user
 from fidosim import FidosimServer
+from floods import free_tcp_port, read_exactly, submit
 
 DEVID = 0x00010002
-
-
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -47,16 +42,6 @@ def connect(port: int) -> socket.socket:
     return s
 
 
-def read_exactly(s: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise EOFError(f"closed after {len(data)} of {n} bytes")
-        data += chunk
-    return data
-
-
 def import_device(port: int) -> socket.socket:
     s = connect(port)
     s.sendall(struct.pack(">HHI", 0x0111, 0x8003, 0) + b"1-1".ljust(32, b"\0"))
@@ -64,11 +49,6 @@ def import_device(port: int) -> socket.socket:
     assert struct.unpack(">HHI", reply) == (0x0111, 0x0003, 0)
     read_exactly(s, 0x138)
     return s
-
-
-def submit(seqnum, direction_in, ep, length, setup=b"\0" * 8, data=b""):
-    return struct.pack(">IIIIIIIIII", 1, seqnum, DEVID, 1 if direction_in else 0, ep, 0, length, 0, 0xFFFFFFFF,
-                       0) + setup + data
 
 
 def ret_submit(s: socket.socket, with_data: bool):

@@ -55,6 +55,10 @@ package struct PeerAccess: Sendable, Equatable {
         }
     }
 
+    /// Whether an IP peer is let in whoever it is (every local user's, and other machines' when they may): then
+    /// the kernel's socket tables need not be read for it.
+    package func admitsWithoutLookup(loopback: Bool) -> Bool { anyLocalUser && (loopback || allowRemote) }
+
     /// Whether `peer` may reach `door` (``refusal(of:at:)`` without the words, for a flood's hot path).
     package func admits(_ peer: Peer, at door: Door = .transport) -> Bool {
         let others = door == .transport && anyLocalUser

@@ -165,7 +165,7 @@ package final class UDPTransport: ReportTransport {
     /// read from the kernel's tables once for each batch of datagrams, after the batch arrived, and nothing is
     /// remembered beyond it: a port the owner's client closed is nobody's the moment another socket takes it.
     func allows(_ sender: UDPPeer, now: Duration, notes: inout [TransportEvent]) -> Bool {
-        if access.anyLocalUser && (sender.isLoopback || access.allowRemote) { return true }
+        if access.admitsWithoutLookup(loopback: sender.isLoopback) { return true }
         if batchSockets == nil { batchSockets = readSockets() }
         let peer: PeerAccess.Peer =
             batchSockets!.map { .ip(loopback: sender.isLoopback, socketOwners: $0.owners(of: sender)) }

@@ -189,7 +189,7 @@ package final class USBIPTransport: ReportTransport {
         guard let peer, let server = IPv4.localEndpoint(fd) else {
             return "its address cannot be read"
         }
-        if access.anyLocalUser && (peer.isLoopback || access.allowRemote) { return nil }
+        if access.admitsWithoutLookup(loopback: peer.isLoopback) { return nil }
         if tables == nil {
             if let tcp = procTCP.read(), let tcp6 = procTCP6.read() {
                 tables = (tcp, tcp6)
