@@ -149,7 +149,7 @@ struct BenchVirtualKey {
             outputs += key.receive(report: report, now: .zero)
         }
         outputs += key.tick(now: .zero)
-        for case .report(let r) in outputs {
+        for case .report(let r, _) in outputs {
             if case .message(let answer) = try assembler.add(r) { return answer.payload }
         }
         throw BenchError(description: "no CTAPHID response")
@@ -255,7 +255,7 @@ struct UDPBench {
         let deadline = sent + .milliseconds(timeoutMs)
         while clock.now < deadline {
             // Everything waiting, in one recvmmsg.
-            for case .report(let datagram) in socket.receiveAll() {
+            for case .report(let datagram, _) in socket.receiveAll() {
                 // Only this channel's answer to this command: a late answer to an earlier INIT (the start-up loop
                 // retries every 2 ms, and a slow machine answers some of them after the next request went out)
                 // must not be taken for it.
@@ -323,7 +323,7 @@ struct UDPBench {
             lastEvent = clock.now
             var next: [[UInt8]] = []
             var resent: [UInt32] = []
-            for case .report(let datagram) in events {
+            for case .report(let datagram, _) in events {
                 guard let cid = HIDMessageAssembler.channel(of: datagram), let started = sentAt[cid],
                     case .message(let answer) = try assemblers[cid, default: HIDMessageAssembler(channel: cid)].add(
                         datagram

@@ -23,54 +23,63 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
     [UInt8(cid >> 24), UInt8(cid >> 16 & 0xFF), UInt8(cid >> 8 & 0xFF), UInt8(cid & 0xFF)]
 }
 
+/// Whether `routes` lets `report` go out to `host` (a function, so that `#expect` does not split the mutating call).
+func goesOut(_ routes: inout ChannelRoutes, _ report: [UInt8], to host: Int) -> Bool {
+    routes.outbound(report, to: host)
+}
+
 @Suite struct ChannelRoutesTests {
     func initAnswer(assigning cid: UInt32) -> [UInt8] {
         cidBytes(0xFFFF_FFFF) + [0x86, 0, 17] + Array(repeating: 9, count: 8) + cidBytes(cid) + [2, 1, 0, 0, 5]
             + Array(repeating: 0, count: 40)
     }
 
-    @Test func theInitAnswerGivesTheNewChannelToTheHostThatAsked() {
+    @Test func theInitAnswerGivesTheNewChannelToTheHostItGoesTo() {
         var routes = ChannelRoutes()
         #expect(routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 1) == .deliver)
-        #expect(routes.outbound(initAnswer(assigning: 0x0000_0007)) == 1)
-        #expect(routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 0) == .deliver)
-        #expect(routes.outbound(initAnswer(assigning: 0x0000_0008)) == 0)
-        // Later answers (a keepalive while host 0's reports are handled) follow the channel, not the last sender.
-        #expect(routes.outbound(cidBytes(7) + [0xBB, 0, 1, 1]) == 1)
-        #expect(routes.outbound(cidBytes(8) + [0x90, 0, 1, 0]) == 0)
-        #expect(routes.owners == [7: 1, 8: 0])
+        #expect(goesOut(&routes, initAnswer(assigning: 7), to: 1))
+        #expect(goesOut(&routes, initAnswer(assigning: 8), to: 0))
+        // Other answers teach nothing: a keepalive, or an INIT answer on a channel (a resynchronisation); and
+        // nothing goes out on a channel the host was not given.
+        #expect(!goesOut(&routes, cidBytes(9) + [0xBB, 0, 1, 1], to: 0))
+        #expect(!goesOut(&routes, cidBytes(7) + [0x86, 0, 17] + Array(repeating: 9, count: 8) + cidBytes(10), to: 0))
+        #expect(goesOut(&routes, cidBytes(8) + [0x86, 0, 17] + Array(repeating: 9, count: 8) + cidBytes(8), to: 0))
+        #expect(routes.channels == [1: [7], 0: [8]])
+        // Two hosts' machines may give the same id: a channel of each.
+        #expect(goesOut(&routes, initAnswer(assigning: 7), to: 0))
+        #expect(routes.channels == [1: [7], 0: [7, 8]])
+        #expect(routes.inbound(cidBytes(7) + [0x81, 0, 1, 4], from: 1) == .deliver)
     }
 
     @Test func aHostReachesTheKeyOnlyOnItsOwnChannels() {
         var routes = ChannelRoutes()
-        _ = routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 0)
-        _ = routes.outbound(initAnswer(assigning: 0x1234))
+        _ = routes.outbound(initAnswer(assigning: 0x1234), to: 0)
         #expect(routes.inbound(cidBytes(0x1234) + [0x90, 0, 1, 4], from: 0) == .deliver)
         // Host 1 on host 0's channel, or on a channel nobody was given: ERR_INVALID_CHANNEL, the key hears nothing.
         let invalid = cidBytes(0x1234) + [0xBF, 0, 1, 0x0B] + Array(repeating: 0, count: 56)
         #expect(routes.inbound(cidBytes(0x1234) + [0x90, 0, 1, 4], from: 1) == .refuse(invalid))
         #expect(routes.inbound(cidBytes(0x5555) + [0x90, 0, 1, 4], from: 0) != .deliver)
         #expect(routes.inbound(cidBytes(0x1234) + [0x00] + Array(repeating: 0, count: 59), from: 1) == .drop)
-        // Nothing is sent on a channel no host was given (it used to go to whoever spoke last).
-        #expect(routes.outbound(cidBytes(0x5555) + [0xBF, 0, 1, 0x0B]) == nil)
-        #expect(routes.outbound([1, 2]) == nil)
+        #expect(routes.inbound([1, 2], from: 0) == .drop)
+        #expect(!goesOut(&routes, [1, 2], to: 0))
     }
 
     @Test func aHostCannotPushAnotherHostsChannelsOut() {
         var routes = ChannelRoutes()
-        _ = routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 0)
-        _ = routes.outbound(initAnswer(assigning: 1))
-        for cid in 2...UInt32(ChannelRoutes.capacity + 500) {
-            _ = routes.inbound(cidBytes(0xFFFF_FFFF) + [0x86, 0, 8], from: 1)
-            _ = routes.outbound(initAnswer(assigning: cid))
-        }
-        #expect(routes.owners[1] == 0)
-        #expect(routes.owners.count == ChannelRoutes.capacity + 1)
+        _ = routes.outbound(initAnswer(assigning: 1), to: 0)
+        for cid in 2...UInt32(ChannelRoutes.capacity + 500) { _ = routes.outbound(initAnswer(assigning: cid), to: 1) }
+        #expect(routes.channels[0] == [1])
+        #expect(routes.channels[1]?.count == ChannelRoutes.capacity)
         // Host 1's oldest went instead.
-        #expect(routes.owners[2] == nil && routes.owners[UInt32(ChannelRoutes.capacity + 500)] == 1)
+        #expect(routes.channels[1]?.contains(2) == false)
+        #expect(routes.channels[1]?.contains(UInt32(ChannelRoutes.capacity + 500)) == true)
+        // A host that leaves: a CANCEL for each of its channels, and they are forgotten.
+        let cancels = routes.hostLeft(0)
+        #expect(cancels == [cidBytes(1) + [0x91, 0, 0] + Array(repeating: 0, count: 57)])
+        #expect(routes.channels[0] == nil)
+        #expect(!goesOut(&routes, cidBytes(1) + [0x90, 0, 1, 0x2D], to: 0), "nothing goes to a host that left")
         routes.reset()
-        #expect(routes.owners.isEmpty && routes.source == nil)
-        #expect(routes.outbound(cidBytes(1) + [0x90, 0, 0]) == nil)
+        #expect(routes.channels.isEmpty)
     }
 }
 
@@ -79,7 +88,8 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
     func twoHosts(
         presence: PresenceMode = .approve(after: .zero)
     ) throws -> (SlotIO, MemoryHost, MemoryHost, KeyHarness) {
-        let harness = try KeyHarness(presence: presence)
+        var harness = try KeyHarness(presence: presence)
+        harness.key.addHost(channelKey: Array(repeating: 9, count: 16))
         let a = MemoryHost()
         let b = MemoryHost()
         let joined = try JoinedTransport([a, b])
@@ -106,8 +116,8 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
         b.inbox = [initRequest(harness, nonce: 0xBB)]
         serviceOnce(io)
         serviceOnce(io)
-        let answerA = messages(a.heard.map(KeyOutput.report))
-        let answerB = messages(b.heard.map(KeyOutput.report))
+        let answerA = messages(a.heard.map { KeyOutput.report($0) })
+        let answerB = messages(b.heard.map { KeyOutput.report($0) })
         #expect(answerA.count == 1 && answerB.count == 1)
         #expect(Array(answerA[0].payload.prefix(8)) == Array(repeating: 0xAA, count: 8))
         #expect(Array(answerB[0].payload.prefix(8)) == Array(repeating: 0xBB, count: 8))
@@ -117,12 +127,14 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
         a.heard.removeAll()
         b.heard.removeAll()
         // getInfo from B, then PING from A: the answers do not cross.
-        b.inbox = harness.reports(command: 0x10, payload: [0x04], channel: channelB).map(TransportEvent.report)
+        b.inbox = harness.reports(command: 0x10, payload: [0x04], channel: channelB).map { TransportEvent.report($0) }
         serviceOnce(io)
-        a.inbox = harness.reports(command: 0x01, payload: [1, 2, 3], channel: channelA).map(TransportEvent.report)
+        a.inbox = harness.reports(command: 0x01, payload: [1, 2, 3], channel: channelA).map {
+            TransportEvent.report($0)
+        }
         serviceOnce(io)
-        let toB = messages(b.heard.map(KeyOutput.report))
-        let toA = messages(a.heard.map(KeyOutput.report))
+        let toB = messages(b.heard.map { KeyOutput.report($0) })
+        let toA = messages(a.heard.map { KeyOutput.report($0) })
         #expect(
             toB.map(\.channel) == [channelB] && toB.first?.payload.first == 0x00 && (toB.first?.payload.count ?? 0) > 50
         )
@@ -133,7 +145,7 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
     func channel(_ io: SlotIO, _ host: MemoryHost, _ harness: KeyHarness) -> UInt32 {
         host.inbox = [initRequest(harness, nonce: 7)]
         serviceOnce(io)
-        let answer = messages(host.heard.map(KeyOutput.report))
+        let answer = messages(host.heard.map { KeyOutput.report($0) })
         host.heard.removeAll()
         return ChannelRoutes.channel(Array(answer[0].payload[8..<12]))!
     }
@@ -143,7 +155,7 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
         let channelA = channel(io, a, harness)
         let channelB = channel(io, b, harness)
         // B's authenticatorSelection waits for a touch; then B's host detaches the key.
-        b.inbox = harness.reports(command: 0x10, payload: [0x0B], channel: channelB).map(TransportEvent.report)
+        b.inbox = harness.reports(command: 0x10, payload: [0x0B], channel: channelB).map { TransportEvent.report($0) }
         serviceOnce(io)
         #expect(io.slot.key.pendingPrompt != nil)
         b.heard.removeAll()
@@ -153,10 +165,12 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
         #expect(a.replugs == 0 && b.replugs == 0, "no power cycle: A still powers the key")
         #expect(b.heard.isEmpty && a.heard.isEmpty, "the cancelled request's answer goes nowhere")
         // A's channel lives on, and the authenticator is free for it.
-        a.inbox = harness.reports(command: 0x01, payload: [5, 6], channel: channelA).map(TransportEvent.report)
+        a.inbox = harness.reports(command: 0x01, payload: [5, 6], channel: channelA).map { TransportEvent.report($0) }
         serviceOnce(io)
         #expect(
-            messages(a.heard.map(KeyOutput.report)) == [Message(channel: channelA, command: 0x81, payload: [5, 6])]
+            messages(a.heard.map { KeyOutput.report($0) }) == [
+                Message(channel: channelA, command: 0x81, payload: [5, 6])
+            ]
         )
     }
 
@@ -167,6 +181,6 @@ func cidBytes(_ cid: UInt32) -> [UInt8] {
         serviceOnce(io)
         #expect(a.replugs == 1 && b.replugs == 1)
         let joined = try #require(io.transport as? JoinedTransport)
-        #expect(joined.routes.owners.isEmpty)
+        #expect(joined.routes.channels.isEmpty)
     }
 }

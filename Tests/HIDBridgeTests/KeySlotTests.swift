@@ -1,6 +1,7 @@
 import CTAPCore
 import ControlProtocol
 import Logging
+import Synchronization
 import Testing
 
 @testable import HIDBridge
@@ -35,7 +36,7 @@ struct SlotHarness {
 /// The reports of the `.send` effects, in order.
 func sent(_ effects: [SlotEffect]) -> [KeyOutput] {
     effects.flatMap { effect -> [KeyOutput] in
-        if case .send(let reports) = effect { reports.map(KeyOutput.report) } else { [] }
+        if case .send(let reports, let host) = effect { reports.map { .report($0, host: host) } } else { [] }
     }
 }
 
@@ -49,7 +50,7 @@ func events(_ effects: [SlotEffect]) -> [String] {
         // getInfo's answer takes several reports; they leave in one batch, and nothing else is done.
         let effects = h.send(command: cbor, payload: [0x04])
         #expect(effects.count == 1)
-        guard case .send(let reports) = effects.first else {
+        guard case .send(let reports, _) = effects.first else {
             Issue.record("expected one send, got \(effects)")
             return
         }
@@ -200,5 +201,49 @@ func events(_ effects: [SlotEffect]) -> [String] {
         #expect(effects.isEmpty)
         #expect(!h.slot.prompts)
         #expect(h.slot.key.presence == .approve(after: .zero))
+    }
+}
+
+/// The lines a logger was given.
+final class LogLines: Sendable {
+    let lines = Mutex<[String]>([])
+
+    var logger: Logger {
+        Logger(label: "t") { _ in CapturingLogHandler(sink: self) }
+    }
+}
+
+struct CapturingLogHandler: LogHandler {
+    let sink: LogLines
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        sink.lines.withLock { $0.append(event.message.description) }
+    }
+}
+
+@Suite struct TransportNoteTests {
+    @Test func aRefusedPeersLineIsEscapedOnceWherePrinted() throws {
+        let log = LogLines()
+        var slot = KeySlot(
+            key: try KeyHarness(presence: .prompt).key,
+            name: "k1",
+            transportSummary: "usbip",
+            logger: log.logger
+        )
+        let line = PeerAccess.note(door: "usbip", peer: "\u{1B}]0;PWNED\u{07}\u{1B}[2J", refusal: "why")
+        _ = slot.receive(.note(line), now: .zero)
+        _ = slot.receive(card: .note(PeerAccess.note(door: "pcsc", peer: "a\u{9B}b", refusal: "why")), now: .zero)
+        let printed = log.lines.withLock { $0 }
+        #expect(printed == ["usbip: refused \\x1b]0;PWNED\\x07\\x1b[2J: why", "pcsc: refused a\\u{009b}b: why"])
+        #expect(
+            printed.allSatisfy { !$0.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) } }
+        )
     }
 }

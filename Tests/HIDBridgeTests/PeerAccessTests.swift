@@ -48,12 +48,6 @@ import Testing
         }
     }
 
-    @Test func theRefusalLineEscapesWhatThePeerSent() {
-        let line = PeerAccess.note(door: "usbip", peer: "\u{1B}]0;PWNED\u{07}\u{1B}[2J", refusal: "why")
-        #expect(!line.unicodeScalars.contains { $0.value < 0x20 })
-        #expect(line.hasPrefix("usbip: refused \\x1b]0;PWNED\\x07\\x1b[2J: why"))
-    }
-
     @Test func refusalLinesAreAtMostOneASecond() {
         var notes = RefusalNotes()
         #expect(notes.line("a", now: .seconds(1)) == "a")

@@ -65,11 +65,12 @@ struct Message: Equatable {
     var payload: [UInt8]
 }
 
-/// Reassembles the reports among `outputs` into messages (each response here fits the tests' sizes).
-func messages(_ outputs: [KeyOutput]) -> [Message] {
+/// Reassembles the reports among `outputs` (those to `host` when given) into messages (each response here fits the
+/// tests' sizes).
+func messages(_ outputs: [KeyOutput], host: Int? = nil) -> [Message] {
     var result: [Message] = []
     var current: (Message, Int)?
-    for case .report(let r) in outputs {
+    for case .report(let r, let to) in outputs where host == nil || to == host {
         #expect(r.count == 64)
         let cid = UInt32(r[0]) << 24 | UInt32(r[1]) << 16 | UInt32(r[2]) << 8 | UInt32(r[3])
         if r[4] & 0x80 != 0 {

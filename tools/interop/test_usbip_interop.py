@@ -113,7 +113,7 @@ def test_one_key_on_udp_and_usbip_at_once_signs_on_one_what_the_other_made():
         assert (record["transport"], record["usbipPort"], record["busId"]) == ("udp", port, "1-1")
         over_udp = server.keys[0].device()
         over_usbip = open_usbip_device(port)
-        # Two hosts, two channels from the one CTAPHID machine.
+        # Two hosts, each with its CTAPHID machine and its channels.
         assert over_udp._channel_id != over_usbip._channel_id
         rp = make_server()
         discouraged = UserVerificationRequirement.DISCOURAGED
@@ -157,6 +157,38 @@ def test_a_host_neither_talks_nor_listens_on_another_hosts_channel():
         raw.s.settimeout(0.5)
         with pytest.raises((socket.timeout, TimeoutError)):
             raw.read_packet()
+        raw.close()
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
+def test_a_hosts_lock_and_half_sent_message_hold_only_that_host():
+    """The USB/IP host takes a LOCK and leaves a message half sent: it hears the LOCK's answer and, 750 ms later, its
+    message's timeout; the UDP host is served all along (one CTAPHID machine for both answered it CHANNEL_BUSY)."""
+    port = free_tcp_port()
+    server = FidosimServer(binary=fidosim_binary(), transport="udp", args=["--transport", "usbip", "--usbip-port",
+                                                                           str(port)])
+    server.start()
+    try:
+        over_udp = server.keys[0].device()
+        raw = UsbipHidConnection(port)
+        raw.write_packet(struct.pack(">IBH", 0xFFFFFFFF, 0x86, 8) + b"12345678" + bytes(49))
+        answer = raw.read_packet()
+        assert answer[4] == 0x86 and answer[7:15] == b"12345678"
+        mine = answer[15:19]
+        raw.write_packet(mine + bytes([0x84, 0, 1, 10]) + bytes(56))  # LOCK 10 s
+        assert raw.read_packet()[:7] == mine + bytes([0x84, 0, 0])
+        raw.write_packet(mine + bytes([0x81, 0, 200]) + bytes(57))  # the first of a 200-byte PING's packets
+        sent_at = time.monotonic()
+        answered = []
+        while time.monotonic() - sent_at < 1.5:
+            started = time.monotonic()
+            assert over_udp.call(0x01, b"owner" * 20) == b"owner" * 20
+            assert over_udp.call(0x10, b"\x04")[0] == 0
+            answered.append(time.monotonic() - started)
+        assert len(answered) >= 5 and max(answered) < 1.0, answered
+        timeout = raw.read_packet()
+        assert timeout[:8] == mine + bytes([0xBF, 0, 1, 0x05]), timeout.hex()
         raw.close()
     finally:
         assert server.stop() == 0, server.stderr()

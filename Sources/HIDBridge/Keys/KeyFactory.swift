@@ -285,7 +285,7 @@ package struct KeyFactory {
         }
 
         // Every write goes through the fault switch of the control plane (a failed flash write on demand).
-        let key = try makeKey(
+        var key = try makeKey(
             spec,
             profile: profileFile,
             storage: FaultInjectingStorage(persistent.storage),
@@ -294,6 +294,10 @@ package struct KeyFactory {
             transport: chosen,
             card: card != nil
         )
+        if let joined = device as? JoinedTransport {
+            // A CTAPHID machine for each further host: one host's half-sent message or LOCK holds only its channels.
+            for _ in joined.members.dropFirst() { key.addHost(channelKey: entropy.bytes(16)) }
+        }
         if !enterpriseRPs.isEmpty && key.authenticator.storage.batchAttestation == nil {
             lines.append(
                 .error(

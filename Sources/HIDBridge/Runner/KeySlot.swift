@@ -51,12 +51,12 @@ package struct KeySlot: Sendable {
     /// What the transport delivered.
     package mutating func receive(_ event: TransportEvent, now: Duration) -> [SlotEffect] {
         switch event {
-        case .report(let report):
+        case .report(let report, let host):
             // An unplugged key hears nothing (UDP datagrams still arrive).
             if unpluggedUntil != nil { return [] }
             logger.trace("report in: \(Hex.string(report))")
             let traced: [SlotEffect] = tracing ? [.traceReport(report, fromHost: true)] : []
-            return traced + effects(of: key.receive(report: report, now: now), now: now)
+            return traced + effects(of: key.receive(report: report, now: now, host: host), now: now)
         case .powerCycle, .detached:
             return powerCycle(now: now)
         case .note(let text):
@@ -135,25 +135,27 @@ package struct KeySlot: Sendable {
         return [.event(name, members)]
     }
 
-    /// What the loop does for the key's outputs. The reports of one answer go out together, before anything that
-    /// follows them.
+    /// What the loop does for the key's outputs. The reports of one answer (to one host) go out together, before
+    /// anything that follows them.
     mutating func effects(of outputs: [KeyOutput], now: Duration) -> [SlotEffect] {
         var out: [SlotEffect] = []
         var reports: [[UInt8]] = []
+        var reportsHost = 0
         for output in outputs {
-            if case .report = output {
+            if case .report(_, let host) = output, reports.isEmpty || host == reportsHost {
             } else if !reports.isEmpty {
-                out.append(.send(reports))
+                out.append(.send(reports, host: reportsHost))
                 reports.removeAll()
             }
             switch output {
             case .apdu(let apdu):
                 logger.trace("apdu out: \(Hex.string(apdu))")
                 out.append(.sendAPDU(apdu))
-            case .report(let report):
+            case .report(let report, let host):
                 logger.trace("report out: \(Hex.string(report))")
                 if tracing { out.append(.traceReport(report, fromHost: false)) }
                 reports.append(report)
+                reportsHost = host
             case .traced(let message):
                 if tracing { out.append(.traceMessage(message)) }
             case .wink:
@@ -176,7 +178,7 @@ package struct KeySlot: Sendable {
                 if prompts { out.append(.ask(prompt)) }
             }
         }
-        if !reports.isEmpty { out.append(.send(reports)) }
+        if !reports.isEmpty { out.append(.send(reports, host: reportsHost)) }
         return out
     }
 }

@@ -3,8 +3,9 @@ package import ControlProtocol
 
 /// Something the I/O loop does for a ``KeySlot``: the slot decides, the loop carries it out, in order.
 package enum SlotEffect: Equatable, Sendable {
-    /// Send the reports of one answer together (one system call over UDP).
-    case send([[UInt8]])
+    /// Send the reports of one answer together (one system call over UDP), to one host (the first unless the key is
+    /// plugged into several).
+    case send([[UInt8]], host: Int = 0)
     /// Send one response APDU to the reader (the card).
     case sendAPDU([UInt8])
     /// Take the key's device away until ``plug``.

@@ -129,8 +129,8 @@ package final class SlotIO {
         var asks: [PresencePrompt] = []
         for effect in effects {
             switch effect {
-            case .send(let reports):
-                transport.send(batch: reports)
+            case .send(let reports, let host):
+                transport.send(batch: reports, host: host)
             case .sendAPDU(let apdu):
                 card?.send(apdu)
             case .unplug:

@@ -4,8 +4,9 @@ package import CTAPNFC
 
 /// Something the I/O loop must do for a ``VirtualKey``.
 package enum KeyOutput: Equatable, Sendable {
-    /// Send one 64-byte report to the host.
-    case report([UInt8])
+    /// Send one 64-byte report to a host: the first (0) unless the key is plugged into several
+    /// (``VirtualKey/addHost(channelKey:)``).
+    case report([UInt8], host: Int = 0)
     /// Answer the reader's command APDU with this response APDU (NFC).
     case apdu([UInt8])
     /// A request waits for the user (in prompt mode, ask the person at the terminal to touch the key).
@@ -36,10 +37,18 @@ package struct RequestRecord: Equatable, Sendable, CustomStringConvertible {
 /// A whole virtual security key without I/O: CTAPHID framing, the NFC binding when the key has one, the
 /// authenticator and the simulated user.
 ///
+/// A key plugged into several hosts at once (`serve --transport uhid --transport usbip`) has one CTAPHID machine per
+/// host, as a device has a HID interface per host it is attached to: a host's half-sent message or `LOCK` holds only
+/// that host's channels. The authenticator behind them is one, and works on one request at a time: a request from a
+/// host while another host's (or the card's) is in flight hears ERR_CHANNEL_BUSY.
+///
 /// Reports, APDUs and time go in, reports, APDUs and prompts come out; the I/O loop only moves bytes and sleeps
 /// until ``nextDeadline``.
 package struct VirtualKey: Sendable {
+    /// The first host's CTAPHID machine.
     package private(set) var hid: CTAPHIDMachine
+    /// The CTAPHID machines of the other hosts the key is plugged into (host 1, 2, …).
+    package private(set) var otherHosts: [CTAPHIDMachine] = []
     /// The NFC binding (ISO 7816-4 APDUs), when the key is also, or only, a card.
     package private(set) var nfc: NFCMachine?
     /// The card is in the reader's field (powered): NFC requests are heard only then.
@@ -58,8 +67,11 @@ package struct VirtualKey: Sendable {
 
     /// Where a request came from, and where its answer goes.
     enum Route: Equatable, Sendable {
-        case hid(channel: UInt32)
+        case hid(channel: UInt32, host: Int)
         case nfc
+
+        /// The host of a CTAPHID request.
+        var host: Int? { if case .hid(_, let host) = self { host } else { nil } }
     }
 
     struct PresenceWait: Sendable {
@@ -82,7 +94,7 @@ package struct VirtualKey: Sendable {
     package var initLatency: Duration = .zero
     package var getInfoLatency: Duration = .zero
     /// Reports held back until their time (an answer the key takes longer to give), in order.
-    var heldReports: [(due: Duration, report: [UInt8])] = []
+    var heldReports: [(due: Duration, report: [UInt8], host: Int)] = []
     /// While set, reports the key sends are held until then.
     var holdUntil: Duration?
 
@@ -124,6 +136,24 @@ package struct VirtualKey: Sendable {
         self.presence = presence
     }
 
+    /// Plugs the key into one more host: its own CTAPHID machine (the first host's timings and identity, channel ids
+    /// keyed by `channelKey`, 16 bytes from a CSPRNG). Returns the new host's number.
+    @discardableResult
+    package mutating func addHost(channelKey: [UInt8]) -> Int {
+        otherHosts.append(CTAPHIDMachine(configuration: hid.configuration, channelKey: channelKey))
+        return otherHosts.count
+    }
+
+    /// The number of hosts the key is plugged into.
+    package var hostCount: Int { 1 + otherHosts.count }
+
+    /// Runs `change` on `host`'s CTAPHID machine; nothing for a host the key is not plugged into.
+    mutating func onMachine(_ host: Int, _ change: (inout CTAPHIDMachine) -> [CTAPHIDAction]) -> [CTAPHIDAction] {
+        if host == 0 { return change(&hid) }
+        guard otherHosts.indices.contains(host - 1) else { return [] }
+        return change(&otherHosts[host - 1])
+    }
+
     /// Gives the key the NFC binding: `only` when it has no other transport.
     package mutating func addNFC(only: Bool) {
         nfc = NFCMachine(
@@ -135,19 +165,21 @@ package struct VirtualKey: Sendable {
 
     /// The earliest time ``tick(now:)`` has work to do.
     package var nextDeadline: Duration? {
-        [hid.nextDeadline, waiting?.deadline, nfc?.nextDeadline, heldReports.first?.due].compactMap { $0 }.min()
+        ([hid.nextDeadline, waiting?.deadline, nfc?.nextDeadline, heldReports.first?.due]
+            + otherHosts.map(\.nextDeadline))
+            .compactMap { $0 }.min()
     }
 
     /// The request waiting for a touch, if any.
     package var pendingPrompt: PresencePrompt? { waiting == nil ? nil : authenticator.pendingPrompt }
 
-    /// A report from the host.
-    package mutating func receive(report: [UInt8], now: Duration) -> [KeyOutput] {
+    /// A report from a host (the first unless the key is plugged into several).
+    package mutating func receive(report: [UInt8], now: Duration, host: Int = 0) -> [KeyOutput] {
         if controls.dropInbound > 0 {
             controls.dropInbound -= 1
             return []
         }
-        return perform(hid.receive(report: report, now: now), now: now)
+        return perform(onMachine(host) { $0.receive(report: report, now: now) }, host: host, now: now)
     }
 
     /// The reader powered the card (it entered the field, or the reader reset it). On a key whose only transport
@@ -213,14 +245,14 @@ package struct VirtualKey: Sendable {
         var out: [KeyOutput] = []
         while let first = heldReports.first, first.due <= now {
             heldReports.removeFirst()
-            out.append(.report(first.report))
+            out.append(.report(first.report, host: first.host))
         }
         if let wait = waiting, now >= wait.deadline {
             waiting = nil
             if wait.answer == .approved { out += longTouchRegistered(now: now) }
             out += answer(authenticator.resume(wait.answer, now: now), channel: wait.channel, now: now)
         }
-        out += perform(hid.tick(now: now), now: now)
+        for host in 0..<hostCount { out += perform(onMachine(host) { $0.tick(now: now) }, host: host, now: now) }
         if nfc != nil {
             for case .respond(let apdu) in nfc!.tick(now: now) { out.append(.apdu(apdu)) }
         }
@@ -245,11 +277,11 @@ package struct VirtualKey: Sendable {
     /// reset answers.
     mutating func longTouchRegistered(now: Duration) -> [KeyOutput] {
         guard authenticator.pendingPrompt?.gesture == .longTouch else { return [] }
-        if waiting?.channel == .nfc || inFlight?.route == .nfc {
+        guard let host = waiting?.channel.host ?? inFlight?.route.host else {
             nfc?.setStatus(.processing)
             return []
         }
-        return perform(hid.setKeepaliveStatus(.processing, now: now), now: now)
+        return perform(onMachine(host) { $0.setKeepaliveStatus(.processing, now: now) }, host: host, now: now)
     }
 
     /// The person refused the request waiting for a touch (`n` at the terminal, Deny on the desktop prompt).
@@ -298,12 +330,15 @@ package struct VirtualKey: Sendable {
     package mutating func powerCycle(now: Duration) {
         heldReports.removeAll()
         hid.powerCycle()
+        for host in otherHosts.indices { otherHosts[host].powerCycle() }
         authenticator.powerCycle(now: now)
         waiting = nil
+        inFlight = nil
         lastTouch = nil
     }
 
-    mutating func perform(_ actions: [CTAPHIDAction], now: Duration) -> [KeyOutput] {
+    /// Carries out what `host`'s CTAPHID machine asked for.
+    mutating func perform(_ actions: [CTAPHIDAction], host: Int, now: Duration) -> [KeyOutput] {
         var out: [KeyOutput] = []
         for action in actions {
             switch action {
@@ -311,34 +346,33 @@ package struct VirtualKey: Sendable {
                 if controls.dropOutbound > 0 {
                     controls.dropOutbound -= 1
                 } else if let due = due(of: report, now: now) {
-                    heldReports.append((due, report))
+                    heldReports.append((due, report, host))
                 } else {
-                    out.append(.report(report))
+                    out.append(.report(report, host: host))
                 }
             case .wink:
                 out.append(.wink)
             case .deliver(let channel, let command, let payload):
-                if inFlight?.route == .nfc {
-                    // The authenticator works for the card: the HID host hears busy, as from a busy key.
+                if inFlight != nil {
+                    // The authenticator works for the card or another host: this host hears busy, as from a busy key.
+                    let busy: [UInt8] = command == .msg ? [0x69, 0x85] : [CTAPStatus.channelBusy.rawValue]
                     out += perform(
-                        hid.complete(
-                            channel: channel,
-                            payload: command == .msg ? [0x69, 0x85] : [CTAPStatus.channelBusy.rawValue],
-                            now: now
-                        ),
+                        onMachine(host) { $0.complete(channel: channel, payload: busy, now: now) },
+                        host: host,
                         now: now
                     )
                     continue
                 }
-                out += deliver(command: command, payload: payload, route: .hid(channel: channel), now: now)
+                out += deliver(command: command, payload: payload, route: .hid(channel: channel, host: host), now: now)
             case .cancel(let channel):
-                guard inFlight?.route != .nfc else { continue }
+                // Only the request this host's channel has in flight (the card's or another host's goes on).
+                guard inFlight?.route == .hid(channel: channel, host: host) else { continue }
                 waiting = nil
                 if let response = authenticator.cancel() {
-                    out += answer(.response(response), channel: .hid(channel: channel), now: now)
+                    out += answer(.response(response), channel: .hid(channel: channel, host: host), now: now)
                 }
-            case .abort:
-                guard inFlight?.route != .nfc else { continue }
+            case .abort(let channel):
+                guard inFlight?.route == .hid(channel: channel, host: host) else { continue }
                 waiting = nil
                 inFlight = nil
                 authenticator.abort()
@@ -354,7 +388,7 @@ package struct VirtualKey: Sendable {
         authenticator.setTransport(route == .nfc ? "nfc" : "usb")
         if traceMessages {
             let channel: UInt32
-            if case .hid(let id) = route { channel = id } else { channel = 0 }
+            if case .hid(let id, _) = route { channel = id } else { channel = 0 }
             out.append(
                 .traced(TraceMessage(fromHost: true, channel: channel, command: command.rawValue, payload: payload))
             )
@@ -392,7 +426,7 @@ package struct VirtualKey: Sendable {
                 )
                 if traceMessages {
                     var channel: UInt32 = 0
-                    if case .hid(let id) = route { channel = id }
+                    if case .hid(let id, _) = route { channel = id }
                     out.append(
                         .traced(
                             TraceMessage(
@@ -406,11 +440,16 @@ package struct VirtualKey: Sendable {
                 }
                 inFlight = nil
             }
-            guard case .hid(let channel) = route else { return out + nfcComplete(bytes, now: now) }
+            guard case .hid(let channel, let host) = route else { return out + nfcComplete(bytes, now: now) }
             // A captured key's getInfo takes this long.
             if getInfoLatency > .zero && answered == "getInfo" { holdUntil = now + getInfoLatency }
             defer { holdUntil = nil }
-            return out + perform(hid.complete(channel: channel, payload: bytes, now: now), now: now)
+            return out
+                + perform(
+                    onMachine(host) { $0.complete(channel: channel, payload: bytes, now: now) },
+                    host: host,
+                    now: now
+                )
         case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f:
             // U2F has no keepalive: the request answers at once, and the host polls until it succeeds.
             let result: PresenceResult
@@ -436,8 +475,8 @@ package struct VirtualKey: Sendable {
             // Over NFC too: the tap brings the card into the field; it is not consent to every request, so the
             // simulated user answers as over USB (the reader hears "user presence needed" meanwhile).
             var out: [KeyOutput] = []
-            if case .hid = route {
-                out = perform(hid.setKeepaliveStatus(.upNeeded, now: now), now: now)
+            if let host = route.host {
+                out = perform(onMachine(host) { $0.setKeepaliveStatus(.upNeeded, now: now) }, host: host, now: now)
             } else {
                 nfc?.setStatus(.upNeeded)
             }

@@ -1,26 +1,23 @@
 /// Which host each CTAPHID channel of a key belongs to, when one key is plugged into several hosts at once
-/// (`serve --transport uhid --transport usbip`): one CTAPHID machine hands out the channels, and every report it
-/// sends goes to the host whose `INIT` was given that channel.
+/// (`serve --transport uhid --transport usbip`): each host has its own CTAPHID machine in the key
+/// (``VirtualKey/addHost(channelKey:)``), and a channel is a host's once the key's `INIT` answer gave it to that host.
 ///
 /// A host reaches the key only on the broadcast channel and on the channels the key gave it (learnt from the `INIT`
 /// answers, never from what a host sends): a report on any other channel, nobody's or another host's, never reaches
 /// the key, and the host hears ERR_INVALID_CHANNEL, as from a key that never gave it that channel. Each host keeps
 /// its ``capacity`` newest channels, so no host can push another's out.
 ///
-/// A pure value: reports in (with the host they came from) and reports out (to learn which host gets them).
+/// A pure value: reports in (with the host they came from) and reports out (with the host they go to).
 package struct ChannelRoutes: Sendable, Equatable {
     /// The most channels remembered for each host; its oldest is forgotten first (hosts open a channel per operation).
     package static let capacity = 1024
     static let broadcast: UInt32 = 0xFFFF_FFFF
     static let initAnswer: UInt8 = 0x86
 
-    /// Each channel's host.
-    package private(set) var owners: [UInt32: Int] = [:]
+    /// Each host's channels. Two hosts' machines may give the same id: it is then a channel of each.
+    package private(set) var channels: [Int: Set<UInt32>] = [:]
     /// Each host's channels in the order they were given, to forget a host's oldest.
     var order: [Int: [UInt32]] = [:]
-    /// The host whose reports are being handled: the answers made while handling them (the broadcast channel's
-    /// `INIT` answer above all) go back to it.
-    package private(set) var source: Int?
 
     package init() {}
 
@@ -41,42 +38,42 @@ package struct ChannelRoutes: Sendable, Equatable {
     }
 
     /// A report from `host`: for the key if it is on the broadcast channel or on one of this host's channels.
-    package mutating func inbound(_ report: [UInt8], from host: Int) -> Inbound {
+    package func inbound(_ report: [UInt8], from host: Int) -> Inbound {
         guard let channel = Self.channel(report), report.count >= 5 else { return .drop }
-        guard channel == Self.broadcast || owners[channel] == host else {
+        guard channel == Self.broadcast || channels[host]?.contains(channel) == true else {
             // An initialization packet gets the error a key answers on a channel it never gave; a continuation
             // packet gets nothing, as from a key.
             guard report[4] & 0x80 != 0 else { return .drop }
             return .refuse(Array(report[0..<4]) + [0xBF, 0x00, 0x01, 0x0B] + Array(repeating: 0, count: 56))
         }
-        source = host
         return .deliver
     }
 
-    /// The host that gets this report: the channel's owner; on the broadcast channel, the host being handled (whose
-    /// `INIT` this answers, and who gets the new channel). Nil for a channel no host was given.
-    package mutating func outbound(_ report: [UInt8]) -> Int? {
-        guard let channel = Self.channel(report) else { return nil }
-        if channel == Self.broadcast {
-            if report.count >= 19, report[4] == Self.initAnswer, let source,
-                let assigned = Self.channel(Array(report[15..<19]))
-            {
-                learn(assigned, source)
-            }
-            return source
+    /// The key sends `report` to `host`: whether it goes out. It does on the broadcast channel and on the host's own
+    /// channels (not on one the host has let go of); an `INIT` answer on the broadcast channel gives the host the new
+    /// channel.
+    package mutating func outbound(_ report: [UInt8], to host: Int) -> Bool {
+        guard let channel = Self.channel(report) else { return false }
+        guard channel == Self.broadcast else { return channels[host]?.contains(channel) == true }
+        guard report.count >= 19, report[4] == Self.initAnswer, let assigned = Self.channel(Array(report[15..<19])),
+            channels[host, default: []].insert(assigned).inserted
+        else { return true }
+        order[host, default: []].append(assigned)
+        if let mine = order[host], mine.count > Self.capacity {
+            channels[host]?.remove(mine[0])
+            order[host]?.removeFirst()
         }
-        return owners[channel]
+        return true
     }
 
     /// A host let go of the key while another keeps it powered: its channels are forgotten, and each gets a
     /// CTAPHID_CANCEL as if the host had sent it, so that a request of its waiting for a touch ends (a CANCEL on a
     /// channel with nothing waiting is ignored, CTAP 2.1 §11.2.9.1.5).
     package mutating func hostLeft(_ host: Int) -> [[UInt8]] {
-        let channels = order[host] ?? []
+        let gone = order[host] ?? []
         order[host] = nil
-        for channel in channels { owners[channel] = nil }
-        if source == host { source = nil }
-        return channels.map { channel in
+        channels[host] = nil
+        return gone.map { channel in
             let cid = [
                 UInt8(channel >> 24), UInt8(channel >> 16 & 0xFF), UInt8(channel >> 8 & 0xFF), UInt8(channel & 0xFF),
             ]
@@ -86,17 +83,7 @@ package struct ChannelRoutes: Sendable, Equatable {
 
     /// The key lost power: every channel is gone.
     package mutating func reset() {
-        owners.removeAll()
+        channels.removeAll()
         order.removeAll()
-        source = nil
-    }
-
-    mutating func learn(_ channel: UInt32, _ host: Int) {
-        if let previous = owners[channel], previous != host { order[previous]?.removeAll { $0 == channel } }
-        if owners.updateValue(host, forKey: channel) != host { order[host, default: []].append(channel) }
-        if let mine = order[host], mine.count > Self.capacity {
-            owners[mine[0]] = nil
-            order[host]?.removeFirst()
-        }
     }
 }

@@ -4,13 +4,10 @@ import CDatagrams
 import Glibc
 #endif
 
-/// One key plugged into several hosts at once: its one CTAPHID machine behind several report transports
-/// (`serve --transport uhid --transport usbip`). Reports from any host reach the key; each answer goes to the host
-/// that owns its channel (``ChannelRoutes``).
-///
-/// Each `receiveAll` hands over the reports of one host only, so that an answer made while they are handled (the
-/// broadcast channel's `INIT` answer) goes back to that host; another host with reports waiting keeps the epoll set
-/// readable, and the loop comes straight back for them.
+/// One key plugged into several hosts at once (`serve --transport uhid --transport usbip`): several report
+/// transports in front of one key, which has a CTAPHID machine per host (``VirtualKey/addHost(channelKey:)``). Each
+/// report from a member is the report of host `index` (the member's place); each answer goes to the host its machine
+/// serves, and a host reaches only the channels the key gave it (``ChannelRoutes``).
 ///
 /// A power cycle of the key reaches every host: the key lost power. A USB/IP host detaching it is not one here: the
 /// other host still powers the key, so only the detached host's requests end (a CANCEL on each of its channels).
@@ -56,9 +53,9 @@ package final class JoinedTransport: ReportTransport {
             var out: [TransportEvent] = []
             for event in events {
                 switch event {
-                case .report(let report):
+                case .report(let report, _):
                     switch routes.inbound(report, from: index) {
-                    case .deliver: out.append(event)
+                    case .deliver: out.append(.report(report, host: index))
                     case .refuse(let answer): members[index].send(answer)
                     case .drop: break
                     }
@@ -68,7 +65,7 @@ package final class JoinedTransport: ReportTransport {
                 case .detached:
                     // The other hosts keep the key powered: only this host's requests end.
                     out.append(.note("the key stays plugged into \(otherHosts(than: index))"))
-                    out += routes.hostLeft(index).map(TransportEvent.report)
+                    out += routes.hostLeft(index).map { TransportEvent.report($0, host: index) }
                 case .note:
                     out.append(event)
                 }
@@ -82,23 +79,15 @@ package final class JoinedTransport: ReportTransport {
         members.indices.filter { $0 != index }.map { members[$0].summary }.joined(separator: " and ")
     }
 
-    package func send(_ report: [UInt8]) {
-        guard let index = routes.outbound(report) else { return }
-        members[index].send(report)
-    }
+    /// A report with no host named goes to the first host: the key names the host of every report it sends.
+    package func send(_ report: [UInt8]) { send(batch: [report], host: 0) }
 
-    package func send(batch reports: [[UInt8]]) {
-        // The reports of one answer share a channel, hence a host; keep them together for that host's batch send.
-        var run: [[UInt8]] = []
-        var runHost: Int?
-        for report in reports {
-            let host = routes.outbound(report)
-            if host != runHost, let runHost, !run.isEmpty { members[runHost].send(batch: run) }
-            if host != runHost { run.removeAll() }
-            runHost = host
-            if host != nil { run.append(report) }
-        }
-        if let runHost, !run.isEmpty { members[runHost].send(batch: run) }
+    package func send(batch reports: [[UInt8]]) { send(batch: reports, host: 0) }
+
+    package func send(batch reports: [[UInt8]], host: Int) {
+        guard members.indices.contains(host) else { return }
+        let out = reports.filter { routes.outbound($0, to: host) }
+        if !out.isEmpty { members[host].send(batch: out) }
     }
 
     package func replug() throws(TransportError) {

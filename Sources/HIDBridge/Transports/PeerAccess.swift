@@ -79,9 +79,10 @@ package struct PeerAccess: Sendable, Equatable {
             + (others ? "" : "; serve --any-local-user lets every local user use the key")
     }
 
-    /// The log line for a refused peer, the same on every door; what the peer sent (`peer`) is escaped.
+    /// The log line for a refused peer, the same on every door. It quotes what the peer sent (`peer`): like every
+    /// transport note it is escaped once, where it is printed (``KeySlot``).
     package static func note(door: String, peer: String, refusal: String) -> String {
-        "\(door): refused \(TerminalText.escape(peer)): \(refusal)"
+        "\(door): refused \(peer): \(refusal)"
     }
 }
 

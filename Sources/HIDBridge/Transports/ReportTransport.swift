@@ -1,7 +1,8 @@
 /// What a transport delivered.
 package enum TransportEvent: Equatable, Sendable {
-    /// One 64-byte report from the host (shorter or longer ones are passed on for the framing layer to judge).
-    case report([UInt8])
+    /// One 64-byte report from a host (shorter or longer ones are passed on for the framing layer to judge): the
+    /// first (0) unless the key is plugged into several (``JoinedTransport``).
+    case report([UInt8], host: Int = 0)
     /// The host asked for a power cycle (UDP's magic datagram).
     case powerCycle
     /// The host let go of the device (a USB/IP detach, its connection gone): for a key with one host, an unplug.
@@ -24,6 +25,9 @@ package protocol ReportTransport: AnyObject {
     func send(_ report: [UInt8])
     /// Sends the reports of one answer, in order (a transport that can hands them over in one system call).
     func send(batch reports: [[UInt8]])
+    /// Sends the reports of one answer to one of the hosts the key is plugged into (``JoinedTransport``); a
+    /// transport with one host sends them to it.
+    func send(batch reports: [[UInt8]], host: Int)
     /// Unplugs and re-plugs the device, for a power cycle (a no-op where there is nothing to unplug).
     func replug() throws(TransportError)
     /// Unplugs the device until ``plug()`` (a no-op where there is nothing to unplug).
@@ -42,6 +46,8 @@ extension ReportTransport {
     package func send(batch reports: [[UInt8]]) {
         for report in reports { send(report) }
     }
+
+    package func send(batch reports: [[UInt8]], host: Int) { send(batch: reports) }
 
     package func unplug() throws(TransportError) {}
     package func plug() throws(TransportError) { try replug() }
