@@ -1,3 +1,5 @@
+import CTAPCore
+import CTAPCoreTesting
 import CTAPHID
 import Testing
 
@@ -101,5 +103,53 @@ import Testing
         let initRequest = h.reports(command: 0x06, payload: Array(repeating: 1, count: 8), channel: 0xFFFF_FFFF)[0]
         #expect(h.key.receive(report: initRequest, now: .zero, host: 3).isEmpty)
         #expect(!h.key.receive(report: initRequest, now: .zero, host: 0).isEmpty)
+    }
+}
+
+/// getNextAssertion from another CTAPHID channel than the getAssertion that began it: continued by default (the
+/// state is the key's), NOT_ALLOWED where the profile says so (OpenSK).
+@Suite struct NextFromAnotherChannelTests {
+    func key(_ choice: ProfileBehaviour.NextFromAnotherChannel) throws -> KeyHarness {
+        var profile = try ProfileFile.load("fidosim")
+        profile.profile.behaviour.nextFromAnotherChannel = choice
+        return try KeyHarness(presence: .approve(after: .zero), profile: profile)
+    }
+
+    /// Two discoverable credentials for one RP, a getAssertion on `first`, then getNextAssertion on `second`.
+    func next(_ h: inout KeyHarness, first: UInt32, second: UInt32) -> [UInt8]? {
+        for id in [1, 2] as [UInt8] {
+            let request = CTAPRequests.message(
+                .makeCredential,
+                CTAPRequests.makeCredential(user: CTAPRequests.user(id: [id]), rk: true)
+            )
+            let made = messages(sendAll(&h, request, channel: first) + h.advance(to: h.now + .milliseconds(10)))
+            #expect(made.last?.payload.first == 0x00)
+        }
+        let asked = messages(
+            sendAll(&h, CTAPRequests.message(.getAssertion, CTAPRequests.getAssertion()), channel: first)
+                + h.advance(to: h.now + .milliseconds(10))
+        )
+        #expect(asked.last?.payload.first == 0x00)
+        return messages(sendAll(&h, [0x08], channel: second)).last?.payload
+    }
+
+    func sendAll(_ h: inout KeyHarness, _ payload: [UInt8], channel: UInt32) -> [KeyOutput] {
+        let now = h.now
+        return h.reports(command: cbor, payload: payload, channel: channel).flatMap {
+            h.key.receive(report: $0, now: now)
+        }
+    }
+
+    @Test func continuedByDefault() throws {
+        var h = try key(.continued)
+        #expect(next(&h, first: 0x0101_0101, second: 0x0202_0202)?.first == 0x00)
+    }
+
+    @Test func notAllowedWhereTheProfileSays() throws {
+        var h = try key(.notAllowed)
+        #expect(next(&h, first: 0x0101_0101, second: 0x0202_0202) == [CTAPStatus.notAllowed.rawValue])
+        // On the channel that began it, the next credential comes.
+        var same = try key(.notAllowed)
+        #expect(next(&same, first: 0x0101_0101, second: 0x0101_0101)?.first == 0x00)
     }
 }

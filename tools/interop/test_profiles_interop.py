@@ -223,6 +223,46 @@ def test_behaviour_choices_in_a_profile_file(tmp_path):
         runner.close()
 
 
+def test_openSK_like_choices_credblob_in_the_id_and_no_next_from_another_channel(tmp_path):
+    """The two OpenSK choices as profile members: a non-discoverable credential's credBlob kept in its id (getInfo's
+    maxCredentialIdLength 33 bytes longer), and getNextAssertion from another channel refused."""
+    from conftest import _run_simulator
+
+    profile = tmp_path / "opensk-like.json"
+    profile.write_text(json.dumps({"name": "opensk-like", "behaviour": {
+        "credBlobNonDiscoverable": "inCredentialId", "nextFromAnotherChannel": "notAllowed"}}))
+    runner = _run_simulator(["--profile", str(profile), "--presence-delay", "0"])
+    key = next(runner)
+    default_runner = _run_simulator(["--presence-delay", "0"])
+    default_key = next(default_runner)
+    try:
+        ctap2 = Ctap2(key.device())
+        default = Ctap2(default_key.device())
+        assert ctap2.get_info().max_cred_id_length == default.get_info().max_cred_id_length + 33
+        blob = b"kept in the credential id, 32 b."
+        made = _mc(ctap2, extensions={"credBlob": blob}, options={"rk": False})
+        assert made.auth_data.extensions == {"credBlob": True}
+        cred_id = made.auth_data.credential_data.credential_id
+        assert len(cred_id) <= ctap2.get_info().max_cred_id_length
+        got = ctap2.get_assertion(RP["id"], new_cdh(), [descriptor(cred_id)], extensions={"credBlob": True})
+        assert got.auth_data.extensions == {"credBlob": blob}
+        assert _mc(default, extensions={"credBlob": blob}, options={"rk": False}).auth_data.extensions == {
+            "credBlob": False}
+        # Two discoverable credentials, a getAssertion on one channel, the next from another.
+        for name, target in (("one", ctap2), ("two", ctap2), ("one", default), ("two", default)):
+            target.make_credential(new_cdh(), RP, user(name), ES256, options={"rk": True})
+        for target, other_channel, refused in ((ctap2, key, True), (default, default_key, False)):
+            other = Ctap2(other_channel.device())  # its getInfo first: any other command ends the state
+            assert target.get_assertion(RP["id"], new_cdh()).number_of_credentials == 2
+            if refused:
+                expect_ctap_error(CtapError.ERR.NOT_ALLOWED, other.get_next_assertion)
+            else:
+                assert other.get_next_assertion().credential["id"]
+    finally:
+        runner.close()
+        default_runner.close()
+
+
 @pytest.mark.sim_args("--profile", "u2f-only", "--presence-delay", "0")
 def test_u2f_only_profile_makes_fido2_client_fall_back_to_u2f(sim):
     dev = sim.device()

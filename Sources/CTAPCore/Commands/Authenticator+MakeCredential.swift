@@ -193,6 +193,14 @@ extension Authenticator {
         let credProtect = ext.credProtect ?? .optional
         // A key too large for the id (RSA) is stored in flash, discoverable or not; its id carries no key.
         let stored = plan.resident || plan.algorithm.rawKeyLength == nil
+        // The credBlob: kept with a discoverable credential; with a non-discoverable one only if the profile keeps it
+        // (in the flash record when there is one, else in the id).
+        var credBlob: [UInt8]?
+        if let blob = ext.credBlob, blob.count <= maxCredBlobLength,
+            plan.resident || configuration.profile.behaviour.credBlobNonDiscoverable == .inCredentialId
+        {
+            credBlob = blob
+        }
         let credentialId = try CredentialID.seal(
             .init(
                 isResident: plan.resident,
@@ -202,7 +210,8 @@ extension Authenticator {
                 hmacSecret: ext.hmacSecret,
                 thirdPartyPayment: ext.thirdPartyPayment,
                 backupEligible: configuration.backupEligible,
-                backupState: configuration.backupEligible && configuration.backupState
+                backupState: configuration.backupEligible && configuration.backupState,
+                credBlob: stored ? nil : credBlob
             ),
             rpIdHash: plan.rpIdHash,
             key: sealingKey,
@@ -220,12 +229,7 @@ extension Authenticator {
             )
         }
         if ext.thirdPartyPayment { outputs[.textString(ExtensionName.thirdPartyPayment)] = true }
-        var credBlob: [UInt8]?
-        if let blob = ext.credBlob {
-            let stored = plan.resident && blob.count <= maxCredBlobLength
-            if stored { credBlob = blob }
-            outputs[.textString(ExtensionName.credBlob)] = .boolean(stored)
-        }
+        if ext.credBlob != nil { outputs[.textString(ExtensionName.credBlob)] = .boolean(credBlob != nil) }
         // minPinLength and pinComplexityPolicy answer only the RP IDs allowed to read the PIN policy.
         let readsPINPolicy =
             configuration.minPinLengthRPIDs.contains(plan.rpId)
@@ -355,6 +359,7 @@ extension Authenticator {
             hmacSecret: contents.hmacSecret
         )
         candidate.thirdPartyPayment = contents.thirdPartyPayment
+        candidate.credBlob = contents.credBlob
         candidate.backupEligible = contents.backupEligible
         // The control plane may have changed the backup state since the id was made.
         candidate.backupState = backupStates[id] ?? contents.backupState

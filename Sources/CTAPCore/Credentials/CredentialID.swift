@@ -3,8 +3,10 @@ import Crypto
 /// Self-contained credential ids: the private key sealed with AES-256-GCM under a key derived from the
 /// device secret, bound to the rpIdHash (or U2F application parameter).
 ///
-/// Layout: `version (0x01) | nonce (12) | ciphertext (2 + key) | tag (16)`; the plaintext is
-/// `flags | algorithm byte | private key`, the additional data is `version | rpIdHash`. The private key is the
+/// Layout: `version (0x01) | nonce (12) | ciphertext (2 + key [+ 1 + blob]) | tag (16)`; the plaintext is
+/// `flags | algorithm byte | private key`, then, for a profile that keeps a non-discoverable credential's credBlob
+/// in its id (`credBlobNonDiscoverable: inCredentialId`), `blob length | blob`; the additional data is
+/// `version | rpIdHash`. The private key is the
 /// algorithm's raw key (``CredentialAlgorithm/rawKeyLength``: 32 bytes, 48 for P-384, 66 for P-521), so an id is
 /// 63, 79 or 97 bytes; an RSA key is too large for an id, so an RSA id (31 bytes) carries none and its credential
 /// is stored in flash even when it is not discoverable. Flags: bit 0 discoverable, bits 1–2 the credProtect level (0 means level 1), bit 3 made with
@@ -27,6 +29,8 @@ struct CredentialID {
         var thirdPartyPayment: Bool = false
         var backupEligible: Bool = false
         var backupState: Bool = false
+        /// The credBlob kept in the id (at most ``maxCredBlobLength`` bytes), if any.
+        var credBlob: [UInt8]? = nil
     }
 
     /// The algorithm byte of the plaintext; the ids of versions before ES384 used 1 and 2 already.
@@ -76,6 +80,10 @@ struct CredentialID {
         if contents.backupState { flags |= 0x40 }
         var plaintext: [UInt8] = [flags, algorithmByte(contents.algorithm)]
         plaintext += contents.privateKey
+        if let blob = contents.credBlob {
+            guard blob.count <= maxCredBlobLength else { throw CTAPError(.other, "a credBlob too long for an id") }
+            plaintext += [UInt8(blob.count)] + blob
+        }
         defer { plaintext.wipe() }
         do {
             let box = try AES.GCM.seal(
@@ -101,19 +109,28 @@ struct CredentialID {
             let plain = try? AES.GCM.open(box, using: key, authenticating: [version] + rpIdHash)
         else { return nil }
         let bytes = Array(plain)
-        guard bytes[0] & ~0x7F == 0, let algorithm = algorithm(byte: bytes[1]),
-            bytes.count == 2 + algorithm.idKeyLength
-        else { return nil }
+        guard bytes.count >= 2, bytes[0] & ~0x7F == 0, let algorithm = algorithm(byte: bytes[1]) else { return nil }
+        let keyEnd = 2 + algorithm.idKeyLength
+        var credBlob: [UInt8]?
+        if bytes.count > keyEnd {
+            // A credBlob after the key: its length, then exactly that many bytes.
+            guard Int(bytes[keyEnd]) == bytes.count - keyEnd - 1, bytes.count - keyEnd - 1 <= maxCredBlobLength
+            else { return nil }
+            credBlob = Array(bytes[(keyEnd + 1)...])
+        } else if bytes.count != keyEnd {
+            return nil
+        }
         let flags = bytes[0]
         return Contents(
             isResident: flags & 0x01 != 0,
-            privateKey: Array(bytes[2...]),
+            privateKey: Array(bytes[2..<keyEnd]),
             algorithm: algorithm,
             credProtect: CredProtect(rawValue: (flags >> 1) & 0x03) ?? .optional,
             hmacSecret: flags & 0x08 != 0,
             thirdPartyPayment: flags & 0x10 != 0,
             backupEligible: flags & 0x20 != 0,
-            backupState: flags & 0x40 != 0
+            backupState: flags & 0x40 != 0,
+            credBlob: credBlob
         )
     }
 }

@@ -261,6 +261,14 @@ package struct Authenticator: Sendable {
         pending = nil
     }
 
+    /// A request came from another channel than the one before: with `nextFromAnotherChannel: notAllowed`, the
+    /// getNextAssertion state and a credential enumeration end, so a "next" from there is CTAP2_ERR_NOT_ALLOWED.
+    package mutating func requestFromAnotherChannel() {
+        guard configuration.profile.behaviour.nextFromAnotherChannel == .notAllowed else { return }
+        nextAssertion = nil
+        credentialEnumeration = nil
+    }
+
     // MARK: - Internals
 
     mutating func askPresence(_ operation: PendingOperation.Kind, _ prompt: PresencePrompt) -> AuthenticatorOutcome {

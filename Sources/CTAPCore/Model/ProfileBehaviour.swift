@@ -84,6 +84,26 @@ package struct ProfileBehaviour: Sendable, Equatable {
         case credMgmt
     }
 
+    /// Where a non-discoverable credential's credBlob goes.
+    package enum CredBlobNonDiscoverable: String, Sendable, CaseIterable {
+        /// Nowhere: the output says `credBlob: false` (canokey-core; CTAP 2.1 §12.2 lets a key refuse).
+        case notStored
+        /// Into the credential id, sealed with the key (OpenSK, `credential_id.rs`): the id grows by one byte and
+        /// the blob, and getInfo's maxCredentialIdLength by 33.
+        case inCredentialId
+    }
+
+    /// What getNextAssertion, or a credential-management "next", does on another CTAPHID channel (or transport)
+    /// than the request that began it.
+    package enum NextFromAnotherChannel: String, Sendable, CaseIterable {
+        /// It continues: the state belongs to the key (CTAP 2.1 §6.3, §6.8 name no channel; trussed, solo 1,
+        /// canokey-core, pico-fido).
+        case continued
+        /// A request from another channel ends the state first, so the "next" is CTAP2_ERR_NOT_ALLOWED (OpenSK,
+        /// clear_old_channels).
+        case notAllowed
+    }
+
     package var pinToken: PinTokenModel
     /// In the CTAP 2.1 token model, the preview commands (0x40, 0x41) accept a getPinToken token, as FIDO_2_1_PRE
     /// platforms send it (pico-fido); false: they need the permission, as 0x0A and 0x09 always do (trussed,
@@ -102,6 +122,8 @@ package struct ProfileBehaviour: Sendable, Equatable {
     package var setPINWhenSet: SetPINWhenSetStatus
     package var saltLength: SaltLengthCheck
     package var previewCredentialManagement: PreviewCredentialManagement = .credentialMgmtPreview
+    package var credBlobNonDiscoverable: CredBlobNonDiscoverable = .notStored
+    package var nextFromAnotherChannel: NextFromAnotherChannel = .continued
 
     package init(
         pinToken: PinTokenModel = .permissions,

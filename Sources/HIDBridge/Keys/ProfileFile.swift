@@ -33,7 +33,7 @@ package struct ProfileFile {
         "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "pinProtocolForRetries", "makeCredUvNotRqd",
         "optionRules",
         "clientPinSubcommands", "unsupportedPinProtocol", "setPinWhenSet", "hmacSecretSaltLength",
-        "previewCredentialManagement",
+        "previewCredentialManagement", "credBlobNonDiscoverable", "nextFromAnotherChannel",
     ]
     static let commandNames: [String: UInt8] = [
         "makeCredential": 0x01, "getAssertion": 0x02, "getInfo": 0x04, "clientPIN": 0x06, "reset": 0x07,
@@ -234,6 +234,12 @@ extension ProfileFile {
         }
         if let v = try choice("hmacSecretSaltLength", ProfileBehaviour.SaltLengthCheck.self) {
             behaviour.saltLength = v
+        }
+        if let v = try choice("credBlobNonDiscoverable", ProfileBehaviour.CredBlobNonDiscoverable.self) {
+            behaviour.credBlobNonDiscoverable = v
+        }
+        if let v = try choice("nextFromAnotherChannel", ProfileBehaviour.NextFromAnotherChannel.self) {
+            behaviour.nextFromAnotherChannel = v
         }
     }
 }

@@ -84,6 +84,8 @@ package struct VirtualKey: Sendable {
     var waiting: PresenceWait?
     var lastTouch: Duration?
     var inFlight: (name: String, u2f: Bool, route: Route)?
+    /// Where the last CTAP2 request came from (a profile may end a getNextAssertion begun on another channel).
+    var lastCTAP2Route: Route?
     /// The control plane's faults and switches (see ``KeyControls``).
     package var controls = KeyControls()
     /// Emit ``KeyOutput/traced(_:)`` for every CTAP request and response.
@@ -334,6 +336,7 @@ package struct VirtualKey: Sendable {
         authenticator.powerCycle(now: now)
         waiting = nil
         inFlight = nil
+        lastCTAP2Route = nil
         lastTouch = nil
     }
 
@@ -386,6 +389,10 @@ package struct VirtualKey: Sendable {
         var out: [KeyOutput] = []
         inFlight = (Self.describe(command: command, payload: payload), command == .msg, route)
         authenticator.setTransport(route == .nfc ? "nfc" : "usb")
+        if command == .cbor {
+            if let last = lastCTAP2Route, last != route { authenticator.requestFromAnotherChannel() }
+            lastCTAP2Route = route
+        }
         if traceMessages {
             let channel: UInt32
             if case .hid(let id, _) = route { channel = id } else { channel = 0 }

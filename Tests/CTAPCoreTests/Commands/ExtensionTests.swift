@@ -257,6 +257,43 @@ import Testing
         #expect(none.authData.extensions == ["credBlob": .byteString([])])
     }
 
+    /// A profile that keeps a non-discoverable credential's credBlob in its id (OpenSK): stored, returned, bound to
+    /// the id (a tampered id opens for nothing), and getInfo's maxCredentialIdLength covers the longest.
+    @Test func aProfileKeepsANonDiscoverableCredentialsBlobInItsId() throws {
+        var openSKLike = KeyProfile.fidosim
+        openSKLike.behaviour.credBlobNonDiscoverable = .inCredentialId
+        var harness = try keyWithPIN(openSKLike)
+        let blob = [UInt8](repeating: 0xB1, count: 32)
+        let made = try register(&harness, rk: false, extensions: ["credBlob": .byteString(blob)])
+        #expect(made.authData.extensions == ["credBlob": true])
+        let plainId = try register(&harness, rk: false, extensions: [:]).credentialId
+        #expect(made.credentialId.count == plainId.count + 33)
+        let info = try responseMap(harness.cbor(.getInfo))
+        #expect(info[0x08]?.intValue.map { made.credentialId.count <= $0 } == true)
+        let back = try Assertion(
+            responseMap(try assert(&harness, uv: false, allowList: [made.credentialId], extensions: ["credBlob": true]))
+        )
+        #expect(back.authData.extensions == ["credBlob": .byteString(blob)])
+        // An empty blob is kept as one; a blob over 32 bytes is not kept.
+        let empty = try register(&harness, rk: false, extensions: ["credBlob": .byteString([])])
+        #expect(empty.authData.extensions == ["credBlob": true])
+        let tooLong = try register(
+            &harness,
+            rk: false,
+            extensions: ["credBlob": .byteString([UInt8](repeating: 1, count: 33))]
+        )
+        #expect(tooLong.authData.extensions == ["credBlob": false])
+        var tampered = made.credentialId
+        tampered[tampered.count - 20] ^= 1
+        #expect(status(of: try assert(&harness, uv: false, allowList: [tampered])) == .noCredentials)
+        // The default keeps none, and its ids stay as long as before.
+        var plain = try keyWithPIN()
+        let notKept = try register(&plain, rk: false, extensions: ["credBlob": .byteString(blob)])
+        #expect(notKept.authData.extensions == ["credBlob": false] && notKept.credentialId.count == plainId.count)
+        let plainInfo = try responseMap(plain.cbor(.getInfo))
+        #expect(plainInfo[0x08]?.intValue == (info[0x08]?.intValue).map { $0 - 33 })
+    }
+
     // MARK: largeBlobKey
 
     @Test func largeBlobKeyComesBackInMakeCredentialAndGetAssertion() throws {
