@@ -161,7 +161,7 @@ test: deps
 
 # The clients the VM used to drive over uhid, on this host against private hidraw keys, as the unprivileged user
 # fidosim-e2e (made when run as root): libfido2, OpenSSH with sshd, PAM, python-fido2, conform, capture, browsers.
-HOST_GROUPS ?= libfido2,ssh,python,conform,browser,pam,capture
+HOST_GROUPS ?= libfido2,ssh,python,conform,browser,pam,capture,deployed
 host-e2e: $(BUILT) e2e-deps host-e2e-deps
 	HOST_GROUPS=$(HOST_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/host-e2e.sh $(CURDIR)/$(BIN)
 
@@ -182,7 +182,8 @@ E2E_DEB := qemu-system-x86:qemu-system-x86_64 linux-image-amd64:/boot/vmlinuz-* 
 E2E_PY := 'virtme_ng=virtme-ng' 'selenium=selenium' 'websockets=websockets'
 # What the host run's clients need beyond the VM's: sshd, pam_u2f with pamtester, umockdev (the private key).
 HOST_E2E_DEB := openssh-server:/usr/sbin/sshd libpam-u2f:/usr/bin/pamu2fcfg pamtester:/usr/bin/pamtester \
-	umockdev:/usr/lib/x86_64-linux-gnu/libumockdev-preload.so.0 libumockdev0:/usr/lib/x86_64-linux-gnu/libumockdev.so.0
+	umockdev:/usr/lib/x86_64-linux-gnu/libumockdev-preload.so.0 libumockdev0:/usr/lib/x86_64-linux-gnu/libumockdev.so.0 \
+	cryptsetup-bin:/usr/sbin/cryptsetup systemd:/usr/bin/systemd-cryptenroll
 
 host-e2e-deps:
 	@missing=""; for pair in $(HOST_E2E_DEB); do [ -e $${pair#*:} ] || missing="$$missing $${pair%%:*}"; done; \

@@ -3,14 +3,30 @@
 
 libfido2's tools and ssh-keygen read the PIN from the terminal (readpassphrase), not from stdin, so a
 script cannot pipe it in. Usage: answer_pin.py PIN command [args...]; the command's output is copied to
-stdout and its exit status is returned. A prompt is a line ending in ": " that mentions "PIN".
+stdout and its exit status is returned. A prompt is a line that mentions "PIN" and ends in ": " (or, as
+systemd's ask-password prompts do, in "(press TAB for no echo)"), colours aside.
 """
 
 import os
 import pty
+import re
 import select
 import sys
+import termios
 import time
+
+
+def wait_for_no_echo(fd: int) -> None:
+    """Waits (at most 2 s) until the program has turned the terminal's echo off to read the PIN: some print the
+    prompt first and then change the terminal with TCSAFLUSH, which throws away anything typed before."""
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            if not termios.tcgetattr(fd)[3] & termios.ECHO:
+                return
+        except termios.error:
+            return
+        time.sleep(0.01)
 
 
 def main() -> int:
@@ -37,8 +53,10 @@ def main() -> int:
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
         pending = (pending + chunk)[-512:]
-        last = pending.split(b"\n")[-1]
-        if b"PIN" in last and last.rstrip().endswith(b":"):
+        # The last line without its colours (systemd's prompts are coloured and end in a hint about echo).
+        last = re.sub(rb"\x1b\[[0-9;]*m", b"", pending.split(b"\n")[-1]).rstrip()
+        if b"PIN" in last and (last.endswith(b":") or last.endswith(b"(press TAB for no echo)")):
+            wait_for_no_echo(fd)
             os.write(fd, pin + b"\n")
             answered += 1
             pending = b""

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make host-e2e: the host run (run-host.sh) as an unprivileged user, on this machine, with no uhid, no VM and no
 # root for the clients. As root it makes the user fidosim-e2e (a login shell and a home, which sshd and pam_u2f need)
-# and the PAM service fidosim-e2e, and stages the binary, the scripts and a Python library where that user reads
+# and the PAM services fidosim-e2e and fidosim-e2e-pin, and stages the binary, the scripts and a Python library where that user reads
 # them; as another user it runs as that user (the PAM group then needs /etc/pam.d/fidosim-e2e from a root run).
 #   tools/e2e/host-e2e.sh BIN          HOST_GROUPS, E2E_REPEAT
 set -euo pipefail
@@ -26,13 +26,16 @@ if [ "$(id -u)" = 0 ]; then
     printf '%s\n' "# fidosim's host run (make host-e2e): pam_u2f alone decides." \
         "auth required pam_u2f.so origin=pam://fidosim-e2e appid=pam://fidosim-e2e" \
         "account required pam_permit.so" >/etc/pam.d/fidosim-e2e
+    printf '%s\n' "# fidosim's host run (make host-e2e): pam_u2f with the PIN at every login." \
+        "auth required pam_u2f.so origin=pam://fidosim-e2e appid=pam://fidosim-e2e pinverification=1" \
+        "account required pam_permit.so" >/etc/pam.d/fidosim-e2e-pin
     chown -R "$user" "$stage/results" "$stage/repo/.build"
     run=(runuser -u "$user" --)
 fi
 start=$(date +%s)
 set +e
 "${run[@]}" env -i PATH=/usr/local/bin:/usr/bin:/bin TMPDIR=/tmp LANG=C.UTF-8 PYTHON=/usr/bin/python3 \
-    PYTHONPATH="$stage/pylib" HOST_GROUPS="${HOST_GROUPS:-libfido2,ssh,python,conform,browser,pam,capture}" \
+    PYTHONPATH="$stage/pylib" HOST_GROUPS="${HOST_GROUPS:-libfido2,ssh,python,conform,browser,pam,capture,deployed}" \
     E2E_REPEAT="${E2E_REPEAT:-1}" DEVICE_SUITE_CACHE="$stage/repo/.build/device-suite" \
     bash "$stage/repo/tools/e2e/run-host.sh" "$stage/fidosim" "$stage/results" "$stage/repo"
 set -e

@@ -13,7 +13,7 @@ repo=$3
 results=$out
 python=${PYTHON:-python3}
 pin() { "$python" "$repo/tools/e2e/answer_pin.py" 1234 "$@"; } # runs a command, typing PIN 1234 at its prompts
-groups=${HOST_GROUPS:-libfido2,ssh,python,conform,browser,pam,capture}
+groups=${HOST_GROUPS:-libfido2,ssh,python,conform,browser,pam,capture,deployed}
 want() { [[ ",$groups," == *",$1,"* ]]; }
 rounds=${E2E_REPEAT:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "E2E_REPEAT must be a positive number, not '$rounds'"; rounds=1; }
@@ -30,6 +30,7 @@ run_round() {
     e2e_libfido2
     e2e_ssh
     e2e_pam
+    e2e_deployed
     e2e_capture
     e2e_browser
     join_lane second

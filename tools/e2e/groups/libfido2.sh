@@ -1,20 +1,7 @@
 # The VM run's first group: the uhid device and libfido2's tools against it. Sourced by inside-vm.sh;
 # e2e_libfido2 runs it in the current round.
 
-e2e_libfido2() {
-# --- the device ---------------------------------------------------------------------------------
-group
-gate start-key start_key e2e-libfido2 --name libfido2
-if [ "$key_transport" = uhid ]; then
-step auto-transport-picks-uhid grep -q "using uhid" "$out/serve-e2e-libfido2.log"
-step approve-on-uhid-warns grep -q "warning: presence approve after 0.2 seconds on uhid: any local program" \
-    "$out/serve-e2e-libfido2.log"
-fi
-step fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$DEV: vendor=0x1209, product=0xf1d0'"
-step fido2-token-info bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
-
-# --- libfido2 tools: make and verify credentials, assertions ----------------------------------
-if want libfido2; then
+# libfido2's tools on the key $DEV (the deployed group uses them too).
 cdh() { head -c 32 /dev/urandom | base64; }
 make_cred() { # $1 name, extra args for fido2-cred -M; $wrap runs fido2-cred -M (pin: answering the PIN prompt)
     local name=$1; shift
@@ -37,13 +24,6 @@ assert_discoverable() { # no allow list: the key picks the discoverable credenti
     fido2-assert -G -r -i rk.ain -o rk.assert "$DEV" &&
         fido2-assert -V -i rk.assert rk.pub es256
 }
-step fido2-cred-make-verify make_cred plain
-step fido2-assert-get-verify assert_cred plain
-if [ "$smoke" = 0 ]; then
-step fido2-cred-discoverable make_cred rk -r
-step fido2-assert-discoverable assert_discoverable
-
-# With a PIN: set it, then PIN-protected discoverable credentials, hmac-secret, credential management.
 assert_hmac() { # two assertions with the same salt give the same hmac-secret output
     local id salt
     id=$(sed -n 5p pinrk.cred)
@@ -71,6 +51,28 @@ delete_cred() { # after deleting it, the key no longer lists it and no longer si
     if assert_cred pinrk; then echo "still signs"; return 1; fi
     return 0
 }
+
+e2e_libfido2() {
+# --- the device ---------------------------------------------------------------------------------
+group
+gate start-key start_key e2e-libfido2 --name libfido2
+if [ "$key_transport" = uhid ]; then
+step auto-transport-picks-uhid grep -q "using uhid" "$out/serve-e2e-libfido2.log"
+step approve-on-uhid-warns grep -q "warning: presence approve after 0.2 seconds on uhid: any local program" \
+    "$out/serve-e2e-libfido2.log"
+fi
+step fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$DEV: vendor=0x1209, product=0xf1d0'"
+step fido2-token-info bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -q 'version strings: U2F_V2, FIDO_2_0, FIDO_2_1_PRE, FIDO_2_1'"
+
+# --- libfido2 tools: make and verify credentials, assertions ----------------------------------
+if want libfido2; then
+step fido2-cred-make-verify make_cred plain
+step fido2-assert-get-verify assert_cred plain
+if [ "$smoke" = 0 ]; then
+step fido2-cred-discoverable make_cred rk -r
+step fido2-assert-discoverable assert_discoverable
+
+# With a PIN: set it, then PIN-protected discoverable credentials, hmac-secret, credential management.
 step fido2-token-set-pin pin fido2-token -S "$DEV"
 step fido2-token-info-pin bash -c "fido2-token -I $DEV | tee /dev/stderr | grep -qw clientPin && fido2-token -I $DEV | grep -q 'pin retries: 8'"
 step fido2-token-change-pin pin fido2-token -C "$DEV"

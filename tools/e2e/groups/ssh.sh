@@ -1,11 +1,6 @@
 # The VM run's ssh group: OpenSSH with FIDO keys. Sourced by inside-vm.sh; e2e_ssh runs it in the current round.
 
-e2e_ssh() {
-# --- OpenSSH: FIDO keys, signatures verified by ssh-keygen ---------------------------------------
-# After the second lane: ssh-keygen's middleware sends requests to every FIDO device it finds.
-if want ssh; then
-group
-gate start-key-ssh start_key e2e-ssh --name ssh
+# OpenSSH with the key (the deployed group uses these too).
 ssh_sign_verify() { # $1 key file
     echo "a message for $1" >"$1.msg"
     ssh-keygen -Y sign -f "$1" -n file "$1.msg" &&
@@ -39,6 +34,13 @@ ssh_login() { # a login to a real sshd on loopback with the FIDO key file $1 (ss
     cat "$dir/sshd.log"
     [ $rc = 0 ] && grep -q "Accepted publickey for $(id -un) from 127.0.0.1 .* ECDSA-SK" "$dir/sshd.log"
 }
+
+e2e_ssh() {
+# --- OpenSSH: FIDO keys, signatures verified by ssh-keygen ---------------------------------------
+# After the second lane: ssh-keygen's middleware sends requests to every FIDO device it finds.
+if want ssh; then
+group
+gate start-key-ssh start_key e2e-ssh --name ssh
 step ssh-keygen-ecdsa-sk ssh-keygen -t ecdsa-sk -f id_ecdsa_sk -N "" -C e2e
 step ssh-sign-verify-ecdsa-sk ssh_sign_verify id_ecdsa_sk
 if [ "$smoke" = 0 ]; then
