@@ -18,7 +18,7 @@ rounds=${E2E_REPEAT:-1}
 smoke=1
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "E2E_REPEAT must be a positive number, not '$rounds'"; rounds=1; }
 results=$out
-# step, gate, group, cleanup, step_retry and the counters: tools/e2e/steps.sh (tested on the host by test_steps.sh).
+# step, gate, group, cleanup and the counters: tools/e2e/steps.sh (tested on the host by test_steps.sh).
 source "$repo/tools/e2e/steps.sh"
 
 # The device lifecycle and lanes, then one file per group (each read now, whole, like this block).

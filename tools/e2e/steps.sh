@@ -53,16 +53,3 @@ cleanup() {
     step "$@"
 }
 
-# A browser step gets one retry: a headless browser under TCG emulation sometimes takes longer to start than
-# its own timeout allows. A step that passes only on the retry says so, and its first log is kept.
-step_retry() {
-    local name=$1
-    [ -n "$blocked" ] && { step "$@"; return; }
-    if step "$name" "${@:2}"; then return 0; fi
-    mv "$out/$name.log" "$out/$name.first-try.log"
-    fail=$((fail - 1))
-    unset 'failed[-1]'
-    echo "      retrying $name once"
-    step "$name" "${@:2}"
-}
-

@@ -49,14 +49,3 @@ step one false
 step two true
 """, tmp_path)
     assert counts == {"pass": "1", "fail": "1", "skip": "0", "failed": "one"}
-
-
-def test_a_retried_step_counts_once(tmp_path):
-    output, counts = run("""
-group
-rm -f flag
-step_retry flaky bash -c '[ -e flag ] || { touch flag; exit 1; }'
-""", tmp_path)
-    assert counts == {"pass": "1", "fail": "0", "skip": "0", "failed": ""}
-    assert "retrying flaky once" in output
-    assert (tmp_path / "flaky.first-try.log").exists()
