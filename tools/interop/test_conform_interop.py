@@ -142,7 +142,7 @@ for _observed in PROFILE_OBSERVATIONS.values():
 PROFILE_OBSERVATIONS["solo1"] = [
     "getPINRetries without a PIN: the count",
     "setPIN on a key with a PIN: CTAP2_ERR_NOT_ALLOWED (the text gives CTAP2_ERR_PIN_AUTH_INVALID)",
-    "an unknown clientPIN subcommand: 0x02 CTAP1_ERR_INVALID_PARAMETER",
+    "an unknown clientPIN subcommand: 0x7f CTAP1_ERR_OTHER",
     "getPinToken twice on a FIDO_2_1_PRE key: the same token",
 ]
 # What a profile fails as the key it imitates does: Solo 1 answers INVALID_OPTION to any explicit up in

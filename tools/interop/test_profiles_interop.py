@@ -148,10 +148,22 @@ def test_solo1_names_credential_management_credMgmt_and_serves_it_as_solo_1_does
     assert CredentialManagement.is_supported(info)
     pin = ClientPin(ctap2)
     pin.set_pin("12345678")
-    # Solo's choices: setPIN again is NOT_ALLOWED, getPINRetries without pinProtocol is refused.
-    expect_ctap_error(CtapError.ERR.NOT_ALLOWED, pin.set_pin, "87654321")
-    expect_ctap_error(CtapError.ERR.MISSING_PARAMETER, ctap2.client_pin, None, 1)
     token = pin.get_pin_token("12345678")
+    # With nothing stored, every credential-management subcommand but metadata answers success with no data
+    # (python-fido2's enumerate_rps, written against the CTAP text, cannot read that).
+    credman = CredentialManagement(ctap2, pin.protocol, token)
+    assert credman.get_metadata()[CredentialManagement.RESULT.EXISTING_CRED_COUNT] == 0
+    assert credman.enumerate_rps_begin() == {}
+    with pytest.raises(KeyError):
+        credman.enumerate_rps()
+    assert ctap2.send_cbor(0x0A, {1: 3}) == {}  # enumerateRPsGetNextRP
+    # Solo's choices: setPIN again is NOT_ALLOWED; a clientPIN request without PIN protocol 1, or with an unknown
+    # subcommand, is CTAP1_ERR_OTHER.
+    expect_ctap_error(CtapError.ERR.NOT_ALLOWED, pin.set_pin, "87654321")
+    expect_ctap_error(CtapError.ERR.OTHER, ctap2.client_pin, None, 1)
+    expect_ctap_error(CtapError.ERR.OTHER, ctap2.client_pin, 2, 1)
+    expect_ctap_error(CtapError.ERR.OTHER, ctap2.client_pin, 1, 9)
+    assert ctap2.client_pin(1, 1)[3] == 8
     assert pin.get_pin_token("12345678") == token  # one pinToken per power-up
     for rp, name in [(RP, "a"), (RP, "b"), ({"id": "other.example"}, "c")]:
         assert _mc(ctap2, token, rp=rp, name=name, options={"rk": True}).auth_data.is_user_verified()

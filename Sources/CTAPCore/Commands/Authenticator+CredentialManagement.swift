@@ -40,7 +40,14 @@ extension Authenticator {
             credentialEnumeration = nil
             throw CTAPError(.invalidSubcommand, "unknown credential management subcommand \(number)")
         }
+        let emptySuccess =
+            configuration.profile.behaviour.credentialManagementWhenEmpty == .emptySuccess
+            && storage.discoverableCount == 0 && subcommand != .getCredsMetadata
         switch subcommand {
+        case _ where emptySuccess && (subcommand == .enumerateRPsGetNextRP
+            || subcommand == .enumerateCredentialsGetNextCredential):
+            credentialEnumeration = nil
+            return .response([CTAPStatus.ok.rawValue])
         case .enumerateRPsGetNextRP:
             return .response(Self.success(.map(try nextRelyingParty())))
         case .enumerateCredentialsGetNextCredential:
@@ -74,6 +81,8 @@ extension Authenticator {
             }
             boundRP = previewToken ? nil : pinUv.token.rpId
         }
+        // A profile's key with nothing stored answers success with no data (solo 1).
+        if emptySuccess { return .response([CTAPStatus.ok.rawValue]) }
 
         switch subcommand {
         case .getCredsMetadata:

@@ -104,6 +104,26 @@ package struct ProfileBehaviour: Sendable, Equatable {
         case notAllowed
     }
 
+    /// The errors of clientPIN for a request the key cannot take.
+    package enum ClientPINErrors: String, Sendable, CaseIterable {
+        /// Each its CTAP code: a missing pinUvAuthProtocol is CTAP2_ERR_MISSING_PARAMETER where needed, an unknown
+        /// one ``unsupportedProtocol``, an unknown subcommand CTAP2_ERR_INVALID_SUBCOMMAND (CTAP1_ERR_INVALID_PARAMETER
+        /// before CTAP 2.1).
+        case ctap
+        /// CTAP1_ERR_OTHER (0x7F) for a request whose pinUvAuthProtocol is missing or not the key's, or whose
+        /// subcommand is unknown, whatever the subcommand (solo 1, `fido2/ctap.c`, ctap_client_pin).
+        case other
+    }
+
+    /// What credential management answers on a key with no discoverable credential.
+    package enum CredentialManagementWhenEmpty: String, Sendable, CaseIterable {
+        /// CTAP2_ERR_NO_CREDENTIALS where there is nothing to enumerate or delete (CTAP 2.1 §6.8).
+        case noCredentials
+        /// Success with no data for every subcommand but getCredsMetadata, once the token is checked (solo 1,
+        /// ctap_cred_mgmt: "No resident keys" returns 0).
+        case emptySuccess
+    }
+
     package var pinToken: PinTokenModel
     /// In the CTAP 2.1 token model, the preview commands (0x40, 0x41) accept a getPinToken token, as FIDO_2_1_PRE
     /// platforms send it (pico-fido); false: they need the permission, as 0x0A and 0x09 always do (trussed,
@@ -124,6 +144,8 @@ package struct ProfileBehaviour: Sendable, Equatable {
     package var previewCredentialManagement: PreviewCredentialManagement = .credentialMgmtPreview
     package var credBlobNonDiscoverable: CredBlobNonDiscoverable = .notStored
     package var nextFromAnotherChannel: NextFromAnotherChannel = .continued
+    package var clientPINErrors: ClientPINErrors = .ctap
+    package var credentialManagementWhenEmpty: CredentialManagementWhenEmpty = .noCredentials
 
     package init(
         pinToken: PinTokenModel = .permissions,

@@ -40,6 +40,14 @@ extension Authenticator {
             throw CTAPError(.missingParameter, "subCommand missing")
         }
         let protocolNumber = try params.int(0x01, "pinUvAuthProtocol")
+        let behaviour = configuration.profile.behaviour
+        if behaviour.clientPINErrors == .other {
+            // One answer for what the key cannot take: no protocol or not its own, an unknown subcommand.
+            let known = ClientPINSubcommand(rawValue: raw) != nil && behaviour.clientPINSubcommands.contains(raw)
+            guard let protocolNumber, configuration.profile.pinUvAuthProtocols.contains(protocolNumber), known else {
+                throw CTAPError(.other, "clientPIN: no or an unknown pinUvAuthProtocol, or an unknown subcommand")
+            }
+        }
         let proto = try protocolNumber.map { (n) throws(CTAPError) in try pinProtocol(n) }
         // Type-check every member the request carries before acting on any.
         let keyAgreement = params.value(0x03)
@@ -48,7 +56,6 @@ extension Authenticator {
         let pinHashEnc = try params.bytes(0x06, "pinHashEnc")
         let permissions = try params.int(0x09, "permissions")
         let rpId = try params.text(0x0A, "rpId")
-        let behaviour = configuration.profile.behaviour
         guard let subcommand = ClientPINSubcommand(rawValue: raw), behaviour.clientPINSubcommands.contains(raw) else {
             // CTAP2_ERR_INVALID_SUBCOMMAND is a CTAP 2.1 code; before it, CTAP1_ERR_INVALID_PARAMETER.
             throw CTAPError(

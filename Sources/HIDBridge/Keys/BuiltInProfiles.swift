@@ -61,7 +61,7 @@ extension ProfileFile {
         {
           "name": "solo1",
           "attestation": "shared-batch",
-          "description": "A Solo 1 key (SoloKeys, firmware 4; the FIDO_2_1_PRE generation, fido2/ctap.c): U2F, FIDO_2_0 and FIDO_2_1_PRE, credential management named credMgmt and served on 0x0A and 0x41 alike, PIN protocol 1 with one pinToken per power-up (no permissions), clientPIN subcommands 1 to 5, credProtect and hmac-secret, ES256, 50 discoverable credentials, 1200-byte messages, 20 credentials per list, its AAGUID, and Solo's choices: setPIN on a key with a PIN is NOT_ALLOWED, an hmac-secret salt of the wrong size is INVALID_LENGTH before anything else, getPINRetries needs pinProtocol, up in makeCredential is INVALID_OPTION.",
+          "description": "A Solo 1 key (SoloKeys, firmware 4; the FIDO_2_1_PRE generation, fido2/ctap.c): U2F, FIDO_2_0 and FIDO_2_1_PRE, credential management named credMgmt and served on 0x0A and 0x41 alike, PIN protocol 1 with one pinToken per power-up (no permissions), clientPIN subcommands 1 to 5, credProtect and hmac-secret, ES256, 50 discoverable credentials, 1200-byte messages, 20 credentials per list, its AAGUID, and Solo's choices: setPIN on a key with a PIN is NOT_ALLOWED, an hmac-secret salt of the wrong size is INVALID_LENGTH before anything else, a clientPIN request without PIN protocol 1 or with an unknown subcommand is CTAP1_ERR_OTHER, credential management on a key with no discoverable credential answers success with no data, up in makeCredential is INVALID_OPTION.",
           "versions": ["U2F_V2", "FIDO_2_0", "FIDO_2_1_PRE"],
           "extensions": ["credProtect", "hmac-secret"],
           "pinUvAuthProtocols": [1],
@@ -70,7 +70,7 @@ extension ProfileFile {
           "maxMsgSize": 1200,
           "maxCredentialCountInList": 20,
           "aaguid": "8876631b-d4a0-427f-5773-0ec71c9e0279",
-          "behaviour": {"pinToken": "powerUp", "previewCredentialManagement": "credMgmt", "makeCredUvNotRqd": false, "optionRules": "ctap2.0", "clientPinSubcommands": [1, 2, 3, 4, 5], "setPinWhenSet": "notAllowed", "hmacSecretSaltLength": "onTheWire", "pinProtocolForRetries": "required"}
+          "behaviour": {"pinToken": "powerUp", "previewCredentialManagement": "credMgmt", "makeCredUvNotRqd": false, "optionRules": "ctap2.0", "clientPinSubcommands": [1, 2, 3, 4, 5], "setPinWhenSet": "notAllowed", "hmacSecretSaltLength": "onTheWire", "pinProtocolForRetries": "required", "clientPinErrors": "other", "credentialManagementWhenEmpty": "emptySuccess"}
         }
         """#,
         "tiny-storage": #"""

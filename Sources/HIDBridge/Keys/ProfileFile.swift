@@ -33,7 +33,8 @@ package struct ProfileFile {
         "pinToken", "previewAcceptsPinToken", "pinRetriesWithoutPin", "pinProtocolForRetries", "makeCredUvNotRqd",
         "optionRules",
         "clientPinSubcommands", "unsupportedPinProtocol", "setPinWhenSet", "hmacSecretSaltLength",
-        "previewCredentialManagement", "credBlobNonDiscoverable", "nextFromAnotherChannel",
+        "previewCredentialManagement", "credBlobNonDiscoverable", "nextFromAnotherChannel", "clientPinErrors",
+        "credentialManagementWhenEmpty",
     ]
     static let commandNames: [String: UInt8] = [
         "makeCredential": 0x01, "getAssertion": 0x02, "getInfo": 0x04, "clientPIN": 0x06, "reset": 0x07,
@@ -240,6 +241,12 @@ extension ProfileFile {
         }
         if let v = try choice("nextFromAnotherChannel", ProfileBehaviour.NextFromAnotherChannel.self) {
             behaviour.nextFromAnotherChannel = v
+        }
+        if let v = try choice("clientPinErrors", ProfileBehaviour.ClientPINErrors.self) {
+            behaviour.clientPINErrors = v
+        }
+        if let v = try choice("credentialManagementWhenEmpty", ProfileBehaviour.CredentialManagementWhenEmpty.self) {
+            behaviour.credentialManagementWhenEmpty = v
         }
     }
 }

@@ -212,6 +212,48 @@ import Testing
 
     // MARK: Choices
 
+    /// Solo 1's clientPIN: no PIN protocol, another than its own, or an unknown subcommand is CTAP1_ERR_OTHER.
+    @Test func clientPINErrorsAsSoloAnswersThem() throws {
+        var solo = Self.ctap20
+        solo.behaviour.clientPINErrors = .other
+        var h = try harness(solo, pin: nil)
+        #expect(status(of: h.cbor(.clientPIN, [2: 1])) == .other)
+        #expect(status(of: h.cbor(.clientPIN, [1: 2, 2: 1])) == .other)
+        #expect(status(of: h.cbor(.clientPIN, [1: 1, 2: 9])) == .other)
+        #expect(status(of: h.cbor(.clientPIN, [1: 1, 2: 0])) == .other)
+        #expect(status(of: h.cbor(.clientPIN, [1: 1, 2: 1])) == .ok)
+        // CTAP's codes otherwise.
+        var c = try harness(Self.ctap20, pin: nil)
+        #expect(status(of: c.cbor(.clientPIN, [2: 1])) == .missingParameter)
+        #expect(status(of: c.cbor(.clientPIN, [1: 1, 2: 9])) == .invalidParameter)
+    }
+
+    /// Solo 1's credential management with nothing stored: success with no data, metadata aside; once a
+    /// credential is there, as CTAP says.
+    @Test func credentialManagementWhenEmptyAsSoloAnswersIt() throws {
+        var solo = Self.ctap21pre
+        solo.behaviour.previewCredentialManagement = .credMgmt
+        solo.behaviour.credentialManagementWhenEmpty = .emptySuccess
+        var h = try harness(solo)
+        let token = try h.token("1234", permissions: nil, version: 1)
+        let begin: [CBORValue: CBORValue] = [
+            1: 2, 3: CBORValue(token.version), 4: .byteString(token.authenticate([0x02])),
+        ]
+        #expect(h.cbor(.credentialManagement, begin) == .response([0x00]))
+        #expect(h.cbor(.credentialManagement, [1: 3]) == .response([0x00]))
+        #expect(credentialManagement(&h, .credentialManagement, token) == .ok)
+        // A bad token is still refused first.
+        let bad: [CBORValue: CBORValue] = [1: 2, 3: 1, 4: .byteString([UInt8](repeating: 0, count: 16))]
+        #expect(status(of: h.cbor(.credentialManagement, bad)) == .pinAuthInvalid)
+        var plain = try harness(Self.ctap21pre)
+        let plainToken = try plain.token("1234", permissions: nil, version: 1)
+        let plainBegin: [CBORValue: CBORValue] = [
+            1: 2, 3: CBORValue(plainToken.version), 4: .byteString(plainToken.authenticate([0x02])),
+        ]
+        #expect(status(of: plain.cbor(.credentialManagementPreview, plainBegin)) == .noCredentials)
+    }
+
+
     @Test func getPINRetriesWithoutAPIN() throws {
         var d = try harness(.fidosim, pin: nil)
         #expect(try d.pinRetries().retries == 8)
