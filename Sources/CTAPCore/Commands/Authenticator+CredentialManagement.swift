@@ -43,11 +43,14 @@ extension Authenticator {
         let emptySuccess =
             configuration.profile.behaviour.credentialManagementWhenEmpty == .emptySuccess
             && storage.discoverableCount == 0 && subcommand != .getCredsMetadata
-        switch subcommand {
-        case _ where emptySuccess && (subcommand == .enumerateRPsGetNextRP
-            || subcommand == .enumerateCredentialsGetNextCredential):
+        let next: Set<CredentialManagementSubcommand> = [
+            .enumerateRPsGetNextRP, .enumerateCredentialsGetNextCredential,
+        ]
+        if emptySuccess && next.contains(subcommand) {
             credentialEnumeration = nil
             return .response([CTAPStatus.ok.rawValue])
+        }
+        switch subcommand {
         case .enumerateRPsGetNextRP:
             return .response(Self.success(.map(try nextRelyingParty())))
         case .enumerateCredentialsGetNextCredential:

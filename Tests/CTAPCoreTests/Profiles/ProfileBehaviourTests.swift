@@ -253,7 +253,6 @@ import Testing
         #expect(status(of: plain.cbor(.credentialManagementPreview, plainBegin)) == .noCredentials)
     }
 
-
     @Test func getPINRetriesWithoutAPIN() throws {
         var d = try harness(.fidosim, pin: nil)
         #expect(try d.pinRetries().retries == 8)
