@@ -144,7 +144,7 @@ def test_solo1_names_credential_management_credMgmt_and_serves_it_as_solo_1_does
     assert info.aaguid == bytes.fromhex("8876631bd4a0427f57730ec71c9e0279")
     assert info.options == {"rk": True, "up": True, "plat": False, "clientPin": False, "credMgmt": True}
     assert info.extensions == ["credProtect", "hmac-secret"] and info.pin_uv_protocols == [1]
-    assert info.max_msg_size == 1200 and info.max_creds_in_list == 20
+    assert info.max_msg_size == 1200 and info.max_creds_in_list == 20 and info.max_cred_id_length == 128
     assert CredentialManagement.is_supported(info)
     pin = ClientPin(ctap2)
     pin.set_pin("12345678")

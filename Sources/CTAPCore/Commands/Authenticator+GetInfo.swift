@@ -142,14 +142,11 @@ extension Authenticator {
         }
     }
 
-    /// maxCredentialIdLength: the longest id of the profile's algorithms (``CredentialID``); 63 with ES256 and
-    /// EdDSA only, as before fidosim had others. Imported credentials may keep longer ids of their own.
+    /// maxCredentialIdLength: the longest id of the profile's algorithms (``CredentialID``; 63 with ES256 and EdDSA
+    /// only, as before fidosim had others), or the profile's larger figure (the key it imitates says so). Imported
+    /// credentials may keep longer ids of their own.
     var maxCredentialIdLength: Int {
-        let longestKey =
-            configuration.profile.algorithms.map(CredentialID.length).max() ?? CredentialID.length(.es256)
-        // A credBlob kept in the id: its length byte and the longest blob.
-        let inId = configuration.profile.behaviour.credBlobNonDiscoverable == .inCredentialId
-        return longestKey + (inId ? 1 + maxCredBlobLength : 0)
+        max(configuration.profile.longestCredentialId, configuration.profile.maxCredentialIdLength ?? 0)
     }
 
     /// The device identifier: 16 bytes from the device secret, so stable across power cycles and new after reset.

@@ -19,6 +19,9 @@ package struct KeyProfile: Sendable, Equatable {
     package var algorithms: [CredentialAlgorithm]
     /// getInfo maxCredentialCountInList: longer allow and exclude lists are refused with CTAP2_ERR_LIMIT_EXCEEDED.
     package var maxCredentialCountInList: Int
+    /// getInfo maxCredentialIdLength when the imitated key says more than the length of fidosim's own ids (solo 1
+    /// says 128); nil: the longest id this profile makes.
+    package var maxCredentialIdLength: Int?
     /// A quirk of some keys: the user's displayName is not stored with a discoverable credential.
     package var dropsDisplayName: Bool
     /// Quirk: these CTAP2 command bytes always answer the given status byte.
@@ -92,6 +95,12 @@ package struct KeyProfile: Sendable, Equatable {
     }
 
     /// Why a profile is not consistent, or nil.
+    /// The longest credential id this profile makes (``CredentialID``; a credBlob kept in the id adds 33 bytes).
+    var longestCredentialId: Int {
+        let longestKey = algorithms.map(CredentialID.length).max() ?? CredentialID.length(.es256)
+        return longestKey + (behaviour.credBlobNonDiscoverable == .inCredentialId ? 1 + maxCredBlobLength : 0)
+    }
+
     package var problem: String? {
         if versions.isEmpty { return "no versions" }
         if let unknown = versions.first(where: { !Self.allVersions.contains($0) }) {
@@ -105,6 +114,12 @@ package struct KeyProfile: Sendable, Equatable {
         if speaksCTAP2 && !ctap21 && pinUvAuthProtocols.contains(2) { return "PIN/UV auth protocol 2 needs FIDO_2_1" }
         if algorithms.isEmpty { return "no algorithms" }
         if !(1...64).contains(maxCredentialCountInList) { return "maxCredentialCountInList must be 1 to 64" }
+        if let length = maxCredentialIdLength {
+            let longest = longestCredentialId
+            guard (longest...1024).contains(length) else {
+                return "maxCredentialIdLength must be \(longest) to 1024: this profile's ids are up to \(longest) bytes"
+            }
+        }
         return behaviour.problem(versions: versions)
     }
 }

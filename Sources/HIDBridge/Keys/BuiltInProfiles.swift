@@ -68,6 +68,7 @@ extension ProfileFile {
           "algorithms": ["ES256"],
           "maxResidentCredentials": 50,
           "maxMsgSize": 1200,
+          "maxCredentialIdLength": 128,
           "maxCredentialCountInList": 20,
           "aaguid": "8876631b-d4a0-427f-5773-0ec71c9e0279",
           "behaviour": {"pinToken": "powerUp", "previewCredentialManagement": "credMgmt", "makeCredUvNotRqd": false, "optionRules": "ctap2.0", "clientPinSubcommands": [1, 2, 3, 4, 5], "setPinWhenSet": "notAllowed", "hmacSecretSaltLength": "onTheWire", "pinProtocolForRetries": "required", "clientPinErrors": "other", "credentialManagementWhenEmpty": "emptySuccess"}

@@ -26,7 +26,8 @@ package struct ProfileFile {
 
     static let members: Set<String> = [
         "name", "description", "versions", "extensions", "pinUvAuthProtocols", "algorithms",
-        "maxCredentialCountInList", "maxResidentCredentials", "maxMsgSize", "alwaysUv", "aaguid", "quirks",
+        "maxCredentialCountInList", "maxCredentialIdLength", "maxResidentCredentials", "maxMsgSize", "alwaysUv",
+        "aaguid", "quirks",
         "behaviour", "backupEligible", "backupState", "capture", "attestation",
     ]
     static let behaviourMembers: Set<String> = [
@@ -125,6 +126,7 @@ package struct ProfileFile {
             }
         }
         if let n = try integer("maxCredentialCountInList", 1...64) { profile.maxCredentialCountInList = n }
+        if let n = try integer("maxCredentialIdLength", 16...1024) { profile.maxCredentialIdLength = n }
         if let value = fields["quirks"] {
             guard case .object(let quirks) = value else { throw KeySetupError("\"quirks\" must be an object") }
             for key in quirks.keys.sorted()

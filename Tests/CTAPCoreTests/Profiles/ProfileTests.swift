@@ -90,4 +90,17 @@ import Testing
         #expect(KeyProfile.fidosim.problem == nil)
         #expect(KeyProfile(versions: ["FIDO_2_1"]).problem != nil)
     }
+
+    /// A profile may say a larger maxCredentialIdLength than its ids need (solo 1 says 128), never a smaller one.
+    @Test func maxCredentialIdLengthFromTheProfile() throws {
+        var solo = KeyProfile(name: "solo", algorithms: [.es256])
+        solo.maxCredentialIdLength = 128
+        #expect(solo.problem == nil)
+        var h = try harness(solo)
+        #expect(try responseMap(h.cbor(.getInfo))[8] == 128)
+        var plain = try Harness()
+        #expect(try responseMap(plain.cbor(.getInfo))[8] != 128)
+        solo.maxCredentialIdLength = 62
+        #expect(solo.problem?.contains("63 to 1024") == true)
+    }
 }
