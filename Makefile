@@ -26,7 +26,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsc
 # pyscard (python-fido2's PC/SC device) builds with swig against libpcsclite-dev.
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard'
 
-.PHONY: help deps venv host-e2e test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures clean
+.PHONY: help deps venv architecture-map host-e2e test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -112,6 +112,10 @@ run: build
 
 # The house style (.swift-format, the toolchain's swift-format): a line over 120 columns or a rule broken fails.
 FORMATTED := Sources Tests Package.swift tools/fuzz
+# The map (docs/architecture.md) against Package.swift and the sources' imports, and the check's own tests.
+architecture-map: $(if $(STAGED),,venv)
+	$(VENV_PY) -m pytest -q -p no:cacheprovider tools/architecture
+
 format-lint: deps
 	$(SWIFT) format lint --strict --recursive $(FORMATTED)
 

@@ -119,8 +119,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "VirtualKey",
+            dependencies: [
+                "CTAPCBOR", "CTAPHID", "CTAPNFC", "CTAPCore", "ControlProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "HIDBridge",
             dependencies: [
+                "VirtualKey",
                 "CTAPCBOR", "CTAPHID", "CTAPNFC", "USBIP", "CTAPCore", "CUHID", "CUMockdev", "CDatagrams",
                 "CProcessControl",
                 "Console",
@@ -140,7 +149,7 @@ let package = Package(
                 "FlashStore",
                 "FIDOClient",
                 "HIDAPIDevice",
-                "HIDBridge",
+                "HIDBridge", "VirtualKey",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -148,7 +157,7 @@ let package = Package(
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "Benchmark", "HIDBridge", "CTAPCore", "CTAPCBOR", "Console", "FlashImage", "FlashStore",
+                "Benchmark", "HIDBridge", "VirtualKey", "CTAPCore", "CTAPCBOR", "Console", "FlashImage", "FlashStore",
                 "ControlProtocol",
                 "Attestation",
                 "FIDOClient", "Conformance", "CProcessControl", "ControlClient", "HIDAPIDevice",
@@ -211,7 +220,7 @@ let package = Package(
         .testTarget(
             name: "HIDBridgeTests",
             dependencies: [
-                "HIDBridge", "CTAPHID", "CTAPNFC", "CTAPCore", "CTAPCoreTesting", "ControlProtocol",
+                "HIDBridge", "VirtualKey", "CTAPHID", "CTAPNFC", "CTAPCore", "CTAPCoreTesting", "ControlProtocol",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

@@ -48,6 +48,7 @@ lane() {
 stage "format lint" make --no-print-directory format-lint
 stage "build (debug, with tests)" bash -c 'swift build --build-tests && swift build --product fidosim'
 stage "venv" make --no-print-directory venv
+stage "architecture map" make --no-print-directory STAGED=1 architecture-map
 stage "swift tests + fuzz smoke" make --no-print-directory STAGED=1 unit-test-and-fuzz-smoke
 
 t0=$(date +%s)

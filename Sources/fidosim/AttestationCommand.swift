@@ -5,6 +5,7 @@ import Console
 import ControlClient
 import ControlProtocol
 import HIDBridge
+import VirtualKey
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process

@@ -3,6 +3,7 @@ import CTAPCore
 import Console
 import ControlProtocol
 import HIDBridge
+import VirtualKey
 
 @main
 struct Fidosim: ParsableCommand {

@@ -5,6 +5,7 @@ import ControlProtocol
 import FIDOClient
 import HIDAPIDevice
 import HIDBridge
+import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

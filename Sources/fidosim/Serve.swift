@@ -4,6 +4,7 @@ import ControlProtocol
 import HIDAPIDevice
 import HIDBridge
 import Logging
+import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

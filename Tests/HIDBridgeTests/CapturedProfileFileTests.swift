@@ -4,6 +4,7 @@ import ControlProtocol
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 @Suite struct CapturedProfileFileTests {
     /// A capture as `fidosim profile capture` writes it, of an imagined key.

@@ -2,6 +2,7 @@ import Logging
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

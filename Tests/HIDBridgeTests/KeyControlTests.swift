@@ -6,6 +6,7 @@ import Crypto
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 extension KeyHarness {
     /// Runs a control command and returns its result (the test fails on an error).

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 /// A ``KeySlot`` driven with a mock clock: transport events, ticks and control commands in, effects out.
 struct SlotHarness {

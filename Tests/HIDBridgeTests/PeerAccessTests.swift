@@ -1,6 +1,7 @@
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 @Suite struct PeerAccessTests {
     let access = PeerAccess(owner: 1000)

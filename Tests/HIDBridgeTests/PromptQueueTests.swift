@@ -2,6 +2,7 @@ import CTAPCore
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 @Suite struct PromptQueueTests {
     let makeCredential = PresencePrompt(command: "makeCredential", rpId: "example.com", userName: "bob")

@@ -4,6 +4,7 @@ import CTAPHID
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 /// One key plugged into two hosts (`serve --transport uhid --transport usbip`): a CTAPHID machine per host, one
 /// authenticator behind them.

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 @Suite struct UDPRouterTests {
     let a = UDPPeer(address: 0x7F00_0001, port: 40001)

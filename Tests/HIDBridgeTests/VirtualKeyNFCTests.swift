@@ -6,6 +6,7 @@ import CTAPNFC
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 /// A key that is a card (NFC only), or a card and a HID device, driven by APDUs and time.
 struct CardHarness {

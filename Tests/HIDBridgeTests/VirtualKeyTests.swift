@@ -5,6 +5,7 @@ import CTAPHID
 import Testing
 
 @testable import HIDBridge
+@testable import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

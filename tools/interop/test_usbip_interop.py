@@ -186,6 +186,8 @@ def test_a_hosts_lock_and_half_sent_message_hold_only_that_host():
             assert over_udp.call(0x01, b"owner" * 20) == b"owner" * 20
             assert over_udp.call(0x10, b"\x04")[0] == 0
             answered.append(time.monotonic() - started)
+        print(f"the UDP host's operations under the USB/IP host's LOCK: {len(answered)}, slowest "
+              f"{max(answered) * 1000:.1f} ms")
         assert len(answered) >= 5 and max(answered) < 1.0, answered
         timeout = raw.read_packet()
         assert timeout[:8] == mine + bytes([0xBF, 0, 1, 0x05]), timeout.hex()

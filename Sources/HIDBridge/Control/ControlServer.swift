@@ -1,4 +1,5 @@
 import ControlProtocol
+import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

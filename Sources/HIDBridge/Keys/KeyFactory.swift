@@ -4,6 +4,7 @@ package import Console
 import HIDAPIDevice
 package import Logging
 import USBIP
+package import VirtualKey
 
 #if canImport(Glibc)
 import CProcessControl

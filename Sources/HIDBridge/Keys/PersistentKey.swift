@@ -4,6 +4,7 @@ import Console
 import FlashImage
 package import FlashStore
 import SystemPackage
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

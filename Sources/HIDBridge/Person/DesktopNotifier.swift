@@ -1,4 +1,5 @@
 import SystemPackage
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
 import CTAPCore
 import Console
 import SystemPackage
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

@@ -3,6 +3,7 @@ import Console
 import ControlProtocol
 package import Logging
 import Synchronization
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

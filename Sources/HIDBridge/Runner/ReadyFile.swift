@@ -1,6 +1,7 @@
 import Console
 package import ControlProtocol
 import USBIP
+import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

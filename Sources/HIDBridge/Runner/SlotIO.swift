@@ -2,6 +2,7 @@ import CTAPCore
 import Console
 import ControlProtocol
 package import Logging
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

@@ -1,40 +1,11 @@
 import CTAPCBOR
 import CTAPCore
 import ControlProtocol
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A whole CTAP message the key received or sent, for traces.
-package struct TraceMessage: Equatable, Sendable {
-    /// True for a request from the host, false for the key's response.
-    package var fromHost: Bool
-    package var channel: UInt32
-    /// `CTAPHID_CBOR` (0x10) or `CTAPHID_MSG` (0x03).
-    package var command: UInt8
-    package var payload: [UInt8]
-
-    /// One line for people: the CTAP2 command or status and the CBOR in diagnostic notation, or the U2F APDU.
-    package var decoded: String {
-        let channelText = "channel " + String(channel, radix: 16)
-        if command == 0x03 {
-            return "\(fromHost ? "U2F request" : "U2F response") \(Hex.string(payload)) (\(channelText))"
-        }
-        guard let first = payload.first else { return "CTAP2 (empty) (\(channelText))" }
-        let head: String
-        if fromHost {
-            head = "CTAP2 " + (CTAPCommand(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16))
-        } else {
-            head = "CTAP2 response " + (CTAPStatus(rawValue: first).map { "\($0)" } ?? "0x" + String(first, radix: 16))
-        }
-        guard payload.count > 1 else { return "\(head) (\(channelText))" }
-        let body =
-            (try? CBORDecoder.decode(Array(payload.dropFirst())))?.description
-            ?? "undecodable CBOR \(payload.dropFirst().count) bytes"
-        return "\(head) \(body) (\(channelText))"
-    }
-}
 
 /// Records every HID report with its time and direction, and each decoded CTAP request and response: as JSON
 /// lines, or as pcapng that Wireshark and tshark open (link type USER0 with one 64-byte report per packet,

@@ -1,4 +1,5 @@
 import HIDAPIDevice
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

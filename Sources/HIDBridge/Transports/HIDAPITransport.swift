@@ -2,6 +2,7 @@ import Dispatch
 package import HIDAPIDevice
 import Synchronization
 import SystemPackage
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,5 @@
+package import VirtualKey
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

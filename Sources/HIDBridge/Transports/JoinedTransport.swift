@@ -1,4 +1,5 @@
 import CDatagrams
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

@@ -1,15 +1,4 @@
-/// What a transport delivered.
-package enum TransportEvent: Equatable, Sendable {
-    /// One 64-byte report from a host (shorter or longer ones are passed on for the framing layer to judge): the
-    /// first (0) unless the key is plugged into several (``JoinedTransport``).
-    case report([UInt8], host: Int = 0)
-    /// The host asked for a power cycle (UDP's magic datagram).
-    case powerCycle
-    /// The host let go of the device (a USB/IP detach, its connection gone): for a key with one host, an unplug.
-    case detached
-    /// Something worth a log line (device opened or closed by the host, a refused feature report).
-    case note(String)
-}
+package import VirtualKey
 
 /// A device-side transport of 64-byte HID reports, polled by ``DeviceRunner``.
 package protocol ReportTransport: AnyObject {

@@ -1,3 +1,5 @@
+package import VirtualKey
+
 /// Which local users own the sockets a peer may be speaking from, read from the kernel's socket tables
 /// (`/proc/net/udp`, `udp6`, `tcp`, `tcp6`: every socket with its local and remote address and its owner's uid).
 ///

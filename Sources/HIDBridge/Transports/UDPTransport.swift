@@ -1,5 +1,6 @@
 import CDatagrams
 import CTAPCBOR
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc
@@ -189,8 +190,7 @@ package final class UDPTransport: ReportTransport {
         let since = clock.now - lastTableRead
         if since < Self.tableReadInterval {
             let wait = Self.tableReadInterval - since
-            var pause = timespec(tv_sec: 0, tv_nsec: Int(wait.components.attoseconds / 1_000_000_000))
-            nanosleep(&pause, nil)
+            usleep(useconds_t(wait.components.attoseconds / 1_000_000_000_000) + 1)
         }
         lastTableRead = clock.now
         guard let udp = procUDP.read(), let udp6 = procUDP6.read() else { return nil }

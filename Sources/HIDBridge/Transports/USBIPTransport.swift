@@ -1,6 +1,7 @@
 import CDatagrams
 import CTAPCBOR
 package import USBIP
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

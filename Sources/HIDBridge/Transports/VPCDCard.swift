@@ -1,24 +1,13 @@
 import CDatagrams
 import CTAPCBOR
 import CTAPNFC
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// What the card side of a key heard from the reader.
-package enum CardEvent: Equatable, Sendable {
-    /// The reader powered the card (it is in the field).
-    case fieldOn
-    /// The reader cut the power, or the connection to the reader went away.
-    case fieldOff
-    /// A command APDU.
-    case apdu([UInt8])
-    /// Something worth a log line (connected, lost the reader, a malformed stream).
-    case note(String)
-}
 
 /// The key as a virtual smart card in vsmartcard's vpcd reader (`serve --transport pcsc`): a TCP client of the
 /// port vpcd listens on (35963 by default), which pcscd presents as a card in the reader "Virtual PCD".

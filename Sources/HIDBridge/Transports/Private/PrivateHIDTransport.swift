@@ -4,6 +4,7 @@ import Dispatch
 import HIDAPIDevice
 import Synchronization
 import SystemPackage
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

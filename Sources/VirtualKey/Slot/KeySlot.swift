@@ -200,5 +200,5 @@ extension RequestRecord {
 
 extension Duration {
     /// The whole milliseconds in this duration.
-    var wholeMilliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    package var wholeMilliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }

@@ -1,4 +1,4 @@
-import CTAPCore
+package import CTAPCore
 import ControlProtocol
 
 /// The keys that asked the person for a touch, oldest first: the terminal's answer belongs to the first of them,
@@ -6,24 +6,26 @@ import ControlProtocol
 ///
 /// A CTAP2 request waits in the key until it is answered or times out; a U2F request is refused at once and asked
 /// again by the host every few hundred milliseconds, so its entry stands while the host keeps asking.
-struct PromptQueue {
-    struct Entry: Equatable {
+package struct PromptQueue {
+    package struct Entry: Equatable {
         /// The slot (key) that asks.
-        var slot: Int
+        package var slot: Int
         /// Distinguishes one request from the next of the same key (a desktop notification belongs to one).
-        var serial: Int
-        var prompt: PresencePrompt
+        package var serial: Int
+        package var prompt: PresencePrompt
         /// When the key last asked (a U2F host asks again and again).
-        var askedAt: Duration
+        package var askedAt: Duration
     }
 
-    private(set) var entries: [Entry] = []
+    package private(set) var entries: [Entry] = []
+
+    package init() {}
     private var nextSerial = 1
     /// How long a U2F request's entry stands after the host last asked.
-    var u2fValidity: Duration = .seconds(10)
+    package var u2fValidity: Duration = .seconds(10)
 
     /// A key asks; returns the new entry, or nil when the same request of that key is already waiting.
-    mutating func ask(slot: Int, prompt: PresencePrompt, now: Duration) -> Entry? {
+    package mutating func ask(slot: Int, prompt: PresencePrompt, now: Duration) -> Entry? {
         if let index = entries.firstIndex(where: { $0.slot == slot }) {
             if entries[index].prompt == prompt && prompt.protocolKind == .u2f {
                 entries[index].askedAt = now
@@ -39,7 +41,7 @@ struct PromptQueue {
 
     /// Drops the entries whose request no longer waits: a CTAP2 request that `waits` says is answered (by a touch
     /// from the control plane, a timeout, a cancel) and a U2F request the host stopped asking. Returns them.
-    mutating func sweep(now: Duration, waits: (Int) -> Bool) -> [Entry] {
+    package mutating func sweep(now: Duration, waits: (Int) -> Bool) -> [Entry] {
         var gone: [Entry] = []
         entries.removeAll { entry in
             let stale =
@@ -51,24 +53,24 @@ struct PromptQueue {
     }
 
     /// The request the terminal answers: the oldest.
-    var first: Entry? { entries.first }
+    package var first: Entry? { entries.first }
 
     /// Removes the entry with this serial (it was answered); returns it.
     @discardableResult
-    mutating func remove(serial: Int) -> Entry? {
+    package mutating func remove(serial: Int) -> Entry? {
         guard let index = entries.firstIndex(where: { $0.serial == serial }) else { return nil }
         return entries.remove(at: index)
     }
 
-    func entry(serial: Int) -> Entry? { entries.first { $0.serial == serial } }
+    package func entry(serial: Int) -> Entry? { entries.first { $0.serial == serial } }
 }
 
 /// What a line typed at the terminal means.
-enum TerminalAnswer: Equatable {
+package enum TerminalAnswer: Equatable {
     case touch, refuse, unclear
 
     /// Enter, `y` or `yes` touch; `n` or `no` refuse (any case, surrounding blanks ignored).
-    init(line: some Collection<UInt8>) {
+    package init(line: some Collection<UInt8>) {
         let word = String(decoding: line, as: UTF8.self).trimmingBlanks().lowercased()
         switch word {
         case "", "y", "yes": self = .touch
@@ -89,7 +91,7 @@ extension PresencePrompt {
     }
 
     /// The terminal's question about this request for the key named `key`.
-    func terminalQuestion(key: String) -> String {
+    package func terminalQuestion(key: String) -> String {
         let question =
             switch gesture {
             case .touch: "Touch the key?"

@@ -46,22 +46,23 @@ package struct ProfileFile {
     /// The names of the built-in profiles.
     package static var builtInNames: [String] { builtIn.keys.sorted() }
 
-    /// A built-in profile by name, or a file by path (anything with a '/' or ending in .json).
-    package static func load(_ nameOrPath: String) throws -> ProfileFile {
-        let source: String
-        let text: [UInt8]
-        if nameOrPath.contains("/") || nameOrPath.hasSuffix(".json") {
-            source = nameOrPath
-            text = try KeyFiles.read(nameOrPath)
-        } else {
-            guard let json = builtIn[nameOrPath] else {
-                throw KeySetupError(
-                    "no profile named \(nameOrPath); built in: \(builtInNames.joined(separator: ", ")), or give a path"
-                )
-            }
-            source = "\(nameOrPath) (built in)"
-            text = Array(json.utf8)
+    /// Whether `nameOrPath` names a file (anything with a '/' or ending in .json) rather than a built-in profile.
+    package static func isPath(_ nameOrPath: String) -> Bool {
+        nameOrPath.contains("/") || nameOrPath.hasSuffix(".json")
+    }
+
+    /// A built-in profile by name.
+    package static func builtIn(named name: String) throws -> ProfileFile {
+        guard let json = builtIn[name] else {
+            throw KeySetupError(
+                "no profile named \(name); built in: \(builtInNames.joined(separator: ", ")), or give a path"
+            )
         }
+        return try load(text: Array(json.utf8), source: "\(name) (built in)")
+    }
+
+    /// A profile from its JSON text; `source` names it in errors (a path, or a built-in name).
+    package static func load(text: [UInt8], source: String) throws -> ProfileFile {
         let document: JSONValue
         do {
             document = try JSONParser.parse(text)

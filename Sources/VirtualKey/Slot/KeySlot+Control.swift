@@ -6,6 +6,11 @@ extension KeySlot {
     package struct ControlReply: Sendable {
         package var result: Result<JSONValue, ControlError>
         package var effects: [SlotEffect] = []
+
+        package init(result: Result<JSONValue, ControlError>, effects: [SlotEffect] = []) {
+            self.result = result
+            self.effects = effects
+        }
     }
 
     /// Carries out one control command of a client; `subscribed` is that client's subscription. The commands about
