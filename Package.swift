@@ -197,7 +197,7 @@ let package = Package(
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
             name: "ConformanceTests",
-            dependencies: ["Conformance", "ControlProtocol"],
+            dependencies: ["Conformance", "ControlProtocol", "FIDOClient", "CTAPCore", "VirtualKey", "HIDBridge"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
