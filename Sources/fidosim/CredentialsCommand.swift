@@ -36,14 +36,22 @@ struct CredentialsCommand: ParsableCommand {
         @Option(help: "The key's name: its control socket, or its default flash image when it is not running.")
         var name: String = "default"
 
-        @Option(help: "The control socket of a running key.")
+        @Option(help: "The control socket of a running key (as `serve --control` names it).")
+        var control: String?
+
+        /// The old spelling of --control, still accepted.
+        @Option(name: .customLong("socket"), help: .hidden)
         var socket: String?
+
+        /// The control socket given, by either spelling.
+        var controlPath: String? { control ?? socket }
 
         @Option(help: "A flash image of a key that is not running.")
         var flash: String?
 
         func validate() throws {
-            if socket != nil && flash != nil { throw ValidationError("give --socket or --flash, not both") }
+            if control != nil && socket != nil { throw ValidationError("give --control once (--socket is its old name)") }
+            if controlPath != nil && flash != nil { throw ValidationError("give --control or --flash, not both") }
         }
 
         /// The running key's socket, else the image (the default one of --name when no socket answers).
@@ -53,12 +61,12 @@ struct CredentialsCommand: ParsableCommand {
                 guard creating || access(flash, F_OK) == 0 else { throw ValidationError("no flash image at \(flash)") }
                 return try ImageKeyAccess(path: flash)
             }
-            let path = socket ?? KeyFiles.defaultControlPath(name: name)
+            let path = controlPath ?? KeyFiles.defaultControlPath(name: name)
             do {
                 return SocketKeyAccess(connection: try ControlConnection(path: path))
             } catch {
                 let image = KeyFiles.defaultImagePath(name: name)
-                guard socket == nil, access(image, F_OK) == 0 else {
+                guard controlPath == nil, access(image, F_OK) == 0 else {
                     throw Unreachable("\(error); start the key, or name an image with --flash")
                 }
                 return try ImageKeyAccess(path: image)

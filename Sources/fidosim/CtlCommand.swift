@@ -25,7 +25,11 @@ struct Ctl: ParsableCommand {
     @Option(help: "The key's name (its socket is the default socket of `fidosim serve --name NAME`).")
     var name: String = "default"
 
-    @Option(help: "The control socket's path (overrides --name).")
+    @Option(help: "The control socket's path (overrides --name), as `serve --control` and `conform --control` name it.")
+    var control: String?
+
+    /// The old spelling of --control, still accepted.
+    @Option(name: .customLong("socket"), help: .hidden)
     var socket: String?
 
     @Flag(help: "Print the response (or each event) as one JSON line.")
@@ -63,6 +67,7 @@ struct Ctl: ParsableCommand {
             if let near = ControlArguments.nearest(command) { message += "; did you mean '\(near)'?" }
             throw ValidationError(message + " (fidosim ctl --help lists them)")
         }
+        if control != nil && socket != nil { throw ValidationError("give --control once (--socket is its old name)") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be positive") }
         _ = try buildParams()
@@ -96,7 +101,7 @@ struct Ctl: ParsableCommand {
     }
 
     func run() throws {
-        let path = socket ?? KeyFiles.defaultControlPath(name: name)
+        let path = control ?? socket ?? KeyFiles.defaultControlPath(name: name)
         let connection: ControlConnection
         do {
             connection = try ControlConnection(path: path)

@@ -137,7 +137,7 @@ class Key:
 
             open_pcsc_device(self.reader, timeout=20).close(release=True)
         if config.get("batch"):
-            subprocess.run([fidosim_binary(), "attestation", "provision", "--socket", self.socket_path,
+            subprocess.run([fidosim_binary(), "attestation", "provision", "--control", self.socket_path,
                             "--root-out", os.path.join(self.directory, "root.pem")],
                            check=True, stdout=subprocess.DEVNULL)
 

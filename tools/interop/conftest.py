@@ -224,7 +224,7 @@ class Simulator:
         """`fidosim attestation provision` on this key (a batch attestation and its enterprise certificate);
         returns the root certificate, PEM."""
         root = os.path.join(self.control_dir, "root.pem")
-        out = subprocess.run([str(self.binary), "attestation", "provision", "--socket", self.control_path,
+        out = subprocess.run([str(self.binary), "attestation", "provision", "--control", self.control_path,
                               "--root-out", root, "--force"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         with open(root, "rb") as f:

@@ -40,13 +40,13 @@ def fidosim(sim, *args, check=True):
 
 def provision(sim, tmp_path, *extra):
     root_pem = tmp_path / "root.pem"
-    out = fidosim(sim, "attestation", "provision", "--socket", sim.control_path, "--root-out", str(root_pem), *extra)
+    out = fidosim(sim, "attestation", "provision", "--control", sim.control_path, "--root-out", str(root_pem), *extra)
     assert "batch attestation provisioned" in out.stdout
     return x509.load_pem_x509_certificate(root_pem.read_bytes())
 
 
 def metadata_verifier(sim):
-    statement = json.loads(fidosim(sim, "metadata", "--socket", sim.control_path).stdout)
+    statement = json.loads(fidosim(sim, "metadata", "--control", sim.control_path).stdout)
     MetadataStatement.from_dict(statement)  # python-fido2 reads every field
     blob = MetadataBlobPayload.from_dict({
         "legalHeader": "test", "no": 1, "nextUpdate": "2099-01-01",
@@ -155,7 +155,7 @@ def test_a_profile_may_choose_self_attestation(sim):
     made = Ctap2(sim.device()).make_credential(cdh := new_cdh(), RP, user("a"), ES256)
     assert "x5c" not in made.att_stmt
     assert PackedAttestation().verify(made.att_stmt, made.auth_data, cdh).attestation_type == AttestationType.SELF
-    out = fidosim(sim, "metadata", "--socket", sim.control_path)
+    out = fidosim(sim, "metadata", "--control", sim.control_path)
     assert json.loads(out.stdout)["attestationTypes"] == ["basic_surrogate"]
     assert "self attestation" in out.stderr
 
@@ -164,7 +164,7 @@ def test_provisioning_twice_needs_force(sim, tmp_path):
     provision(sim, tmp_path)
     with sim.control() as ctl:
         assert ctl.status()["attestation"]["type"] == "batch"
-    again = fidosim(sim, "attestation", "provision", "--socket", sim.control_path,
+    again = fidosim(sim, "attestation", "provision", "--control", sim.control_path,
                     "--root-out", str(tmp_path / "r2.pem"), check=False)
     assert again.returncode != 0 and "--force" in again.stderr
 
@@ -197,7 +197,7 @@ def test_keys_of_one_batch_share_their_attestation_certificate(sim, tmp_path):
     other.start()
     try:
         root_pem = tmp_path / "root-2.pem"
-        out = fidosim(other, "attestation", "provision", "--socket", other.control_path, "--root-out", str(root_pem),
+        out = fidosim(other, "attestation", "provision", "--control", other.control_path, "--root-out", str(root_pem),
                       "--batch", str(batch))
         assert "from the batch" in out.stdout
         assert x509.load_pem_x509_certificate(root_pem.read_bytes()) == first_root
@@ -212,7 +212,7 @@ def test_keys_of_one_batch_share_their_attestation_certificate(sim, tmp_path):
         # Each has its own enterprise attestation certificate from the same root.
         enterprise = []
         for key in (sim, other):
-            status = json.loads(fidosim(key, "ctl", "--socket", key.control_path, "--json", "status").stdout)
+            status = json.loads(fidosim(key, "ctl", "--control", key.control_path, "--json", "status").stdout)
             der = status["attestation"]["enterpriseCertificate"]
             enterprise.append(x509.load_der_x509_certificate(base64.urlsafe_b64decode(der + "=" * (-len(der) % 4))))
         assert enterprise[0].serial_number != enterprise[1].serial_number
@@ -232,7 +232,7 @@ def test_a_batch_is_one_model(sim, tmp_path):
     other = Simulator(["--profile", "yubikey5"])
     other.start()
     try:
-        out = fidosim(other, "attestation", "provision", "--socket", other.control_path, "--batch", str(batch),
+        out = fidosim(other, "attestation", "provision", "--control", other.control_path, "--batch", str(batch),
                       "--root-out", str(tmp_path / "r.pem"), check=False)
         assert out.returncode != 0 and "a batch is one model of key" in out.stderr, out.stderr
     finally:

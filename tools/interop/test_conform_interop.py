@@ -106,7 +106,7 @@ def test_a_broken_key_fails_with_expected_and_actual(sim, tmp_path):
 
 def test_packed_batch_attestation_is_verified(sim, tmp_path):
     out = subprocess.run(
-        [str(sim.binary), "attestation", "provision", "--socket", sim.control_path, "--root-out", str(tmp_path / "root.pem")],
+        [str(sim.binary), "attestation", "provision", "--control", sim.control_path, "--root-out", str(tmp_path / "root.pem")],
         capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     out = conform(sim, "--only", "make-credential", "--report", str(tmp_path))

@@ -85,10 +85,10 @@ def test_uhubctl_is_called_with_the_hub_port_and_the_key_is_found_again(promptin
         "#!/bin/sh\n"
         f"echo \"$* pin=${{FIDOSIM_PIN-unset}}\" >> {calls}\n"
         "[ \"$*\" = '-l 1-1.4 -p 2 -a cycle' ] || exit 9\n"
-        f"exec {binary} ctl --socket {key.control_path} power-cycle >/dev/null\n")
+        f"exec {binary} ctl --control {key.control_path} power-cycle >/dev/null\n")
     (bindir / "uhubctl").chmod(0o755)
     touch = tmp_path / "touch.sh"
-    touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {binary} ctl --socket {key.control_path} touch "
+    touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {binary} ctl --control {key.control_path} touch "
                      ">/dev/null 2>&1 && exit 0; sleep 0.1; done\nexit 1\n")
     touch.chmod(0o755)
     # The owner's PIN in the runner's environment does not reach the rig's commands.

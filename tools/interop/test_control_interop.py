@@ -385,7 +385,7 @@ def test_a_second_simulator_cannot_take_the_socket(sim):
 
 def test_ctl_command_line(sim):
     def ctl(*args):
-        return subprocess.run([str(sim.binary), "ctl", "--socket", sim.control_path, *args],
+        return subprocess.run([str(sim.binary), "ctl", "--control", sim.control_path, *args],
                               capture_output=True, text=True, timeout=30)
 
     status = ctl("status")
@@ -401,7 +401,7 @@ def test_ctl_command_line(sim):
     assert added.returncode == 0, added.stderr
     table = ctl("credentials").stdout
     assert "example.com" in table and "carol" in table and "AAEC" in table
-    missing = subprocess.run([str(sim.binary), "ctl", "--socket", sim.control_path + ".nope", "status"],
+    missing = subprocess.run([str(sim.binary), "ctl", "--control", sim.control_path + ".nope", "status"],
                              capture_output=True, text=True, timeout=30)
     assert missing.returncode == 3 and "cannot connect" in missing.stderr
 
@@ -432,13 +432,13 @@ def register_both_kinds(sim):
 def test_webdriver_export_then_offline_import_into_an_image(sim, tmp_path):
     made = register_both_kinds(sim)
     exported = tmp_path / "creds.json"
-    printed = run_fidosim(sim, "credentials", "export", "--socket", sim.control_path, "-o", str(exported)).stdout
+    printed = run_fidosim(sim, "credentials", "export", "--control", sim.control_path, "-o", str(exported)).stdout
     assert "exported 2 credentials" in printed
     assert stat.S_IMODE(os.stat(exported).st_mode) == 0o600
     document = json.loads(exported.read_text())
     assert {c["rpId"] for c in document["credentials"]} == {"example.com"}
     # Refuses to overwrite without --force.
-    again = run_fidosim(sim, "credentials", "export", "--socket", sim.control_path, "-o", str(exported), check=False)
+    again = run_fidosim(sim, "credentials", "export", "--control", sim.control_path, "-o", str(exported), check=False)
     assert again.returncode != 0 and "exists" in again.stderr
 
     image = tmp_path / "other.img"
@@ -460,7 +460,7 @@ def test_webdriver_export_then_offline_import_into_an_image(sim, tmp_path):
 def test_cxf_export_and_import_into_a_running_key(sim, tmp_path):
     made = register_both_kinds(sim)
     exported = tmp_path / "passkeys.cxf.json"
-    printed = run_fidosim(sim, "credentials", "export", "--socket", sim.control_path, "--format", "cxf",
+    printed = run_fidosim(sim, "credentials", "export", "--control", sim.control_path, "--format", "cxf",
                           "-o", str(exported)).stdout
     assert "exported 1 credential" in printed and "non-discoverable left out" in printed
     document = json.loads(exported.read_text())
@@ -474,7 +474,7 @@ def test_cxf_export_and_import_into_a_running_key(sim, tmp_path):
     runner = _run_simulator([])
     other = next(runner)
     try:
-        printed = run_fidosim(other, "credentials", "import", "--socket", other.control_path, str(exported)).stdout
+        printed = run_fidosim(other, "credentials", "import", "--control", other.control_path, str(exported)).stdout
         assert "imported 1 of 1 credential" in printed
         cdh = new_cdh()
         assertion = Ctap2(other.device()).get_assertion("example.com", cdh)
@@ -511,7 +511,7 @@ def test_cxf_import_of_a_credential_manager_export(sim, tmp_path):
     }
     path = tmp_path / "manager.json"
     path.write_text(json.dumps(document))
-    printed = run_fidosim(sim, "credentials", "import", "--socket", sim.control_path, str(path)).stdout
+    printed = run_fidosim(sim, "credentials", "import", "--control", sim.control_path, str(path)).stdout
     assert "imported 1 of 1 credential" in printed and "1 item that are not passkeys left out" in printed
     cdh = new_cdh()
     assertion = Ctap2(sim.device()).get_assertion("example.com", cdh)
@@ -528,7 +528,7 @@ def test_cxf_import_of_a_credential_manager_export(sim, tmp_path):
 def test_bad_import_files_are_clear_errors(sim, tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content)
-    out = run_fidosim(sim, "credentials", "import", "--socket", sim.control_path, str(path), check=False)
+    out = run_fidosim(sim, "credentials", "import", "--control", sim.control_path, str(path), check=False)
     assert out.returncode != 0
     assert message in out.stderr
     with sim.control() as ctl:

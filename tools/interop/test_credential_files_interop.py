@@ -35,14 +35,14 @@ def register(sim, names=("alice", "bob")):
 
 
 def export(sim, fmt) -> dict | list:
-    out = fidosim(sim, "credentials", "export", "--socket", sim.control_path, "--format", fmt, "-o", "-")
+    out = fidosim(sim, "credentials", "export", "--control", sim.control_path, "--format", fmt, "-o", "-")
     assert "exported" in out.stderr  # the count goes to stderr, the document alone to stdout
     return json.loads(out.stdout)
 
 
 def import_into(other, document) -> str:
     """`credentials import -` (standard input, --format auto) into another key; returns its summary line."""
-    return fidosim(other, "credentials", "import", "--socket", other.control_path, "-",
+    return fidosim(other, "credentials", "import", "--control", other.control_path, "-",
                    stdin=json.dumps(document)).stdout
 
 
@@ -139,7 +139,7 @@ def test_a_pem_private_key_is_accepted_by_ctl_add_credential(sim):
     cdp = {"credentialId": base64.b64encode(b"\xfb\xef\xbe-pem").decode(), "isResidentCredential": True,
            "rpId": "example.com", "privateKey": pem, "userHandle": base64.b64encode(b"\xfa\xce").decode(),
            "signCount": 0, "userName": "pem-user"}
-    fidosim(sim, "ctl", "--socket", sim.control_path, "add-credential", "--params", json.dumps(cdp))
+    fidosim(sim, "ctl", "--control", sim.control_path, "add-credential", "--params", json.dumps(cdp))
     [listed] = sim.control().get_credentials()
     assert listed["credentialId"] == b"\xfb\xef\xbe-pem" and listed["userHandle"] == b"\xfa\xce"
     cdh = new_cdh()
@@ -162,7 +162,7 @@ def test_a_pem_private_key_is_accepted_by_ctl_add_credential(sim):
 def test_a_malformed_file_names_the_member_and_imports_nothing(sim, tmp_path, document, fmt, message):
     path = tmp_path / "creds.json"
     path.write_text(json.dumps(document))
-    out = fidosim(sim, "credentials", "import", "--socket", sim.control_path, "--format", fmt, str(path), check=False)
+    out = fidosim(sim, "credentials", "import", "--control", sim.control_path, "--format", fmt, str(path), check=False)
     assert out.returncode == 2 and message in out.stderr, out.stderr
     assert "Usage" not in out.stderr
     assert sim.control().get_credentials() == []

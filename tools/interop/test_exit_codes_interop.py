@@ -50,33 +50,37 @@ def test_serve(tmp_path):
 
 
 def test_ctl(sim):
-    socket = ["ctl", "--socket", sim.control_path]
+    socket = ["ctl", "--control", sim.control_path]
     expect(run(*socket, "status"), 0)
     expect(run(*socket, "remove-credential", "AAAA"), 1, says="not-found", usage=False)
     expect(run(*socket, "presence", "sometimes"), 2, says="invalid-params", usage=False)
     expect(run(*socket, "presense", "approve"), 2, says="did you mean 'presence'?")
-    expect(run("ctl", "--socket", NOWHERE, "status"), 3, says="cannot connect", usage=False)
+    expect(run("ctl", "--control", NOWHERE, "status"), 3, says="cannot connect", usage=False)
+    # --socket, the old name of --control, still works (hidden from --help); both at once is a usage error.
+    expect(run("ctl", "--socket", sim.control_path, "status"), 0)
+    expect(run("ctl", "--socket", sim.control_path, "--control", sim.control_path, "status"), 2, says="--control once")
+    expect(run("credentials", "export", "--socket", sim.control_path, "-o", "-"), 0)
     # Nothing waits for a touch: it says so and fails.
     expect(run(*socket, "touch"), 1, says="touch:", usage=False)
 
 
 def test_ctl_json_gives_errors_and_status_as_fields(sim):
-    socket = ["ctl", "--socket", sim.control_path, "--json"]
+    socket = ["ctl", "--control", sim.control_path, "--json"]
     status = json.loads(run(*socket, "status").stdout)
     assert status["presenceMode"] == {"mode": "approve", "delayMs": 200}
     assert status["transportDetail"] == {"transport": "udp", "host": "127.0.0.1", "port": sim.port}
     refused = run(*socket, "remove-credential", "AAAA")
     assert refused.returncode == 1
     assert json.loads(refused.stdout)["error"]["code"] == "not-found"
-    unreachable = run("ctl", "--socket", NOWHERE, "--json", "status")
+    unreachable = run("ctl", "--control", NOWHERE, "--json", "status")
     assert unreachable.returncode == 3 and json.loads(unreachable.stdout)["error"]["code"] == "unreachable"
 
 
 def test_credentials(sim, tmp_path):
-    socket = ["--socket", sim.control_path]
+    socket = ["--control", sim.control_path]
     expect(run("credentials", "export", *socket, "-o", "-"), 0)
     expect(run("credentials", "export", *socket, "--format", "auto", "-o", "-"), 2, usage=True)
-    expect(run("credentials", "export", "--socket", NOWHERE, "-o", "-"), 3, usage=False)
+    expect(run("credentials", "export", "--control", NOWHERE, "-o", "-"), 3, usage=False)
     bad_key = [{"credentialId": "AQ", "isResidentCredential": False, "rpId": "example.com", "privateKey": "AAAA"}]
     expect(run("credentials", "import", *socket, "-", stdin=json.dumps(bad_key)), 1, says="not imported",
            usage=False)
@@ -84,11 +88,11 @@ def test_credentials(sim, tmp_path):
 
 
 def test_attestation_and_metadata(sim):
-    socket = ["--socket", sim.control_path]
+    socket = ["--control", sim.control_path]
     expect(run("attestation", "provision", *socket, "--country", "XYZ"), 2, usage=True)
-    expect(run("attestation", "provision", "--socket", NOWHERE), 3, usage=False)
+    expect(run("attestation", "provision", "--control", NOWHERE), 3, usage=False)
     expect(run("metadata", *socket), 0)
-    expect(run("metadata", "--socket", NOWHERE), 3, usage=False)
+    expect(run("metadata", "--control", NOWHERE), 3, usage=False)
 
 
 def test_profiles_and_flash(tmp_path):
@@ -140,7 +144,7 @@ def test_long_commands_show_progress_on_a_terminal_only():
 
 
 def test_every_printing_command_has_json(sim, tmp_path):
-    socket = ["--socket", sim.control_path]
+    socket = ["--control", sim.control_path]
     bench = json.loads(run("bench", "--json", "--only", "get-assertion", "--seconds", "0.1").stdout)
     assert [r["name"] for r in bench["rows"]][0].startswith("raw ES256") and bench["rows"][1]["perSecond"] > 0
     exported = run("credentials", "export", *socket, "--json", "-o", str(tmp_path / "c.json"))

@@ -247,7 +247,7 @@ def test_ctl_escapes_names_from_relying_parties():
         rp_id = "evil.example\x1b]0;owned\x07"
         key.ctap().make_credential(new_cdh(), {"id": rp_id, "name": "x"}, user("mallory\x1b[2J"), ES256,
                                    options={"rk": True})
-        out = subprocess.run([str(fidosim_binary()), "ctl", "--socket", key.control, "getCredentials"],
+        out = subprocess.run([str(fidosim_binary()), "ctl", "--control", key.control, "getCredentials"],
                              capture_output=True, text=True, timeout=20)
         assert out.returncode == 0, out.stderr
         assert "\x1b" not in out.stdout and "\x07" not in out.stdout

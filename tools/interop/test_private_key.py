@@ -232,7 +232,7 @@ def test_a_power_cycle_removes_the_node_and_plugs_a_new_one_with_uevents(nobody_
 {SYSTEM_PYTHON} {monitor} 4 > {nobody_dir}/events &
 sleep 1
 fido2-token -L
-{fidosim_binary()} ctl --socket {socket_path} power-cycle
+{fidosim_binary()} ctl --control {socket_path} power-cycle
 sleep 0.5
 fido2-token -L
 wait
@@ -356,14 +356,14 @@ def test_a_prompt_in_run_is_answered_through_the_control_socket_not_the_terminal
 cd {nobody_dir}
 printf '%s\\n%s\\n%s\\n%s\\n' "$(head -c 32 /dev/urandom | base64)" example.com alice \\
     "$(head -c 16 /dev/urandom | base64)" > cred.in
-{fidosim_binary()} ctl --socket {socket_path} events --json --timeout 30 > events.json &
+{fidosim_binary()} ctl --control {socket_path} events --json --timeout 30 > events.json &
 sleep 0.5
 fido2-cred -M -i cred.in -o cred.out /dev/hidraw0 es256 &
 made=$!
 until grep -q '"event":"prompt"' events.json; do sleep 0.05; done
 grep '"event":"prompt"' events.json > prompt.json
 read -r typed   # the program reads its own terminal: the key takes nothing from it
-{fidosim_binary()} ctl --socket {socket_path} touch
+{fidosim_binary()} ctl --control {socket_path} touch
 wait $made
 cat prompt.json
 echo "typed: $typed"

@@ -224,10 +224,10 @@ def test_a_rig_captures_destructively_with_nobody_asked(tmp_path):
     try:
         key = server.keys[0]
         touch = tmp_path / "touch.sh"
-        touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {binary} ctl --socket {key.control_path} touch "
+        touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {binary} ctl --control {key.control_path} touch "
                          ">/dev/null 2>&1 && exit 0; sleep 0.05; done\nexit 1\n")
         touch.chmod(0o755)
-        replug = f"{binary} ctl --socket {key.control_path} power-cycle >/dev/null"
+        replug = f"{binary} ctl --control {key.control_path} power-cycle >/dev/null"
         rig, stderr = capture_destructive(server, tmp_path / "rig.json", "--capacity-limit", "12", "--touch-command",
                                           str(touch), "--replug-command", replug, control=False)
     finally:
@@ -274,7 +274,7 @@ def test_a_key_that_refuses_the_reset_stops_the_capture_with_the_reason(tmp_path
         key = server.keys[0]
         out = subprocess.run([binary, "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}", "-o",
                               str(tmp_path / "x.json"), "--allow-destructive", "--touch-command", "true",
-                              "--replug-command", f"{binary} ctl --socket {key.control_path} power-cycle"],
+                              "--replug-command", f"{binary} ctl --control {key.control_path} power-cycle"],
                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     finally:
         assert server.stop() == 0, server.stderr()

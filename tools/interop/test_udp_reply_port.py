@@ -97,12 +97,12 @@ def test_a_key_that_hangs_mid_run_is_reported_power_cycled_and_the_run_goes_on(t
     key = SoloConventionKey(server.keys[0].port, reply)
     control = server.keys[0].control_path
     touch = tmp_path / "touch.sh"
-    touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {fidosim_binary()} ctl --socket {control} touch "
+    touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {fidosim_binary()} ctl --control {control} touch "
                      ">/dev/null 2>&1 && exit 0; sleep 0.1; done\nexit 1\n")
     touch.chmod(0o755)
     try:
         replug = (f"python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'resume', "
-                  f"('127.0.0.1', {key.port}))\" && {fidosim_binary()} ctl --socket {server.keys[0].control_path} "
+                  f"('127.0.0.1', {key.port}))\" && {fidosim_binary()} ctl --control {server.keys[0].control_path} "
                   "power-cycle >/dev/null")
         out = conform("--device", f"udp:127.0.0.1:{key.port}?reply-port={reply}", "--only", "hid,info",
                       "--touch-command", str(touch), "--replug-command", replug, "--report", str(tmp_path))

@@ -38,7 +38,7 @@ if want browser; then
             "$repo/tools/browser/run-browsers.sh" "$browser"
         # A key plugged in while the browser waits for one: the key is pulled out (a power cycle that stays off
         # for 6 s) as the browser starts, and comes back while its ceremony waits.
-        [ "$key_transport" = private ] && step "browser-$browser-key-arrives" bash -c "'$bin' ctl --socket \
+        [ "$key_transport" = private ] && step "browser-$browser-key-arrives" bash -c "'$bin' ctl --control \
             '$HOME/browser-$browser.sock' power-cycle offMs=6000 && PYTHON='$python' BROWSER_FLOWS=second-factor \
             BROWSER_TIMEOUT=45 '$repo/tools/browser/run-browsers.sh' $browser"
         cleanup "stop-key-$browser" stop_key

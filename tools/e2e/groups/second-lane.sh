@@ -67,7 +67,7 @@ device_suite_group() {
     group
     gate start-key-device-suite start_key e2e-device-suite --name device-suite --flash memory --presence prompt \
         --control "$sock"
-    gate provision-device-suite "$bin" attestation provision --socket "$sock" --root-out "$HOME/device-suite-root.pem"
+    gate provision-device-suite "$bin" attestation provision --control "$sock" --root-out "$HOME/device-suite-root.pem"
     step python-fido2-device-suite-hidraw env FIDOSIM_BIN="$bin" PYTHON="$python" \
         DEVICE_SUITE_CACHE="$repo/.build/device-suite" bash "$repo/tools/device-suite/run.sh" --hidraw \
         "$sock" e2e-device-suite

@@ -328,7 +328,7 @@ class FidosimServer:
 
     def _import(self, key: Key, path: str | os.PathLike) -> None:
         """`fidosim credentials import` into a running key."""
-        done = subprocess.run([str(self.binary), "credentials", "import", "--socket", key._need_control(),
+        done = subprocess.run([str(self.binary), "credentials", "import", "--control", key._need_control(),
                                "--format", "auto", str(path)], capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
             self.stop()
