@@ -50,7 +50,9 @@ struct CredentialsCommand: ParsableCommand {
         var flash: String?
 
         func validate() throws {
-            if control != nil && socket != nil { throw ValidationError("give --control once (--socket is its old name)") }
+            if control != nil && socket != nil {
+                throw ValidationError("give --control once (--socket is its old name)")
+            }
             if controlPath != nil && flash != nil { throw ValidationError("give --control or --flash, not both") }
         }
 
