@@ -6,6 +6,7 @@ imported device, run in the VM (tools/e2e/groups/usbip.sh).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import struct
@@ -138,15 +139,23 @@ def test_one_key_on_udp_and_usbip_at_once_signs_on_one_what_the_other_made():
         assert server.stop() == 0, server.stderr()
 
 
-def test_a_host_neither_talks_nor_listens_on_another_hosts_channel():
-    """Two hosts on one key: the USB/IP host writing on the UDP host's channel hears ERR_INVALID_CHANNEL, as from a
-    key that never gave it that channel, and none of the UDP host's answers."""
+@contextlib.contextmanager
+def udp_and_usbip_key():
+    """One key on UDP and USB/IP at once: python-fido2's device over UDP, and the USB/IP port."""
     port = free_tcp_port()
     server = FidosimServer(binary=fidosim_binary(), transport="udp", args=["--transport", "usbip", "--usbip-port",
                                                                            str(port)])
     server.start()
     try:
-        over_udp = server.keys[0].device()
+        yield server.keys[0].device(), port
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
+def test_a_host_neither_talks_nor_listens_on_another_hosts_channel():
+    """Two hosts on one key: the USB/IP host writing on the UDP host's channel hears ERR_INVALID_CHANNEL, as from a
+    key that never gave it that channel, and none of the UDP host's answers."""
+    with udp_and_usbip_key() as (over_udp, port):
         theirs = over_udp._channel_id
         raw = UsbipHidConnection(port)
         raw.write_packet(struct.pack(">IBH", theirs, 0x81, 4) + b"evil" + bytes(53))  # PING on the UDP host's channel
@@ -158,19 +167,12 @@ def test_a_host_neither_talks_nor_listens_on_another_hosts_channel():
         with pytest.raises((socket.timeout, TimeoutError)):
             raw.read_packet()
         raw.close()
-    finally:
-        assert server.stop() == 0, server.stderr()
 
 
 def test_a_hosts_lock_and_half_sent_message_hold_only_that_host():
     """The USB/IP host takes a LOCK and leaves a message half sent: it hears the LOCK's answer and, 750 ms later, its
     message's timeout; the UDP host is served all along (one CTAPHID machine for both answered it CHANNEL_BUSY)."""
-    port = free_tcp_port()
-    server = FidosimServer(binary=fidosim_binary(), transport="udp", args=["--transport", "usbip", "--usbip-port",
-                                                                           str(port)])
-    server.start()
-    try:
-        over_udp = server.keys[0].device()
+    with udp_and_usbip_key() as (over_udp, port):
         raw = UsbipHidConnection(port)
         raw.write_packet(struct.pack(">IBH", 0xFFFFFFFF, 0x86, 8) + b"12345678" + bytes(49))
         answer = raw.read_packet()
@@ -192,8 +194,6 @@ def test_a_hosts_lock_and_half_sent_message_hold_only_that_host():
         timeout = raw.read_packet()
         assert timeout[:8] == mine + bytes([0xBF, 0, 1, 0x05]), timeout.hex()
         raw.close()
-    finally:
-        assert server.stop() == 0, server.stderr()
 
 
 def test_usbip_list_shows_the_key(usbip_key):
