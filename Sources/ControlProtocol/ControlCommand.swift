@@ -144,7 +144,7 @@ package enum ControlCommand: Equatable, Sendable {
     case getCredentials
     case removeCredential(id: [UInt8])
     /// WebDriver's Set Credential Properties: the backup state of a credential (its eligibility cannot change).
-    case setCredentialProperties(id: [UInt8], backupEligibility: Bool?, backupState: Bool?)
+    case setCredentialProperties(id: [UInt8], backupEligibility: Bool?, backupState: Bool?, signCount: Int64? = nil)
     case removeAllCredentials
     case setUserVerified(Bool)
     case setAutomaticPresenceSimulation(Bool)
@@ -287,10 +287,20 @@ package struct ControlRequest: Equatable, Sendable {
             let id = try p.bytes("credentialId")
             let eligibility = try p.optionalBool("backupEligibility")
             let state = try p.optionalBool("backupState")
-            guard eligibility != nil || state != nil else {
-                throw ControlError(.invalidParams, "give \"backupEligibility\" and/or \"backupState\"")
+            // Chromium's: -1 removes the credential's counter.
+            let signCount = try p.optionalInteger("signCount", in: -1...Int64(UInt32.max))
+            guard eligibility != nil || state != nil || signCount != nil else {
+                throw ControlError(
+                    .invalidParams,
+                    "give \"backupEligibility\", \"backupState\" and/or \"signCount\""
+                )
             }
-            command = .setCredentialProperties(id: id, backupEligibility: eligibility, backupState: state)
+            command = .setCredentialProperties(
+                id: id,
+                backupEligibility: eligibility,
+                backupState: state,
+                signCount: signCount
+            )
         case "getCredentials": command = .getCredentials
         case "removeCredential": command = .removeCredential(id: try p.bytes("credentialId"))
         case "removeAllCredentials": command = .removeAllCredentials

@@ -71,6 +71,35 @@ def test_fido2server_sees_eligibility_and_the_state_the_control_plane_sets(sim):
     assert flags_of(sim, cred.credential_id) == (True, False)
 
 
+def test_a_credentials_sign_count_removed_and_raised(sim):
+    """Chromium's signCount in Set Credential Properties: -1 removes a credential's counter (python-fido2 reads 0
+    in its assertions, the other credentials count on), a number raises the key's one counter, and a lower one is
+    refused."""
+    ctap2 = Ctap2(sim.device())
+    es256 = [{"type": "public-key", "alg": -7}]
+    quiet = ctap2.make_credential(new_cdh(), RP, user("quiet"), es256).auth_data.credential_data.credential_id
+    loud = ctap2.make_credential(new_cdh(), RP, user("loud"), es256).auth_data.credential_data.credential_id
+
+    def counter(cred_id):
+        return ctap2.get_assertion(RP_ID, new_cdh(), [descriptor(cred_id)]).auth_data.counter
+
+    with sim.control() as ctl:
+        ctl.set_credential_properties(quiet, sign_count=-1)
+        before = counter(loud)
+        assert [counter(quiet), counter(quiet)] == [0, 0]
+        assert counter(loud) == before + 1
+        assert {c["credentialId"]: c["signCount"] for c in ctl.get_credentials()}[quiet] == 0
+        ctl.set_credential_properties(quiet, sign_count=1000)
+        assert counter(quiet) == 1001 and counter(loud) == 1002
+        with pytest.raises(ControlError) as lower:
+            ctl.set_credential_properties(loud, sign_count=5)
+        assert lower.value.code == "invalid-params" and "never goes back" in str(lower.value)
+        with pytest.raises(ControlError) as below:
+            ctl.request("setCredentialProperties", credentialId=ctl_b64(loud), signCount=-2)
+        assert below.value.code == "invalid-params"
+    assert counter(loud) == 1003
+
+
 @pytest.mark.sim_args("--presence-delay", "0", "--backup-eligible", "on", "--backup-state", "on")
 def test_the_key_default_makes_discoverable_credentials_backed_up(sim):
     ctap2 = Ctap2(sim.device())

@@ -160,7 +160,7 @@ extension Authenticator {
                     userHandle: c.user.id.isEmpty && !c.discoverable ? nil : c.user.id,
                     userName: c.user.name,
                     userDisplayName: c.user.displayName,
-                    signCount: storage.signCounter,
+                    signCount: countersRemoved.contains(c.id) ? 0 : storage.signCounter,
                     largeBlob: c.largeBlobKey.flatMap { key in
                         entries.lazy.compactMap { Self.openBlob($0, key: key) }.first
                     },
@@ -179,7 +179,7 @@ extension Authenticator {
                     discoverable: false,
                     privateKey: try PrivateKeyEncoding.encode(key: contents.privateKey, algorithm: contents.algorithm),
                     algorithm: contents.algorithm,
-                    signCount: storage.signCounter,
+                    signCount: countersRemoved.contains(made.id) ? 0 : storage.signCounter,
                     backupEligible: contents.backupEligible,
                     backupState: backupStates[made.id] ?? contents.backupState
                 )
@@ -234,7 +234,37 @@ extension Authenticator {
 
     /// WebDriver's Set Credential Properties: changes a credential's backup state; its backup eligibility was fixed
     /// when it was made (asking for another is INVALID_PARAMETER). Returns whether the key has the credential.
+    /// The control plane's setCredentialProperties: the backup flags (a credential's eligibility is fixed), and its
+    /// signature counter: -1 removes it (its assertions report 0, as WebDriver's signCount -1), a number raises the
+    /// key's one counter to it (it never goes back: every credential shares it, as on most hardware keys). Returns
+    /// whether the key has the credential; nothing changes when it has not, or when a value is refused.
     package mutating func setCredentialProperties(
+        id: [UInt8],
+        backupEligible: Bool?,
+        backupState: Bool?,
+        signCount: Int64? = nil
+    ) throws(CTAPError) -> Bool {
+        if let signCount, signCount >= 0, signCount < Int64(storage.signCounter) {
+            throw CTAPError(
+                .invalidParameter,
+                "the key's counter is at \(storage.signCounter) and never goes back (one counter for every credential)"
+            )
+        }
+        guard try setBackupProperties(id: id, backupEligible: backupEligible, backupState: backupState) else {
+            return false
+        }
+        if let signCount {
+            if signCount < 0 {
+                countersRemoved.insert(id)
+            } else {
+                countersRemoved.remove(id)
+                try storage.raiseSignCounter(to: UInt32(signCount))
+            }
+        }
+        return true
+    }
+
+    mutating func setBackupProperties(
         id: [UInt8],
         backupEligible: Bool?,
         backupState: Bool?

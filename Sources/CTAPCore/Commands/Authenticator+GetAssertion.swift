@@ -230,7 +230,7 @@ extension Authenticator {
         if plan.extensions.thirdPartyPayment {
             outputs[.textString(ExtensionName.thirdPartyPayment)] = .boolean(candidate.thirdPartyPayment)
         }
-        let counter = try storage.incrementSignCounter()
+        let counter = countersRemoved.contains(candidate.id) ? 0 : try storage.incrementSignCounter()
         lastActivity = CredentialActivity(rpId: plan.rpId, credentialId: candidate.id, userHandle: candidate.user?.id)
         var flags: AuthenticatorDataFlags = []
         if plan.userPresent { flags.insert(.userPresent) }

@@ -36,6 +36,7 @@ extension Authenticator {
         forgetVolatileState()
         createdCredentials.removeAll()
         backupStates.removeAll()
+        countersRemoved.removeAll()
         return [CTAPStatus.ok.rawValue]
     }
 }

@@ -170,7 +170,7 @@ extension Authenticator {
     ) throws(CTAPError)
         -> [UInt8]
     {
-        let counter = try storage.incrementSignCounter()
+        let counter = countersRemoved.contains(request.keyHandle) ? 0 : try storage.incrementSignCounter()
         lastActivity = CredentialActivity(rpId: nil, credentialId: request.keyHandle)
         let flags: UInt8 = userPresent ? 0x01 : 0x00
         let counterBytes = AuthenticatorData.bigEndian(counter)

@@ -101,6 +101,9 @@ package struct Authenticator: Sendable {
     /// Backup states the control plane set on non-discoverable credentials whose ids hold their keys (the key keeps
     /// nothing else of them), by credential id; forgotten by a reset and when the process ends.
     var backupStates: [[UInt8]: Bool] = [:]
+    /// The credentials whose signature counter the control plane removed (WebDriver's signCount -1): their
+    /// assertions report 0 and leave the key's counter alone; forgotten by a reset and when the process ends.
+    var countersRemoved: Set<[UInt8]> = []
 
     package init(
         configuration: AuthenticatorConfiguration = .init(),

@@ -35,13 +35,14 @@ extension VirtualKey {
         case .getCredentials:
             let credentials = try ctap { () throws(CTAPError) in try authenticator.managedCredentials() }
             return ["credentials": .array(credentials.map(Self.json))]
-        case .setCredentialProperties(let id, let eligibility, let state):
+        case .setCredentialProperties(let id, let eligibility, let state, let signCount):
             let found: Bool
             do {
                 found = try authenticator.setCredentialProperties(
                     id: id,
                     backupEligible: eligibility,
-                    backupState: state
+                    backupState: state,
+                    signCount: signCount
                 )
             } catch {
                 throw Self.controlError(error)

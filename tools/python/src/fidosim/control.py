@@ -212,10 +212,12 @@ class FidosimControl:
         self.request("removeCredential", credentialId=b64url(credential_id))
 
     def set_credential_properties(self, credential_id: bytes, backup_eligibility: bool | None = None,
-                                  backup_state: bool | None = None) -> None:
-        """WebDriver's Set Credential Properties: the backup state (and the eligibility it was made with)."""
+                                  backup_state: bool | None = None, sign_count: int | None = None) -> None:
+        """WebDriver's Set Credential Properties: the backup state (and the eligibility it was made with), and
+        Chromium's signCount: -1 removes the credential's counter (its assertions report 0), a number raises the
+        key's one counter to it (it never goes back)."""
         self.request("setCredentialProperties", credentialId=b64url(credential_id),
-                     backupEligibility=backup_eligibility, backupState=backup_state)
+                     backupEligibility=backup_eligibility, backupState=backup_state, signCount=sign_count)
 
     def remove_all_credentials(self) -> int:
         return self.request("removeAllCredentials")["removed"]
