@@ -65,14 +65,18 @@ import Testing
         var h = try harness()
         let id = try h.register(Request.makeCredential(rk: resident)).credentialId
         let other = try h.register(Request.makeCredential(user: Request.user(id: [9]), rk: true)).credentialId
-        #expect(try h.authenticator.setCredentialProperties(id: id, backupEligible: nil, backupState: nil, signCount: -1))
+        #expect(
+            try h.authenticator.setCredentialProperties(id: id, backupEligible: nil, backupState: nil, signCount: -1)
+        )
         let before = h.signCounter
         #expect(try h.getAssertion(Request.getAssertion(allowList: [id])).authData.counter == 0)
         #expect(h.signCounter == before)
         #expect(try h.getAssertion(Request.getAssertion(allowList: [other])).authData.counter == before + 1)
         #expect(try h.authenticator.managedCredentials().first { $0.id == id }?.signCount == 0)
         // A number: the key's counter goes up to it, and the credential counts again.
-        #expect(try h.authenticator.setCredentialProperties(id: id, backupEligible: nil, backupState: nil, signCount: 500))
+        #expect(
+            try h.authenticator.setCredentialProperties(id: id, backupEligible: nil, backupState: nil, signCount: 500)
+        )
         #expect(try h.getAssertion(Request.getAssertion(allowList: [id])).authData.counter == 501)
         // Never back: refused, nothing changed.
         #expect(throws: CTAPError.self) {
@@ -81,7 +85,12 @@ import Testing
         #expect(h.signCounter == 501)
         // An unknown credential changes nothing.
         #expect(
-            try h.authenticator.setCredentialProperties(id: [1, 2], backupEligible: nil, backupState: nil, signCount: -1)
+            try h.authenticator.setCredentialProperties(
+                id: [1, 2],
+                backupEligible: nil,
+                backupState: nil,
+                signCount: -1
+            )
                 == false
         )
         #expect(try h.getAssertion(Request.getAssertion(allowList: [other])).authData.counter == 502)
