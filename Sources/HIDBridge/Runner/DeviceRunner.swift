@@ -17,6 +17,8 @@ let stopRequested = Atomic<Bool>(false)
 let powerCycleRequests = Atomic<Int>(0)
 /// The program `fidosim run` started (0 before it starts): the signals that would stop the key go to it instead.
 let forwardedChild = Atomic<Int32>(0)
+/// A signal for `fidosim run`'s program that came before the program's pid was known.
+let pendingSignal = Atomic<Int32>(0)
 
 /// The I/O loop of one or several virtual keys: moves reports, keeps time, asks the user, serves the control
 /// sockets. It runs on the calling thread until SIGINT or SIGTERM; the keys it owns are touched by nothing else.
@@ -69,16 +71,33 @@ package final class DeviceRunner {
     /// key); one that comes before the program started stops the run; SIGUSR1 power-cycles the keys.
     package static func installForwardingSignalHandlers() {
         for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2] {
-            signal(sig) { sig in
-                let child = forwardedChild.load(ordering: .relaxed)
-                if child > 0 { kill(child, sig) } else { stopRequested.store(true, ordering: .relaxed) }
-            }
+            signal(sig) { sig in DeviceRunner.signalForProgram(sig) }
         }
         signal(SIGUSR1) { _ in powerCycleRequests.add(1, ordering: .relaxed) }
     }
 
-    /// Where `fidosim run`'s signals go from now on.
-    package static func forwardSignals(to child: Int32) { forwardedChild.store(child, ordering: .relaxed) }
+    /// What `fidosim run`'s handlers do with a signal: it goes to the program; before the program's pid is known it
+    /// stops the run, and is kept for the program in case the program starts all the same (``forwardSignals(to:)``).
+    package static func signalForProgram(_ sig: Int32) {
+        let child = forwardedChild.load(ordering: .relaxed)
+        if child > 0 {
+            kill(child, sig)
+        } else {
+            pendingSignal.store(sig, ordering: .relaxed)
+            stopRequested.store(true, ordering: .relaxed)
+        }
+    }
+
+    /// Where `fidosim run`'s signals go from now on. A signal that came while the program was being started (after
+    /// the run last looked, before its pid was known) goes to it now, and the key serves on until the program ends.
+    package static func forwardSignals(to child: Int32) {
+        forwardedChild.store(child, ordering: .relaxed)
+        let missed = pendingSignal.exchange(0, ordering: .relaxed)
+        if missed != 0 {
+            stopRequested.store(false, ordering: .relaxed)
+            kill(child, missed)
+        }
+    }
 
     /// Ends ``run()`` at its next turn (within 100 ms); safe from any thread.
     package static func requestStop() { stopRequested.store(true, ordering: .relaxed) }
