@@ -50,10 +50,11 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .target(name: "Secp256k1", dependencies: ["CSecp256k1"], swiftSettings: swiftSettings),
         .target(
             name: "CTAPCore",
             dependencies: [
-                "CTAPCBOR", "FlashStore", "CSecp256k1",
+                "CTAPCBOR", "FlashStore", "Secp256k1",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
@@ -211,7 +212,7 @@ let package = Package(
         .testTarget(
             name: "CTAPCoreTests",
             dependencies: [
-                "CTAPCore", "CTAPCBOR", "FlashStore", "CTAPCoreTesting", "Attestation", "CSecp256k1",
+                "CTAPCore", "CTAPCBOR", "FlashStore", "CTAPCoreTesting", "Attestation", "Secp256k1",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],

@@ -1,6 +1,6 @@
-import CSecp256k1
 package import CTAPCBOR
 import Crypto
+import Secp256k1
 import _CryptoExtras
 
 /// A credential as the control plane reads and writes it: everything needed to use it somewhere else.
@@ -93,8 +93,7 @@ package enum PrivateKeyEncoding {
             }
         }
         // secp256k1 before P-256: swift-crypto's P-256 reader takes a secp256k1 key's scalar without its curve.
-        var scalar = [UInt8](repeating: 0, count: 32)
-        if fidosim_k1_from_pkcs8(pkcs8, pkcs8.count, &scalar) == 1 { return (scalar, .es256K) }
+        if let scalar = Secp256k1.scalar(pkcs8: pkcs8) { return (scalar, .es256K) }
         if let key = try? P256.Signing.PrivateKey(derRepresentation: pkcs8) {
             return (Array(key.rawRepresentation), .es256)
         }
@@ -129,10 +128,10 @@ package enum PrivateKeyEncoding {
             case .p521: return Array(try P521.Signing.PrivateKey(rawRepresentation: key).derRepresentation)
             case .rsa: return Array(try _RSA.Signing.PrivateKey(derRepresentation: key).pkcs8DERRepresentation)
             case .secp256k1:
-                var out = [UInt8](repeating: 0, count: 256)
-                let length = fidosim_k1_pkcs8(key, &out, out.count)
-                guard length > 0 else { throw CTAPError(.other, "a stored ES256K key is invalid") }
-                return Array(out.prefix(Int(length)))
+                guard let der = Secp256k1.pkcs8(scalar: key) else {
+                    throw CTAPError(.other, "a stored ES256K key is invalid")
+                }
+                return der
             }
         } catch {
             throw CTAPError(.other, "a stored \(algorithm.name) key is invalid")

@@ -1,6 +1,6 @@
-import CSecp256k1
 import CTAPCBOR
 import Crypto
+import Secp256k1
 import _CryptoExtras
 
 /// A credential's private key as swift-crypto holds it, ready to sign.
@@ -84,8 +84,7 @@ struct Secp256k1Signer: CredentialSigner {
     let point: [UInt8]
 
     init(scalar: [UInt8]) throws {
-        var point = [UInt8](repeating: 0, count: 65)
-        guard scalar.count == 32, fidosim_k1_public(scalar, &point) == 1 else { throw InvalidKey() }
+        guard let point = Secp256k1.publicPoint(scalar: scalar) else { throw InvalidKey() }
         self.scalar = scalar
         self.point = point
     }
@@ -95,10 +94,8 @@ struct Secp256k1Signer: CredentialSigner {
     func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue { COSEKey.ec2(algorithm, curve: 8, x963: point) }
 
     func sign(_ data: [UInt8]) throws -> [UInt8] {
-        var der = [UInt8](repeating: 0, count: 80)
-        let length = fidosim_k1_sign(scalar, data, data.count, &der, UInt32(der.count))
-        guard length > 0 else { throw InvalidKey() }
-        return Array(der.prefix(Int(length)))
+        guard let der = Secp256k1.sign(scalar: scalar, message: data) else { throw InvalidKey() }
+        return der
     }
 }
 
