@@ -198,7 +198,7 @@ let package = Package(
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
             name: "ConformanceTests",
-            dependencies: ["Conformance", "ControlProtocol", "FIDOClient", "CTAPCore", "VirtualKey", "HIDBridge"],
+            dependencies: ["Conformance", "ControlProtocol", "FIDOClient", "CTAPCore", "VirtualKey"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -4,6 +4,7 @@ import ControlProtocol
 import Dispatch
 import HIDBridge
 import Synchronization
+import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

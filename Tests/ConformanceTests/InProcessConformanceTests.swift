@@ -1,6 +1,5 @@
 import CTAPCore
 import FIDOClient
-import HIDBridge
 import Testing
 import VirtualKey
 
@@ -10,7 +9,7 @@ import VirtualKey
 import Glibc
 #endif
 
-/// The key as `serve` builds it (KeyFactory, the built-in profile, memory), reached through an in-process report
+/// The key as `serve` builds it (its KeyRecipe, the built-in profile, memory), reached through an in-process report
 /// channel instead of a transport: what the host sends goes to ``VirtualKey/receive(report:now:host:)``, and the
 /// key's time is the wall clock, so its keepalives, timeouts and the simulated user's delays happen as over UDP.
 final class InProcessKey: ReportChannel {
@@ -21,8 +20,8 @@ final class InProcessKey: ReportChannel {
     var name: String { "in-process" }
 
     init(profile: String = "fidosim") throws {
-        key = try KeyFactory().makeKey(
-            profile: try ProfileFile.load(profile),
+        key = try KeyRecipe().makeKey(
+            profile: try ProfileFile.builtIn(named: profile),
             storage: MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)),
             entropy: EntropySource(SeededGenerator(seed: 99)),
             presence: .approve(after: .milliseconds(20))

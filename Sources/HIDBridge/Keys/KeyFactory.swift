@@ -11,103 +11,6 @@ import CProcessControl
 import Glibc
 #endif
 
-/// Where a virtual key's reports travel.
-package enum TransportChoice: String, CaseIterable, Sendable {
-    case auto, udp, uhid, hid, gadget
-    /// A USB device exported over USB/IP (TCP), which `usbip attach` makes a USB device on another machine.
-    case usbip
-    /// A card in vsmartcard's vpcd reader, which pcscd presents to every PC/SC client (the NFC binding).
-    case pcsc
-    /// A hidraw node in this process's umockdev testbed, which only the programs given its environment see
-    /// (`fidosim run`, the environment file): no root, no uhid.
-    case privateHID = "private"
-}
-
-/// What differs between the keys of one `serve`.
-package struct KeySpec: Sendable {
-    package var name: String
-    package var flash: String
-    package var port: UInt16
-    package var serial: String?
-    package var control: String
-    package var trace: String?
-    /// Nil: the transport's default (prompt where the desktop sees the key, approve on UDP).
-    package var presence: String?
-    package var uv: String
-    package var enrolledFingers: Int
-    package var profile: String
-
-    package init(
-        name: String = "default",
-        flash: String = "memory",
-        port: UInt16 = 0,
-        serial: String? = nil,
-        control: String = "off",
-        trace: String? = nil,
-        presence: String? = nil,
-        uv: String = "none",
-        enrolledFingers: Int = 0,
-        profile: String = "fidosim"
-    ) {
-        self.name = name
-        self.flash = flash
-        self.port = port
-        self.serial = serial
-        self.control = control
-        self.trace = trace
-        self.presence = presence
-        self.uv = uv
-        self.enrolledFingers = enrolledFingers
-        self.profile = profile
-    }
-
-    /// `serve --keys N`: this key and N-1 copies named NAME-2…, each with its own image, port (when the first's is
-    /// fixed), serial, control socket and trace. `flash` and `control` are the command line's own (nil: the
-    /// defaults); the copies of an image cannot share it, so a named image is refused.
-    package func copies(count: Int, flash: String?, control: String?) throws(KeySetupError) -> [KeySpec] {
-        guard count > 1 else { return [self] }
-        if let flash, flash != "memory" {
-            throw KeySetupError("with --keys, each key has its own image NAME-N.img; name images in a --config file")
-        }
-        return (1...count).map { i in
-            guard i > 1 else { return self }
-            var spec = self
-            spec.name = "\(name)-\(i)"
-            spec.flash = flash ?? KeyFiles.defaultImagePath(name: spec.name)
-            spec.port = port == 0 ? 0 : port &+ UInt16(i - 1)
-            spec.serial = serial.map { "\($0)-\(i)" }
-            spec.control =
-                control.map { $0 == "off" ? "off" : KeySpec.numbered($0, i) }
-                ?? KeyFiles.defaultControlPath(name: spec.name)
-            spec.trace = trace.map { KeySpec.numbered($0, i) }
-            return spec
-        }
-    }
-
-    /// `dir/key.sock` → `dir/key-2.sock`.
-    package static func numbered(_ path: String, _ i: Int) -> String {
-        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
-        if let dot = path[slash...].lastIndex(of: "."), dot > slash {
-            return String(path[..<dot]) + "-\(i)" + String(path[dot...])
-        }
-        return path + "-\(i)"
-    }
-}
-
-/// Why a key did not start. `aboutKey`: the message is about the key's own settings (serve names the key before
-/// it); otherwise it names the file, socket or device it is about.
-package struct KeyStartError: Error, CustomStringConvertible {
-    package var message: String
-    package var aboutKey: Bool
-
-    package init(_ message: String, aboutKey: Bool = false) {
-        self.message = message
-        self.aboutKey = aboutKey
-    }
-
-    package var description: String { message }
-}
-
 /// Builds the keys `serve` runs from a ``KeySpec`` and the options every key of one `serve` shares: the image,
 /// the authenticator with its profile, the CTAPHID machine, the transport, the control socket and the trace.
 package struct KeyFactory {
@@ -362,9 +265,8 @@ package struct KeyFactory {
         return try USBIPTransport(host: usbipHost, port: port ?? usbipPort, device: exported, access: access)
     }
 
-    /// The key itself, without I/O: the authenticator with `spec`'s profile and options over `storage`, and its
-    /// CTAPHID machine. `serve` builds every key through it; the bench and the tests build theirs with it over
-    /// memory. `transport` decides the default largest message (uhid's output queue is short).
+    /// The key itself, without I/O (``KeyRecipe/makeKey(_:profile:storage:entropy:presence:transport:card:)``) with
+    /// this factory's options. `serve` builds every key through it.
     package func makeKey(
         _ spec: KeySpec = KeySpec(),
         profile profileFile: ProfileFile,
@@ -374,69 +276,29 @@ package struct KeyFactory {
         transport chosen: TransportChoice = .udp,
         card: Bool = false
     ) throws(KeyStartError) -> VirtualKey {
-        // getInfo transports: USB for every HID transport, NFC for the card.
-        let transports = (chosen == .pcsc ? [] : ["usb"]) + (card || chosen == .pcsc ? ["nfc"] : [])
-        var entropy = entropy
-        // The kernel's uhid output queue holds 32 reports and never blocks the writer: a host that writes a longer
-        // message faster than this process reads loses reports. 1200 bytes (21 reports) is also what common
-        // hardware keys announce.
-        let messageSize = maxMessageSize ?? profileFile.maxMessageSize ?? (chosen == .uhid ? 1200 : 7609)
-        var configuration = AuthenticatorConfiguration(
-            resetWindowEnabled: resetWindow,
-            maxMessageSize: messageSize,
-            minPinLengthRPIDs: minPinLengthRPs,
-            fingerprintSensor: spec.uv == "fingerprint",
-            preEnrolledFingerprints: spec.enrolledFingers,
-            enterpriseAttestationRPIDs: enterpriseRPs,
-            profile: profileFile.profile,
-            transportsForReset: resetTransports ?? transports.sorted(),
-            transports: transports.sorted(),
-            pinComplexityPolicyURL: pinPolicyURL,
-            backupEligible: backupEligible ?? profileFile.backupEligible,
-            backupState: backupState ?? profileFile.backupState,
-            alwaysUvByDefault: profileFile.alwaysUv
+        try recipe.makeKey(
+            spec,
+            profile: profileFile,
+            storage: storage,
+            entropy: entropy,
+            presence: mode,
+            transport: chosen,
+            card: card
         )
-        if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
-        // fidosim's shared batch unless the profile chooses self attestation (security.md, "Attestation").
-        configuration.defaultAttestation = profileFile.selfAttestation ? nil : SharedBatchAttestation.key
-        if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }
-        var authenticator: Authenticator
-        do {
-            authenticator = try Authenticator(
-                configuration: configuration,
-                storage: storage,
-                entropy: entropy,
-                now: .zero
-            )
-            try authenticator.applyFactoryDefaults()
-        } catch {
-            throw KeyStartError("cannot start the authenticator: \(error)", aboutKey: true)
-        }
-        // A key without CTAP2 lacks the CBOR capability; one without U2F says NMSG.
-        var capabilities = CTAPHIDConfiguration.capabilityWink
-        if profileFile.profile.speaksCTAP2 { capabilities |= CTAPHIDConfiguration.capabilityCBOR }
-        if !profileFile.profile.speaksU2F { capabilities |= CTAPHIDConfiguration.capabilityNMSG }
-        var hidConfiguration = CTAPHIDConfiguration(capabilities: profileFile.identity.capabilities ?? capabilities)
-        if let keepalive = profileFile.identity.keepaliveMs {
-            // A captured key's keepalive cadence.
-            hidConfiguration.keepaliveInterval = .microseconds(Int64((keepalive * 1000).rounded()))
-        }
-        if let (major, minor, build) = profileFile.identity.deviceVersion {
-            // A captured key's INIT answer (a profile from fidosim profile capture).
-            hidConfiguration.deviceVersionMajor = major
-            hidConfiguration.deviceVersionMinor = minor
-            hidConfiguration.deviceVersionBuild = build
-        }
-        let hid = CTAPHIDMachine(
-            configuration: hidConfiguration,
-            channelKey: entropy.bytes(16)
-        )
-        var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
-        key.presenceTimeout = presenceTimeout
-        // A captured key answers INIT and getInfo no faster than it did.
-        key.initLatency = CapturedIdentity.extra(profileFile.identity.initMs)
-        key.getInfoLatency = CapturedIdentity.extra(profileFile.identity.getInfoMs)
-        if transports.contains("nfc") { key.addNFC(only: transports == ["nfc"]) }
-        return key
+    }
+
+    /// The options of the key itself that this factory carries.
+    package var recipe: KeyRecipe {
+        var recipe = KeyRecipe()
+        recipe.presenceTimeout = presenceTimeout
+        recipe.maxMessageSize = maxMessageSize
+        recipe.resetWindow = resetWindow
+        recipe.minPinLengthRPs = minPinLengthRPs
+        recipe.enterpriseRPs = enterpriseRPs
+        recipe.resetTransports = resetTransports
+        recipe.pinPolicyURL = pinPolicyURL
+        recipe.backupEligible = backupEligible
+        recipe.backupState = backupState
+        return recipe
     }
 }

@@ -1,5 +1,6 @@
 import CProcessControl
 import SystemPackage
+package import VirtualKey
 
 #if canImport(Glibc)
 import Glibc
