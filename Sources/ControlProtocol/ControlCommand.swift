@@ -140,6 +140,10 @@ package enum Fault: Equatable, Sendable {
 
 /// A command of the control protocol.
 package enum ControlCommand: Equatable, Sendable {
+    /// The largest signCount the control plane sets: half the 32-bit counter, so that a key set there still signs
+    /// two billion times (a counter at 2³²−1 is exhausted, and the key can never sign again).
+    package static let maxSignCount = Int64(Int32.max)
+
     case addCredential(CredentialParameters)
     case getCredentials
     case removeCredential(id: [UInt8])
@@ -267,7 +271,7 @@ package struct ControlRequest: Equatable, Sendable {
             if largeBlob != nil && !resident {
                 throw ControlError(.invalidParams, "\"largeBlob\" needs a resident credential")
             }
-            let signCount = try p.optionalInteger("signCount", in: 0...Int64(UInt32.max)) ?? 0
+            let signCount = try p.optionalInteger("signCount", in: 0...ControlCommand.maxSignCount) ?? 0
             command = .addCredential(
                 CredentialParameters(
                     credentialId: id,
@@ -288,7 +292,7 @@ package struct ControlRequest: Equatable, Sendable {
             let eligibility = try p.optionalBool("backupEligibility")
             let state = try p.optionalBool("backupState")
             // Chromium's: -1 removes the credential's counter.
-            let signCount = try p.optionalInteger("signCount", in: -1...Int64(UInt32.max))
+            let signCount = try p.optionalInteger("signCount", in: -1...ControlCommand.maxSignCount)
             guard eligibility != nil || state != nil || signCount != nil else {
                 throw ControlError(
                     .invalidParams,

@@ -1,3 +1,4 @@
+import CTAPHID
 import Logging
 import Testing
 
@@ -74,9 +75,8 @@ func goesOut(_ routes: inout ChannelRoutes, _ report: [UInt8], to host: Int) -> 
         // Host 1's oldest went instead.
         #expect(routes.channels[1]?.contains(2) == false)
         #expect(routes.channels[1]?.contains(UInt32(ChannelRoutes.capacity + 500)) == true)
-        // A host that leaves: a CANCEL for each of its channels, and they are forgotten.
-        let cancels = routes.hostLeft(0)
-        #expect(cancels == [cidBytes(1) + [0x91, 0, 0] + Array(repeating: 0, count: 57)])
+        // A host that leaves: its channels are forgotten.
+        routes.hostLeft(0)
         #expect(routes.channels[0] == nil)
         #expect(!goesOut(&routes, cidBytes(1) + [0x90, 0, 1, 0x2D], to: 0), "nothing goes to a host that left")
         routes.reset()
@@ -165,13 +165,40 @@ func goesOut(_ routes: inout ChannelRoutes, _ report: [UInt8], to host: Int) -> 
         #expect(io.slot.key.pendingPrompt == nil, "the detached host's request was cancelled")
         #expect(a.replugs == 0 && b.replugs == 0, "no power cycle: A still powers the key")
         #expect(b.heard.isEmpty && a.heard.isEmpty, "the cancelled request's answer goes nowhere")
-        // A's channel lives on, and the authenticator is free for it.
-        a.inbox = harness.reports(command: 0x01, payload: [5, 6], channel: channelA).map { TransportEvent.report($0) }
+        // A's channel lives on, and the authenticator is free for it (getInfo answers, not CHANNEL_BUSY).
+        a.inbox = harness.reports(command: 0x10, payload: [0x04], channel: channelA).map { TransportEvent.report($0) }
+        serviceOnce(io)
+        let info = messages(a.heard.map { KeyOutput.report($0) })
+        #expect(info.count == 1 && info.first?.channel == channelA && info.first?.payload.first == 0x00)
+    }
+
+    @Test func aHostDetachingEndsItsLockAndHalfSentMessage() throws {
+        let (io, _, b, harness) = try twoHosts()
+        let channelB = channel(io, b, harness)
+        // B locks its channels and leaves a message half sent, then detaches.
+        b.inbox = harness.reports(command: 0x04, payload: [10], channel: channelB).map { TransportEvent.report($0) }
+        b.inbox += [
+            TransportEvent.report(
+                harness.reports(
+                    command: 0x10,
+                    payload: Array(repeating: 1, count: 100),
+                    channel: channelB
+                )[0]
+            )
+        ]
+        serviceOnce(io)
+        #expect(io.slot.key.otherHosts[0].lockedChannel == channelB)
+        b.inbox = [.detached]
+        serviceOnce(io)
+        #expect(io.slot.key.otherHosts[0].lockedChannel == nil && io.slot.key.otherHosts[0].assemblingChannel == nil)
+        // The next host to attach gets a fresh channel and is served at once.
+        b.heard.removeAll()
+        let fresh = channel(io, b, harness)
+        #expect(fresh != channelB)
+        b.inbox = harness.reports(command: 0x01, payload: [7], channel: fresh).map { TransportEvent.report($0) }
         serviceOnce(io)
         #expect(
-            messages(a.heard.map { KeyOutput.report($0) }) == [
-                Message(channel: channelA, command: 0x81, payload: [5, 6])
-            ]
+            messages(b.heard.map { KeyOutput.report($0) }) == [Message(channel: fresh, command: 0x81, payload: [7])]
         )
     }
 

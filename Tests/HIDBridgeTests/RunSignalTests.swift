@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 
 @testable import HIDBridge
@@ -25,12 +26,17 @@ import Glibc
         var none = sigset_t()
         sigemptyset(&none)
         posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        var usr2 = sigset_t()
+        sigemptyset(&usr2)
+        sigaddset(&usr2, SIGUSR2)
+        posix_spawnattr_setsigdefault(&attributes, &usr2)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         try #require(posix_spawnp(&pid, "sleep", nil, &attributes, &argv, environ) == 0)
         DeviceRunner.forwardSignals(to: pid)
         #expect(!DeviceRunner.stopping, "the program got the signal; its end stops the key")
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         #expect(status & 0x7F == SIGUSR2, "sleep ended by the signal that came before its pid was known")
+        forwardedChild.store(0, ordering: .relaxed)
     }
 }

@@ -89,6 +89,10 @@ import Testing
         #expect(busy == [Message(channel: zero, command: 0x80 | cbor, payload: [0x06])])
         _ = send(&h, host: 0, command: 0x11, payload: [], channel: zero)
         #expect(h.key.pendingPrompt != nil)
+        // Nor does a CANCEL or an abort for host 0's channel reaching the key (its machine has none in flight, but
+        // the key checks the route itself).
+        #expect(h.key.perform([.cancel(channel: zero), .abort(channel: zero)], host: 0, now: h.now).isEmpty)
+        #expect(h.key.pendingPrompt != nil)
         // The touch answers host 1 only.
         let answered = h.key.touch(now: h.now)
         #expect(messages(answered, host: 1).last == Message(channel: one, command: 0x80 | cbor, payload: [0x00]))

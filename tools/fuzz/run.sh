@@ -78,7 +78,7 @@ build_single() { # $1 target, $2 module
         -o "$out/$1"
 }
 
-# The authenticator: CTAPCBOR, FlashStore and CTAPCore instrumented, each its own module, linked with
+# The authenticator: CTAPCBOR, FlashStore, Secp256k1 and CTAPCore instrumented, each its own module, linked with
 # swift-crypto's objects from the debug build (not instrumented: coverage is wanted for our code).
 build_authenticator() {
     local mods=$out/authenticator-modules
@@ -101,7 +101,7 @@ build_authenticator() {
     esac
     echo "swift-crypto from $deps"
     local module
-    for module in CTAPCBOR FlashStore CTAPCore; do
+    for module in CTAPCBOR FlashStore Secp256k1 CTAPCore; do
         "$swiftc" "${fuzz_flags[@]}" -module-name "$module" -I "$mods" -I "$deps/Modules" -I Sources/CSecp256k1 -wmo \
             -emit-module -emit-module-path "$mods/$module.swiftmodule" -emit-object -o "$mods/$module.o" \
             $(find Sources/"$module" -name '*.swift' | sort) || return 1
@@ -112,7 +112,7 @@ build_authenticator() {
         "$deps/CXKCPShims.build" "$deps/SwiftASN1.build" -name "*.o" -print0 2>/dev/null |
         xargs -0 ar rcs "$mods/libcryptodeps.a" || return 1
     "$swiftc" "${fuzz_flags[@]}" -module-name FuzzAuthenticator -I "$mods" -I "$deps/Modules" -I Sources/CSecp256k1 \
-        tools/fuzz/authenticator.swift "$mods"/CTAPCBOR.o "$mods"/FlashStore.o "$mods"/CTAPCore.o \
+        tools/fuzz/authenticator.swift "$mods"/CTAPCBOR.o "$mods"/FlashStore.o "$mods"/Secp256k1.o "$mods"/CTAPCore.o \
         -L "$mods" -Xlinker --whole-archive -lcryptodeps -Xlinker --no-whole-archive -lcrypto -o "$out/authenticator"
 }
 

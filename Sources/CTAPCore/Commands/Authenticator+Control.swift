@@ -105,6 +105,11 @@ extension Authenticator {
         backupState: Bool?,
         signCount: Int64? = nil
     ) throws(CTAPError) -> Bool {
+        // The credential first (an unknown one is not found, whatever the values), then every value checked before
+        // anything is written.
+        guard storage.residentCredential(id: id) != nil || createdCredentials.contains(where: { $0.id == id }) else {
+            return false
+        }
         if let signCount, signCount >= 0, signCount < Int64(storage.signCounter) {
             throw CTAPError(
                 .invalidParameter,

@@ -33,7 +33,7 @@ package enum PrivateKeyEncoding {
             }
         }
         // secp256k1 before P-256: swift-crypto's P-256 reader takes a secp256k1 key's scalar without its curve.
-        if let scalar = Secp256k1.scalar(pkcs8: pkcs8) { return (scalar, .es256K) }
+        if let scalar = Secp256k1ECDSA.scalar(pkcs8: pkcs8) { return (scalar, .es256K) }
         if let key = try? P256.Signing.PrivateKey(derRepresentation: pkcs8) {
             return (Array(key.rawRepresentation), .es256)
         }
@@ -68,7 +68,7 @@ package enum PrivateKeyEncoding {
             case .p521: return Array(try P521.Signing.PrivateKey(rawRepresentation: key).derRepresentation)
             case .rsa: return Array(try _RSA.Signing.PrivateKey(derRepresentation: key).pkcs8DERRepresentation)
             case .secp256k1:
-                guard let der = Secp256k1.pkcs8(scalar: key) else {
+                guard let der = Secp256k1ECDSA.pkcs8(scalar: key) else {
                     throw CTAPError(.other, "a stored ES256K key is invalid")
                 }
                 return der

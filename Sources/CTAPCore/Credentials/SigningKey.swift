@@ -84,7 +84,7 @@ struct Secp256k1Signer: CredentialSigner {
     let point: [UInt8]
 
     init(scalar: [UInt8]) throws {
-        guard let point = Secp256k1.publicPoint(scalar: scalar) else { throw InvalidKey() }
+        guard let point = Secp256k1ECDSA.publicPoint(scalar: scalar) else { throw InvalidKey() }
         self.scalar = scalar
         self.point = point
     }
@@ -94,7 +94,7 @@ struct Secp256k1Signer: CredentialSigner {
     func coseKey(_ algorithm: CredentialAlgorithm) -> CBORValue { COSEKey.ec2(algorithm, curve: 8, x963: point) }
 
     func sign(_ data: [UInt8]) throws -> [UInt8] {
-        guard let der = Secp256k1.sign(scalar: scalar, message: data) else { throw InvalidKey() }
+        guard let der = Secp256k1ECDSA.sign(scalar: scalar, message: data) else { throw InvalidKey() }
         return der
     }
 }

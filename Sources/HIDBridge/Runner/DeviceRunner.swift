@@ -61,6 +61,7 @@ package final class DeviceRunner {
 
     /// Installs the SIGINT/SIGTERM handlers that end ``run()`` and the SIGUSR1 handler that power-cycles the keys.
     package static func installSignalHandlers() {
+        touchSignalState()
         for sig in [SIGINT, SIGTERM] {
             signal(sig) { _ in stopRequested.store(true, ordering: .relaxed) }
         }
@@ -70,10 +71,20 @@ package final class DeviceRunner {
     /// `fidosim run`'s handlers: SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR2 go to the program (whose end stops the
     /// key); one that comes before the program started stops the run; SIGUSR1 power-cycles the keys.
     package static func installForwardingSignalHandlers() {
+        touchSignalState()
         for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR2] {
             signal(sig) { sig in DeviceRunner.signalForProgram(sig) }
         }
         signal(SIGUSR1) { _ in powerCycleRequests.add(1, ordering: .relaxed) }
+    }
+
+    /// Initialises the globals the handlers use before any handler can run: a Swift global is made on first use,
+    /// and a handler that made one while the main thread was making it would wait for itself.
+    static func touchSignalState() {
+        _ = stopRequested.load(ordering: .relaxed)
+        _ = powerCycleRequests.load(ordering: .relaxed)
+        _ = forwardedChild.load(ordering: .relaxed)
+        _ = pendingSignal.load(ordering: .relaxed)
     }
 
     /// What `fidosim run`'s handlers do with a signal: it goes to the program; before the program's pid is known it

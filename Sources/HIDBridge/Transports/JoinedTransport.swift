@@ -11,7 +11,8 @@ import Glibc
 /// serves, and a host reaches only the channels the key gave it (``ChannelRoutes``).
 ///
 /// A power cycle of the key reaches every host: the key lost power. A USB/IP host detaching it is not one here: the
-/// other host still powers the key, so only the detached host's requests end (a CANCEL on each of its channels).
+/// other host still powers the key, so only the detached host's request and CTAPHID state end
+/// (``VirtualKey/hostLeft(_:)``).
 package final class JoinedTransport: ReportTransport {
     package let members: [any ReportTransport]
     var routes = ChannelRoutes()
@@ -66,8 +67,9 @@ package final class JoinedTransport: ReportTransport {
                 case .detached:
                     // The other hosts keep the key powered: only this host's requests end.
                     out.append(.note("the key stays plugged into \(otherHosts(than: index))"))
-                    out += routes.hostLeft(index).map { TransportEvent.report($0, host: index) }
-                case .note:
+                    routes.hostLeft(index)
+                    out.append(.hostLeft(index))
+                case .note, .hostLeft:
                     out.append(event)
                 }
             }

@@ -146,6 +146,22 @@ package struct VirtualKey: Sendable {
         return otherHosts.count
     }
 
+    /// One of the hosts let go of the key while another keeps it powered: its request (in flight or waiting for a
+    /// touch) ends without an answer, its held reports go, and its CTAPHID machine starts afresh (a `LOCK` or a
+    /// half-sent message of that host ends with it; its channel ids are never given again).
+    package mutating func hostLeft(_ host: Int) {
+        if inFlight?.route.host == host || waiting?.channel.host == host {
+            waiting = nil
+            inFlight = nil
+            authenticator.abort()
+        }
+        heldReports.removeAll { $0.host == host }
+        _ = onMachine(host) { machine in
+            machine.powerCycle()
+            return []
+        }
+    }
+
     /// The number of hosts the key is plugged into.
     package var hostCount: Int { 1 + otherHosts.count }
 
@@ -167,7 +183,7 @@ package struct VirtualKey: Sendable {
 
     /// The earliest time ``tick(now:)`` has work to do.
     package var nextDeadline: Duration? {
-        ([hid.nextDeadline, waiting?.deadline, nfc?.nextDeadline, heldReports.first?.due]
+        ([hid.nextDeadline, waiting?.deadline, nfc?.nextDeadline, heldReports.map(\.due).min()]
             + otherHosts.map(\.nextDeadline))
             .compactMap { $0 }.min()
     }
@@ -245,9 +261,11 @@ package struct VirtualKey: Sendable {
     /// Lets time pass: keepalives, timeouts, automatic touches.
     package mutating func tick(now: Duration) -> [KeyOutput] {
         var out: [KeyOutput] = []
-        while let first = heldReports.first, first.due <= now {
-            heldReports.removeFirst()
-            out.append(.report(first.report, host: first.host))
+        // Each host's held reports leave in order; another host's may be due earlier.
+        let due = heldReports.filter { $0.due <= now }
+        if !due.isEmpty {
+            heldReports.removeAll { $0.due <= now }
+            out += due.map { .report($0.report, host: $0.host) }
         }
         if let wait = waiting, now >= wait.deadline {
             waiting = nil
@@ -321,10 +339,11 @@ package struct VirtualKey: Sendable {
 
     /// When a report the key sends now goes out, if not at once: an INIT answer after ``initLatency``, reports
     /// made while ``holdUntil`` is set then, and anything after a held report no earlier than it (order is kept).
-    func due(of report: [UInt8], now: Duration) -> Duration? {
+    func due(of report: [UInt8], host: Int, now: Duration) -> Duration? {
         var due = holdUntil
         if initLatency > .zero, report.count > 4, report[4] == 0x86 { due = max(due ?? .zero, now + initLatency) }
-        if let last = heldReports.last?.due { due = max(due ?? last, last) }
+        // Behind the host's own held reports only: another host's answers are not held up by them.
+        if let last = heldReports.last(where: { $0.host == host })?.due { due = max(due ?? last, last) }
         return due
     }
 
@@ -348,7 +367,7 @@ package struct VirtualKey: Sendable {
             case .send(let report):
                 if controls.dropOutbound > 0 {
                     controls.dropOutbound -= 1
-                } else if let due = due(of: report, now: now) {
+                } else if let due = due(of: report, host: host, now: now) {
                     heldReports.append((due, report, host))
                 } else {
                     out.append(.report(report, host: host))

@@ -66,19 +66,11 @@ package struct ChannelRoutes: Sendable, Equatable {
         return true
     }
 
-    /// A host let go of the key while another keeps it powered: its channels are forgotten, and each gets a
-    /// CTAPHID_CANCEL as if the host had sent it, so that a request of its waiting for a touch ends (a CANCEL on a
-    /// channel with nothing waiting is ignored, CTAP 2.1 §11.2.9.1.5).
-    package mutating func hostLeft(_ host: Int) -> [[UInt8]] {
-        let gone = order[host] ?? []
+    /// A host let go of the key while another keeps it powered: its channels are forgotten (nothing more goes out
+    /// on them; the key ends that host's request itself, ``VirtualKey/hostLeft(_:)``).
+    package mutating func hostLeft(_ host: Int) {
         order[host] = nil
         channels[host] = nil
-        return gone.map { channel in
-            let cid = [
-                UInt8(channel >> 24), UInt8(channel >> 16 & 0xFF), UInt8(channel >> 8 & 0xFF), UInt8(channel & 0xFF),
-            ]
-            return cid + [0x91, 0, 0] + Array(repeating: 0, count: 57)
-        }
     }
 
     /// The key lost power: every channel is gone.

@@ -59,6 +59,9 @@ package struct KeySlot: Sendable {
             return traced + effects(of: key.receive(report: report, now: now, host: host), now: now)
         case .powerCycle, .detached:
             return powerCycle(now: now)
+        case .hostLeft(let host):
+            key.hostLeft(host)
+            return []
         case .note(let text):
             // A transport's notes quote what peers sent (a bus id, an address): printed escaped.
             logger.info("\(TerminalText.escape(text))")

@@ -7,6 +7,9 @@ package enum TransportEvent: Equatable, Sendable {
     case powerCycle
     /// The host let go of the device (a USB/IP detach, its connection gone): for a key with one host, an unplug.
     case detached
+    /// One of several hosts let go of a key that another keeps powered (``JoinedTransport``): only that host's
+    /// requests and CTAPHID state end.
+    case hostLeft(Int)
     /// Something worth a log line (device opened or closed by the host, a refused feature report).
     case note(String)
 }

@@ -68,7 +68,7 @@ import _CryptoExtras
             return { sig, data in sig.count == 4627 && key.isValidSignature(sig, for: data) }
         case .es256K:
             let point = try ec2(8, 32)
-            return { sig, data in Secp256k1.verify(point: point, message: data, signature: sig) }
+            return { sig, data in Secp256k1ECDSA.verify(point: point, message: data, signature: sig) }
         case .rs256, .ps256:
             guard map.count == 4, cose[1] == 3, let n = cose[-1]?.bytesValue, let e = cose[-2]?.bytesValue,
                 n.count == 256, n[0] != 0, e == [0x01, 0x00, 0x01]

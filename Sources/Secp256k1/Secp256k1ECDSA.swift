@@ -2,7 +2,7 @@ import CSecp256k1
 
 /// ECDSA on secp256k1 (COSE ES256K), which swift-crypto lacks, through the system libcrypto: the one place that
 /// calls the C shim, so that the authenticator and its tests deal in bytes and Swift values only.
-package enum Secp256k1 {
+package enum Secp256k1ECDSA {
     /// The uncompressed public point (65 bytes: 0x04 | x | y) of a 32-byte scalar; nil when it is no key (0, or not
     /// below the group order).
     package static func publicPoint(scalar: [UInt8]) -> [UInt8]? {
