@@ -127,7 +127,7 @@ struct AttestationCommand: ParsableCommand {
                     "enterpriseCertificate": .string(Base64URL.encode(batch.enterpriseCertificate)),
                 ]
             )
-            let path = rootOut ?? KeyFiles.dataDirectory + "/" + key.name + "-attestation-root.pem"
+            let path = rootOut ?? KeyPaths.dataDirectory + "/" + key.name + "-attestation-root.pem"
             try usage { () throws(KeySetupError) in
                 try KeyFiles.writePrivate(
                     path,

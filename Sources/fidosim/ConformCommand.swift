@@ -5,7 +5,6 @@ import Console
 import ControlProtocol
 import FIDOClient
 import HIDAPIDevice
-import HIDBridge
 
 #if canImport(Glibc)
 import Glibc
@@ -231,7 +230,7 @@ struct ConformCommand: ParsableCommand {
             commands: try rigCommands(),
             kind: `operator`,
             noControl: noControl,
-            socket: control ?? name.map { KeyFiles.defaultControlPath(name: $0) },
+            socket: control ?? name.map { KeyPaths.defaultControlPath(name: $0) },
             command: "conform"
         )
         if allowDestructive {

@@ -63,11 +63,11 @@ struct CredentialsCommand: ParsableCommand {
                 guard creating || access(flash, F_OK) == 0 else { throw ValidationError("no flash image at \(flash)") }
                 return try ImageKeyAccess(path: flash)
             }
-            let path = controlPath ?? KeyFiles.defaultControlPath(name: name)
+            let path = controlPath ?? KeyPaths.defaultControlPath(name: name)
             do {
                 return SocketKeyAccess(connection: try ControlConnection(path: path))
             } catch {
-                let image = KeyFiles.defaultImagePath(name: name)
+                let image = KeyPaths.defaultImagePath(name: name)
                 guard controlPath == nil, access(image, F_OK) == 0 else {
                     throw Unreachable("\(error); start the key, or name an image with --flash")
                 }

@@ -2,7 +2,6 @@ import ArgumentParser
 import Console
 import ControlClient
 import ControlProtocol
-import HIDBridge
 
 struct Ctl: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -101,7 +100,7 @@ struct Ctl: ParsableCommand {
     }
 
     func run() throws {
-        let path = control ?? socket ?? KeyFiles.defaultControlPath(name: name)
+        let path = control ?? socket ?? KeyPaths.defaultControlPath(name: name)
         let connection: ControlConnection
         do {
             connection = try ControlConnection(path: path)

@@ -1,9 +1,9 @@
 import ArgumentParser
 import CTAPCore
 import Conformance
+import Console
 import FIDOClient
 import HIDAPIDevice
-import HIDBridge
 
 /// Who acts on the key for `conform` and `profile capture`: a rig's commands (and a person or a harness for what has
 /// none), else a fidosim key's control socket when one is given or found, else a person at the terminal.
@@ -29,7 +29,7 @@ enum OperatorSetup {
             return try OperatorChoice.choose(
                 noControl: noControl,
                 socket: socket,
-                defaultPath: KeyFiles.defaultControlPath(name: "default"),
+                defaultPath: KeyPaths.defaultControlPath(name: "default"),
                 address: address,
                 fidosimAAGUID: AuthenticatorConfiguration.fidosimAAGUID,
                 open: open

@@ -440,10 +440,10 @@ struct Serve: ParsableCommand {
     func keySpecs() throws -> [KeySpec] {
         let base = KeySpec(
             name: name,
-            flash: flash ?? KeyFiles.defaultImagePath(name: name),
+            flash: flash ?? KeyPaths.defaultImagePath(name: name),
             port: port,
             serial: serial,
-            control: control ?? KeyFiles.defaultControlPath(name: name),
+            control: control ?? KeyPaths.defaultControlPath(name: name),
             trace: trace,
             presence: presence,
             uv: uv,
@@ -472,7 +472,7 @@ struct Serve: ParsableCommand {
         let session = try start()
         var extra: [String: JSONValue] = [:]
         if privateKey, let testbed = session.testbed {
-            let path = envFile ?? KeyFiles.defaultEnvironmentPath(name: name)
+            let path = envFile ?? KeyPaths.defaultEnvironmentPath(name: name)
             try PrivateKeySetup.writeEnvironment(testbed, to: path)
             printLine("fidosim: the key's environment is in \(path) (. \(path), then start the program)")
             extra["envFile"] = .string(path)

@@ -33,30 +33,11 @@ package enum GeometryChoice: String, CaseIterable, Sendable {
 
 /// Where a key's files live.
 package enum KeyFiles {
-    /// `$XDG_DATA_HOME/fidosim`, else `~/.local/share/fidosim`.
-    package static var dataDirectory: String {
-        if let xdg = getenv("XDG_DATA_HOME").map({ String(cString: $0) }), xdg.hasPrefix("/") {
-            return xdg + "/fidosim"
-        }
-        let home = getenv("HOME").map { String(cString: $0) } ?? "/tmp"
-        return home + "/.local/share/fidosim"
-    }
-
-    package static func defaultImagePath(name: String) -> String { dataDirectory + "/" + name + ".img" }
-
-    /// `$XDG_RUNTIME_DIR/fidosim/NAME.sock`, else `~/.local/share/fidosim/NAME.sock`.
-    package static func defaultControlPath(name: String) -> String {
-        if let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") {
-            return runtime + "/fidosim/" + name + ".sock"
-        }
-        return dataDirectory + "/" + name + ".sock"
-    }
-
-    /// `$XDG_RUNTIME_DIR/fidosim/NAME.env`, else `~/.local/share/fidosim/NAME.env`: the private key's environment.
-    package static func defaultEnvironmentPath(name: String) -> String {
-        let socket = defaultControlPath(name: name)
-        return String(socket.dropLast(".sock".count)) + ".env"
-    }
+    /// Where a key's files are by default (``KeyPaths``, shared with the commands that reach a running key).
+    package static var dataDirectory: String { KeyPaths.dataDirectory }
+    package static func defaultImagePath(name: String) -> String { KeyPaths.defaultImagePath(name: name) }
+    package static func defaultControlPath(name: String) -> String { KeyPaths.defaultControlPath(name: name) }
+    package static func defaultEnvironmentPath(name: String) -> String { KeyPaths.defaultEnvironmentPath(name: name) }
 
     /// Creates `path` (absolute, or relative to the current directory) and its parents with mode 0700 where missing.
     package static func makeDirectories(_ path: String) throws(StorageError) {
