@@ -135,7 +135,7 @@ struct BenchVirtualKey {
 
     init() throws {
         var entropy = EntropySource.system
-        key = try KeyFactory().makeKey(
+        key = try KeyRecipe().makeKey(
             profile: try ProfileFile.load("fidosim"),
             storage: MemoryStorage(deviceSecret: entropy.bytes(32), capacity: 1_000_000),
             entropy: entropy,

@@ -61,7 +61,7 @@ struct RunCommand: ParsableCommand {
             throw ExitCode(130)
         }
         let child: pid_t
-        switch Self.spawn(command) {
+        switch DeviceRunner.spawnProgram(command) {
         case .success(let pid): child = pid
         case .failure(let error):
             let code = error.code
@@ -88,29 +88,4 @@ struct RunCommand: ParsableCommand {
         let code = raw & 0x7F == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F)
         if code != 0 { throw ExitCode(code) }
     }
-
-    /// Starts `command` (searched in PATH) with this process's environment, its signal mask cleared.
-    static func spawn(_ command: [String]) -> Result<pid_t, SpawnError> {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let result = posix_spawnp(&pid, command[0], nil, &attributes, &argv, environ)
-        return result == 0 ? .success(pid) : .failure(SpawnError(code: result))
-    }
-}
-
-/// Why a program did not start: posix_spawn's error number.
-struct SpawnError: Error {
-    var code: Int32
 }

@@ -15,23 +15,8 @@ import Glibc
     @Test func aSignalBeforeTheProgramsPidIsKnownReachesTheProgram() throws {
         DeviceRunner.signalForProgram(SIGUSR2)
         #expect(DeviceRunner.stopping, "before the program starts, a signal stops the run")
-        var pid: pid_t = 0
-        let words: [String] = ["sleep", "30"]
-        var argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        // As fidosim run starts its program: no signal blocked (a test runner may block some).
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var usr2 = sigset_t()
-        sigemptyset(&usr2)
-        sigaddset(&usr2, SIGUSR2)
-        posix_spawnattr_setsigdefault(&attributes, &usr2)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        try #require(posix_spawnp(&pid, "sleep", nil, &attributes, &argv, environ) == 0)
+        // As fidosim run starts its program; SIGUSR2 at its default too (a test runner may ignore it).
+        let pid = try DeviceRunner.spawnProgram(["sleep", "30"], defaultSignals: [SIGPIPE, SIGUSR2]).get()
         DeviceRunner.forwardSignals(to: pid)
         #expect(!DeviceRunner.stopping, "the program got the signal; its end stops the key")
         var status: Int32 = 0

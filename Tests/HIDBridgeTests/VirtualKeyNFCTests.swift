@@ -13,10 +13,10 @@ struct CardHarness {
     var hid: KeyHarness
 
     init(presence: PresenceMode, alsoUSB: Bool = false, resetTransports: [String]? = nil) throws {
-        var factory = KeyFactory()
-        factory.resetTransports = resetTransports
+        var recipe = KeyRecipe()
+        recipe.resetTransports = resetTransports
         hid = try KeyHarness(presence: presence)
-        hid.key = try factory.makeKey(
+        hid.key = try recipe.makeKey(
             profile: try ProfileFile.load("fidosim"),
             storage: MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)),
             entropy: EntropySource(SeededGenerator(seed: 42)),

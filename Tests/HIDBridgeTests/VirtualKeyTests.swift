@@ -17,11 +17,11 @@ struct KeyHarness {
     var now: Duration = .zero
     let channel: UInt32 = 0x0102_0304
 
-    /// The key `serve` would build (the factory's defaults, the built-in profile), over memory and seeded entropy.
+    /// The key `serve` would build (its recipe's defaults, the built-in profile), over memory and seeded entropy.
     init(presence: PresenceMode, resetWindow: Bool = true, profile: ProfileFile? = nil) throws {
-        var factory = KeyFactory()
-        factory.resetWindow = resetWindow
-        key = try factory.makeKey(
+        var recipe = KeyRecipe()
+        recipe.resetWindow = resetWindow
+        key = try recipe.makeKey(
             profile: try profile ?? ProfileFile.load("fidosim"),
             storage: MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)),
             entropy: EntropySource(SeededGenerator(seed: 42)),

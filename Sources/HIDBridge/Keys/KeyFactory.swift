@@ -189,7 +189,7 @@ package struct KeyFactory {
         }
 
         // Every write goes through the fault switch of the control plane (a failed flash write on demand).
-        var key = try makeKey(
+        var key = try recipe.makeKey(
             spec,
             profile: profileFile,
             storage: FaultInjectingStorage(persistent.storage),
@@ -263,28 +263,6 @@ package struct KeyFactory {
             reportDescriptor: UHIDDeviceInfo.reportDescriptor
         )
         return try USBIPTransport(host: usbipHost, port: port ?? usbipPort, device: exported, access: access)
-    }
-
-    /// The key itself, without I/O (``KeyRecipe/makeKey(_:profile:storage:entropy:presence:transport:card:)``) with
-    /// this factory's options. `serve` builds every key through it.
-    package func makeKey(
-        _ spec: KeySpec = KeySpec(),
-        profile profileFile: ProfileFile,
-        storage: any AuthenticatorStorage,
-        entropy: EntropySource,
-        presence mode: PresenceMode,
-        transport chosen: TransportChoice = .udp,
-        card: Bool = false
-    ) throws(KeyStartError) -> VirtualKey {
-        try recipe.makeKey(
-            spec,
-            profile: profileFile,
-            storage: storage,
-            entropy: entropy,
-            presence: mode,
-            transport: chosen,
-            card: card
-        )
     }
 
     /// The options of the key itself that this factory carries.

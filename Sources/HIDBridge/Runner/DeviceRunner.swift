@@ -99,6 +99,32 @@ package final class DeviceRunner {
         }
     }
 
+    /// Starts `fidosim run`'s program (searched in PATH) with this process's environment, its signal mask cleared
+    /// and `defaultSignals` back to their default action; the pid, or posix_spawn's error number.
+    package static func spawnProgram(
+        _ command: [String],
+        defaultSignals: [Int32] = [SIGPIPE]
+    ) -> Result<
+        Int32, SpawnError
+    > {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in defaultSignals { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawnp(&pid, command[0], nil, &attributes, &argv, environ)
+        return result == 0 ? .success(pid) : .failure(SpawnError(code: result))
+    }
+
     /// Where `fidosim run`'s signals go from now on. A signal that came while the program was being started (after
     /// the run last looked, before its pid was known) goes to it now, and the key serves on until the program ends.
     package static func forwardSignals(to child: Int32) {
@@ -172,4 +198,9 @@ package final class DeviceRunner {
         prompter.closeAll()
         logger.info("stopping")
     }
+}
+
+/// Why a program did not start: posix_spawn's error number.
+package struct SpawnError: Error {
+    package var code: Int32
 }
