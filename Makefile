@@ -26,7 +26,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsc
 # pyscard (python-fido2's PC/SC device) builds with swig against libpcsclite-dev.
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard'
 
-.PHONY: help deps venv architecture-map host-e2e test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures clean
+.PHONY: help deps venv architecture-map host-e2e test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures key-cost clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -48,6 +48,7 @@ help:
 	@echo "make install-user-unit  the daily key as a systemd user unit (prompt mode, started at login)"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
+	@echo "make key-cost      what a key added at run time (serve --hub) costs: memory, time, descriptors"
 	@echo "make profile-roundtrip  capture each built-in profile and a quirky one, serve the capture, capture it again,"
 	@echo "                   and compare both captures and both keys' whole conform reports"
 	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the NFC APDU machine, the flash store, flash image"
@@ -95,6 +96,12 @@ profile-roundtrip: venv build
 # USB/IP floods against a key also on UDP: the owner's getInfo, the key's descriptors and memory (issue 42).
 flood-figures: venv build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(VENV_PY) tools/interop/floods.py
+
+# What a key added at run time through the hub costs: memory, time to add and remove, descriptors (KEY_COUNT keys on
+# UDP and as private keys).
+KEY_COUNT ?= 100
+key-cost: venv build
+	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(VENV_PY) tools/hub/key_cost.py $(CURDIR)/$(BIN) $(KEY_COUNT)
 
 # Throughput and latency against this machine's raw ES256 signing rate (release build).
 bench: release

@@ -166,6 +166,11 @@ package enum ControlCommand: Equatable, Sendable {
     case clearFaults
     case subscribe
     case unsubscribe
+    /// The hub socket's commands (`serve --hub`): WebDriver's Add and Remove Virtual Authenticator, and the list of
+    /// the keys the process serves.
+    case addVirtualAuthenticator(VirtualAuthenticatorOptions)
+    case removeVirtualAuthenticator(id: String)
+    case listVirtualAuthenticators
     /// Start writing a trace to a path (format `jsonl` or `pcapng`, default from the extension), or stop (nil).
     case trace(path: String?, format: String?)
     /// Install a batch attestation identity: a PKCS#8 P-256 key, its leaf certificate and root certificate (DER),
@@ -189,8 +194,17 @@ package enum ControlCommand: Equatable, Sendable {
         "setUserVerified",
         "setAutomaticPresenceSimulation", "powerCycle", "presence", "touch", "refuse", "status", "setOption",
         "injectFault",
-        "clearFaults", "subscribe", "unsubscribe", "setAttestation", "trace",
+        "clearFaults", "subscribe", "unsubscribe", "setAttestation", "trace", "addVirtualAuthenticator",
+        "removeVirtualAuthenticator", "listVirtualAuthenticators",
     ]
+
+    /// The commands of the hub socket; the others are a key's.
+    package var isHubCommand: Bool {
+        switch self {
+        case .addVirtualAuthenticator, .removeVirtualAuthenticator, .listVirtualAuthenticators: true
+        default: false
+        }
+    }
 }
 
 /// One request: the client's id (a string or an integer, echoed in the response) and the command.
@@ -374,6 +388,14 @@ package struct ControlRequest: Equatable, Sendable {
                     enterpriseCertificate.map { ControlCommand.EnterpriseAttestation(privateKey: key, certificate: $0) }
                 }
             )
+        case "addVirtualAuthenticator": command = .addVirtualAuthenticator(try VirtualAuthenticatorOptions.parse(p))
+        case "removeVirtualAuthenticator":
+            let id = try p.string("authenticatorId")
+            guard (1...64).contains(id.utf8.count) else {
+                throw ControlError(.invalidParams, "\"authenticatorId\" must be 1 to 64 bytes")
+            }
+            command = .removeVirtualAuthenticator(id: id)
+        case "listVirtualAuthenticators": command = .listVirtualAuthenticators
         default:
             throw ControlError(.unknownCommand, "unknown command \"\(name)\"")
         }

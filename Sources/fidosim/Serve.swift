@@ -272,11 +272,20 @@ struct Serve: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "How many virtual keys to serve (1 to 16): the first is NAME, key i (2 to N) is NAME-i with its own "
-                + "image, next UDP port, socket."
+            "How many virtual keys to serve (0 to 128; 0 needs --hub): the first is NAME, key i (2 to N) is NAME-i "
+                + "with its own image, next UDP port, socket."
         )
     )
     var keys: Int = 1
+
+    @Option(
+        help: ArgumentHelp(
+            "A control socket that adds and removes keys while the process runs (WebDriver's Add and Remove Virtual "
+                + "Authenticator; firmware-spec/control.md, The hub); on the private, uhid and UDP transports.",
+            valueName: "path"
+        )
+    )
+    var hub: String?
 
     @Option(
         help: ArgumentHelp(
@@ -309,7 +318,11 @@ struct Serve: ParsableCommand {
     var busyPoll: Int = 0
 
     func validate() throws {
-        guard (1...16).contains(keys) else { throw ValidationError("--keys must be 1 to 16") }
+        guard (0...Self.maxKeys).contains(keys) else { throw ValidationError("--keys must be 0 to \(Self.maxKeys)") }
+        if keys == 0 && hub == nil { throw ValidationError("--keys 0 serves no key until one is added: give --hub") }
+        if hub != nil && transport.contains(where: { ![.privateHID, .uhid, .udp, .auto].contains($0) }) {
+            throw ValidationError("--hub adds keys on the private, uhid and UDP transports, not on \(transport)")
+        }
         if envFile != nil && !transport.contains(.privateHID) {
             throw ValidationError("--env-file is for --transport private")
         }
@@ -436,6 +449,9 @@ struct Serve: ParsableCommand {
         }
     }
 
+    /// The most keys `--keys` starts (the hub adds more: docs/performance.md has what a key costs).
+    static let maxKeys = 128
+
     /// The keys to serve: from --config, else --keys copies of the command line's key.
     func keySpecs() throws -> [KeySpec] {
         let base = KeySpec(
@@ -545,8 +561,21 @@ struct Serve: ParsableCommand {
         }
         if notifications { printLine("fidosim: touch requests also show as desktop notifications") }
         let testbed = chosen == .privateHID ? try? PrivateTestbed.open() : nil
+        var keyHub: KeyHub?
+        if let hub {
+            do {
+                keyHub = try KeyHub(path: hub, firstDevice: slots.count) { spec, device in
+                    try factory.makeSlot(spec, transport: chosen, index: device, several: true, logger: logger)
+                }
+            } catch {
+                printError("fidosim: --hub: \(error)")
+                throw Exit.failed
+            }
+            printLine("fidosim: hub socket \(hub) (keys are added and removed there)")
+        }
         return ServeSession(
             slots: slots,
+            hub: keyHub,
             specs: specs,
             logger: logger,
             busyPoll: busyPoll,
@@ -601,6 +630,8 @@ struct Serve: ParsableCommand {
 /// The keys one `serve` or `run` started.
 struct ServeSession {
     var slots: [SlotIO]
+    /// The socket that adds and removes keys (`--hub`).
+    var hub: KeyHub?
     var specs: [KeySpec]
     var logger: Logger
     var busyPoll: Int
@@ -613,6 +644,7 @@ struct ServeSession {
         guard let path else { return }
         var record = ReadyFile.record(slots: slots, flashes: specs.map(\.flash), pid: getpid())
         if case .object(var members) = record {
+            if let hub { members["hub"] = .string(hub.path) }
             for (name, value) in extra { members[name] = value }
             record = .object(members)
         }
@@ -626,12 +658,14 @@ struct ServeSession {
 
     /// The loop that serves the keys; `terminal` false leaves standard input to another program (`fidosim run`).
     func runner(terminal: Bool = true) -> DeviceRunner {
-        DeviceRunner(
+        let runner = DeviceRunner(
             slots: slots,
             logger: logger,
             busyPoll: .microseconds(busyPoll),
             notifications: notifications,
             terminal: terminal
         )
+        runner.hub = hub
+        return runner
     }
 }

@@ -18,11 +18,17 @@ struct KeyHarness {
     let channel: UInt32 = 0x0102_0304
 
     /// The key `serve` would build (its recipe's defaults, the built-in profile), over memory and seeded entropy.
-    init(presence: PresenceMode, resetWindow: Bool = true, profile: ProfileFile? = nil) throws {
+    init(
+        presence: PresenceMode,
+        resetWindow: Bool = true,
+        profile: ProfileFile? = nil,
+        spec: KeySpec = KeySpec()
+    ) throws {
         var recipe = KeyRecipe()
         recipe.resetWindow = resetWindow
         key = try recipe.makeKey(
-            profile: try profile ?? ProfileFile.load("fidosim"),
+            spec,
+            profile: try profile ?? ProfileFile.load(spec.profile),
             storage: MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)),
             entropy: EntropySource(SeededGenerator(seed: 42)),
             presence: presence

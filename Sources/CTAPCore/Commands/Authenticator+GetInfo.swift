@@ -7,7 +7,8 @@ extension Authenticator {
     mutating func getInfo() -> CBORValue {
         let settings = storage.settings
         var options: [CBORValue: CBORValue] = [
-            "rk": true,
+            // False only on a key with no room for discoverable credentials (maxResidentCredentials 0).
+            "rk": .boolean(configuration.maxResidentCredentials > 0),
             "up": true,
             "plat": false,
             // Present and false: a PIN can be set; true once one is.

@@ -88,6 +88,10 @@ extension Authenticator {
         }
         if options.up == false { throw CTAPError(.invalidOption, "up=false is invalid in makeCredential") }
         let resident = options.rk ?? false
+        // A key without room for any (getInfo rk false, as a virtual authenticator without hasResidentKey).
+        if resident && configuration.maxResidentCredentials == 0 {
+            throw CTAPError(.unsupportedOption, "this key stores no discoverable credentials")
+        }
         // alwaysUv: every credential needs a token (and so a PIN). Otherwise makeCredUvNotRqd: once a PIN is
         // set, only a discoverable credential needs the token; without it (CTAP 2.0) every credential does.
         if storage.settings.alwaysUv && pinUvAuthParam == nil && !builtInUV {

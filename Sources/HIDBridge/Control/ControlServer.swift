@@ -63,9 +63,16 @@ package final class ControlServer {
     /// While accept has no descriptors left (EMFILE), the listener is not polled until then, so the loop does not
     /// spin on a connection it cannot take.
     var acceptPausedUntil: Duration?
-    /// A descriptor kept in reserve (on /dev/null): when the process has none left, it is given up for a moment to
-    /// accept the waiting connection, tell it why it is refused, and close it.
-    var spare: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    /// A descriptor kept in reserve: when the process has none left, it is given up for a moment to accept the
+    /// waiting connection, tell it why it is refused, and close it.
+    var spare: Int32 = ControlServer.reserveDescriptor()
+
+    /// The reserve: an unbound socket, not /dev/null: under umockdev's preload library (the private key) every
+    /// descriptor opened on a /dev path takes one of its 50 places for as long as it is open, so a key per /dev/null
+    /// would cap the keys one process serves.
+    static func reserveDescriptor() -> Int32 {
+        socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    }
 
     /// Creates the socket at `path`, creating its directory (0700) when missing. A stale socket left by a
     /// process that ended is replaced; one that still answers is not.
@@ -208,7 +215,7 @@ package final class ControlServer {
                         }
                         close(waiting)
                     }
-                    spare = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                    spare = Self.reserveDescriptor()
                     if waiting >= 0 && spare >= 0 { continue }
                 }
                 if exhausted || Glibc.errno == ENOBUFS || Glibc.errno == ENOMEM {

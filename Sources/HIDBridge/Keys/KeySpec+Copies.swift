@@ -5,6 +5,7 @@ extension KeySpec {
     /// fixed), serial, control socket and trace. `flash` and `control` are the command line's own (nil: the
     /// defaults); the copies of an image cannot share it, so a named image is refused.
     package func copies(count: Int, flash: String?, control: String?) throws(KeySetupError) -> [KeySpec] {
+        guard count != 0 else { return [] }
         guard count > 1 else { return [self] }
         if let flash, flash != "memory" {
             throw KeySetupError("with --keys, each key has its own image NAME-N.img; name images in a --config file")

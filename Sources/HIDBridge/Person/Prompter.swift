@@ -11,7 +11,8 @@ import Glibc
 /// graphical session, on a desktop notification with Touch and Deny. With several keys the answer goes to the key
 /// that asked (the oldest request waiting), and every question names its key.
 final class Prompter {
-    let names: [String]
+    /// The keys' names, in the loop's order (the hub adds and removes keys).
+    var names: [String]
     var queue = PromptQueue()
     let notifier: DesktopNotifier?
     /// False once standard input has ended (a daemon, `< /dev/null`): the terminal is not watched any more.
@@ -128,6 +129,11 @@ final class Prompter {
         case .unclear:
             []
         }
+    }
+
+    /// The hub removed the key at `slot`: its requests go (with their notifications), the later keys move up.
+    func keyRemoved(slot: Int) {
+        for entry in queue.forget(slot: slot) { notifier?.close(serial: entry.serial) }
     }
 
     func closeAll() { notifier?.closeAll() }

@@ -23,8 +23,12 @@ let pendingSignal = Atomic<Int32>(0)
 /// The I/O loop of one or several virtual keys: moves reports, keeps time, asks the user, serves the control
 /// sockets. It runs on the calling thread until SIGINT or SIGTERM; the keys it owns are touched by nothing else.
 package final class DeviceRunner {
-    package let slots: [SlotIO]
+    package internal(set) var slots: [SlotIO]
+    /// The hub socket that adds and removes keys while the loop runs (`--hub`), if there is one.
+    package var hub: KeyHub?
     let logger: Logger
+    let clock = ContinuousClock()
+    let started: ContinuousClock.Instant
     /// How long the loop keeps polling without sleeping after it handled something (`serve --busy-poll`).
     /// Waking a sleeping thread when a datagram arrives from another core costs tens of microseconds on some
     /// machines, more than handling a request; a request that comes within this window finds the loop awake.
@@ -44,6 +48,7 @@ package final class DeviceRunner {
     ) {
         self.slots = slots
         self.logger = logger
+        started = clock.now
         self.busyPoll = busyPoll
         prompter = Prompter(names: slots.map(\.slot.name), notifier: notifications ? DesktopNotifier() : nil)
         prompter.terminalOpen = terminal
@@ -144,12 +149,23 @@ package final class DeviceRunner {
 
     /// Hands a key's touch requests to the person.
     func ask(slot index: Int, _ prompts: [PresencePrompt]) {
-        for prompt in prompts { prompter.ask(slot: index, prompt: prompt, now: slots[index].now) }
+        for prompt in prompts { prompter.ask(slot: index, prompt: prompt, now: clock.now - started) }
+    }
+
+    /// Serves the hub's clients: keys added join the loop, removed ones leave it (their prompts with them).
+    func serviceHub(_ fds: ArraySlice<pollfd>) {
+        guard let hub, fds.contains(where: { $0.revents != 0 }) else { return }
+        hub.server.service(fds) { command, _ in
+            var removed: [Int] = []
+            let result = hub.handle(command, slots: &slots, removed: &removed)
+            for index in removed { prompter.keyRemoved(slot: index) }
+            prompter.names = slots.map(\.slot.name)
+            return result
+        }
     }
 
     /// Serves until SIGINT or SIGTERM.
     package func run() {
-        let clock = ContinuousClock()
         var awakeUntil = clock.now
         while !stopRequested.load(ordering: .relaxed) {
             var fds: [pollfd] = []
@@ -165,6 +181,10 @@ package final class DeviceRunner {
             let asking = slots.contains { $0.slot.prompts }
             fds += prompter.pollDescriptors(terminal: asking)
             let promptRange = prompts.lowerBound..<fds.count
+            let hubFds = hub?.server.pollDescriptors() ?? []
+            let hubRange = fds.count..<fds.count + hubFds.count
+            fds += hubFds
+            if let hub { timeoutMs = min(timeoutMs, hub.server.timeout(cap: 100)) }
             timeoutMs = min(timeoutMs, prompter.timeout(cap: 100))
             if busyPoll > .zero && clock.now < awakeUntil { timeoutMs = 0 }
             let ready = poll(&fds, nfds_t(fds.count), timeoutMs)
@@ -179,7 +199,7 @@ package final class DeviceRunner {
             }
             let answers = prompter.service(
                 fds[promptRange],
-                now: slots[0].now,
+                now: clock.now - started,
                 waits: { slots[$0].slot.waitsForPerson },
                 prompting: slots.indices.filter { slots[$0].slot.prompts }
             )
@@ -191,6 +211,7 @@ package final class DeviceRunner {
                 printLine(answer.line)
                 ask(slot: answer.slot, asks)
             }
+            serviceHub(fds[hubRange])
             // The window opens when the handling is done, so a slow request does not use it up.
             if ready > 0 && busyPoll > .zero { awakeUntil = clock.now + busyPoll }
         }

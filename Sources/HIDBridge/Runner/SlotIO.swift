@@ -45,6 +45,14 @@ package final class SlotIO {
         start = clock.now
     }
 
+    /// Takes the key out for good (the hub removed it): its device goes, as when a key is pulled out, and its trace
+    /// ends; the control socket closes when the slot is let go.
+    func retire() {
+        do { try transport.unplug() } catch { logger.error("unplug: \(error)") }
+        card?.remove()
+        tracer = nil
+    }
+
     /// The time since the key started.
     var now: Duration { clock.now - start }
 

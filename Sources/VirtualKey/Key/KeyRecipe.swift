@@ -26,6 +26,13 @@ package struct KeySpec: Sendable {
     package var uv: String
     package var enrolledFingers: Int
     package var profile: String
+    /// Extensions the key goes without, though its profile has them (a virtual authenticator's options).
+    package var withoutExtensions: Set<String> = []
+    /// False: no room for discoverable credentials (getInfo rk false; WebDriver's hasResidentKey false).
+    package var residentKeys = true
+    /// New credentials are backup eligible / backed up (nil: serve's options, else the profile's).
+    package var backupEligible: Bool?
+    package var backupState: Bool?
 
     package init(
         name: String = "default",
@@ -97,6 +104,14 @@ package struct KeyRecipe: Sendable {
         transport chosen: TransportChoice = .udp,
         card: Bool = false
     ) throws(KeyStartError) -> VirtualKey {
+        var profileFile = profileFile
+        if !spec.withoutExtensions.isEmpty {
+            // hmac-secret-mc is part of hmac-secret: without one, the key has neither.
+            var without = spec.withoutExtensions
+            if without.contains("hmac-secret") { without.insert("hmac-secret-mc") }
+            profileFile.profile.extensions = (profileFile.profile.extensions ?? KeyProfile.allExtensions)
+                .filter { !without.contains($0) }
+        }
         // getInfo transports: USB for every HID transport, NFC for the card.
         let transports = (chosen == .pcsc ? [] : ["usb"]) + (card || chosen == .pcsc ? ["nfc"] : [])
         var entropy = entropy
@@ -115,14 +130,15 @@ package struct KeyRecipe: Sendable {
             transportsForReset: resetTransports ?? transports.sorted(),
             transports: transports.sorted(),
             pinComplexityPolicyURL: pinPolicyURL,
-            backupEligible: backupEligible ?? profileFile.backupEligible,
-            backupState: backupState ?? profileFile.backupState,
+            backupEligible: spec.backupEligible ?? backupEligible ?? profileFile.backupEligible,
+            backupState: spec.backupState ?? backupState ?? profileFile.backupState,
             alwaysUvByDefault: profileFile.alwaysUv
         )
         if let aaguid = profileFile.aaguid { configuration.aaguid = aaguid }
         // fidosim's shared batch unless the profile chooses self attestation (security.md, "Attestation").
         configuration.defaultAttestation = profileFile.selfAttestation ? nil : SharedBatchAttestation.key
         if let capacity = profileFile.maxResidentCredentials { configuration.maxResidentCredentials = capacity }
+        if !spec.residentKeys { configuration.maxResidentCredentials = 0 }
         var authenticator: Authenticator
         do {
             authenticator = try Authenticator(

@@ -147,6 +147,11 @@ extension VirtualKey {
             return ["attestation": attestationSummary]
         case .powerCycle, .subscribe, .unsubscribe, .trace:
             throw ControlError(.failed, "\(command) is handled by the I/O loop")
+        case .addVirtualAuthenticator, .removeVirtualAuthenticator, .listVirtualAuthenticators:
+            throw ControlError(
+                .unknownCommand,
+                "keys are added and removed through the process's hub socket (serve --hub), not a key's own"
+            )
         }
     }
 

@@ -63,6 +63,15 @@ package struct PromptQueue {
     }
 
     package func entry(serial: Int) -> Entry? { entries.first { $0.serial == serial } }
+
+    /// The key at `slot` is gone: its entries go (returned), and the keys after it move up one place.
+    @discardableResult
+    package mutating func forget(slot: Int) -> [Entry] {
+        let gone = entries.filter { $0.slot == slot }
+        entries.removeAll { $0.slot == slot }
+        for index in entries.indices where entries[index].slot > slot { entries[index].slot -= 1 }
+        return gone
+    }
 }
 
 /// What a line typed at the terminal means.

@@ -23,15 +23,16 @@ from .control import (
     default_socket_path,
     unb64url,
 )
+from .hub import FidosimHub, VirtualAuthenticatorOptions
 from .key import EventStream, FidosimNotFound, FidosimServer, Key, KeyStartError, find_binary, start_key
 from .udp import free_udp_port, open_udp_device, power_cycle, probe_init, wait_until_ready
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "ControlError", "EventStream", "FailedError", "FidosimControl", "FidosimNotFound", "FidosimServer",
+    "ControlError", "EventStream", "FailedError", "FidosimControl", "FidosimHub", "FidosimNotFound", "FidosimServer",
     "InvalidParamsError", "InvalidRequestError", "Key", "KeyStartError", "NotFoundError", "ParseError",
     "PermissionDeniedError", "ProtocolError", "TooLargeError", "UnknownCommandError", "b64url",
     "default_socket_path", "find_binary", "free_udp_port", "open_udp_device", "power_cycle", "probe_init",
-    "start_key", "unb64url", "wait_until_ready",
+    "start_key", "unb64url", "VirtualAuthenticatorOptions", "wait_until_ready",
 ]

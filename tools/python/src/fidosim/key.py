@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .control import FidosimControl
+from .hub import FidosimHub, VirtualAuthenticatorOptions
 
 STARTUP_TIMEOUT = 20.0
 SHUTDOWN_TIMEOUT = 5.0
@@ -88,6 +89,13 @@ class EventStream:
         self._connection.close()
 
 
+def tree_environment(umockdev_dir: str) -> dict[str, str]:
+    """The variables that make a program part of the private tree in ``umockdev_dir``."""
+    preload = [p for p in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+               if p and "libumockdev-preload" not in p]
+    return {"LD_PRELOAD": ":".join([PRELOAD_LIBRARY, *preload]), "UMOCKDEV_DIR": umockdev_dir}
+
+
 class Key:
     """One virtual key of a running `fidosim serve`: where it is, its control socket and its events."""
 
@@ -141,9 +149,7 @@ class Key:
         Selenium's ``Service(env=...)``, Playwright's ``launch(env=...)``."""
         if self.transport != "private" or not self.umockdev_dir:
             raise RuntimeError(f"a {self.transport} key has no private tree: start it with transport='private'")
-        preload = [p for p in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
-                   if p and "libumockdev-preload" not in p]
-        return {"LD_PRELOAD": ":".join([PRELOAD_LIBRARY, *preload]), "UMOCKDEV_DIR": self.umockdev_dir}
+        return tree_environment(self.umockdev_dir)
 
     def subprocess_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """``base`` (default: this process's environment) with the key's tree's variables."""
@@ -259,6 +265,7 @@ class FidosimServer:
         args: Sequence[str] = (),
         startup_timeout: float = STARTUP_TIMEOUT,
         pcsc=None,
+        hub: bool = False,
     ):
         self.binary = find_binary(binary)
         self.directory = tempfile.mkdtemp(prefix="fidosim-key-")
@@ -288,10 +295,15 @@ class FidosimServer:
             command += ["--uv", uv]
         if keys != 1:
             command += ["--keys", str(keys)]
+        # The hub socket: keys added and removed while the server runs (add_key, remove_key).
+        self.hub_path: str | None = os.path.join(self.directory, "hub.sock") if hub else None
+        if self.hub_path:
+            command += ["--hub", self.hub_path]
         self.command = command + [str(a) for a in args]
         self.pin = pin
         self.credentials = credentials
         self.process: subprocess.Popen | None = None
+        self._hub: FidosimHub | None = None
         self.keys: list[Key] = []
         self.record: dict = {}
         self._stderr = tempfile.TemporaryFile()
@@ -338,6 +350,46 @@ class FidosimServer:
     def key(self) -> Key:
         return self.keys[0]
 
+    @property
+    def hub(self) -> FidosimHub:
+        """A connection to the hub socket (``hub=True``), opened on first use."""
+        if self.hub_path is None:
+            raise ValueError("this server has no hub: start it with hub=True")
+        if self._hub is None:
+            self._hub = FidosimHub(path=self.hub_path)
+        return self._hub
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """transport "private": the variables of the server's tree, in which every key of the server appears,
+        those the hub adds later too (``Key.environment`` is the same)."""
+        directory = self.record.get("umockdevDir")
+        if not directory:
+            raise RuntimeError("only a server with transport='private' has a private tree")
+        return tree_environment(directory)
+
+    def subprocess_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this process's environment) with the tree's variables."""
+        return {**(os.environ if base is None else base), **self.environment}
+
+    def add_key(self, options: VirtualAuthenticatorOptions | dict | None = None) -> Key:
+        """Adds a key while the server runs (WebDriver's Add Virtual Authenticator) and returns it; it is in
+        ``keys`` until ``remove_key``."""
+        added = self.hub.add_virtual_authenticator(options)
+        record = {**added["transport"], "name": added["authenticatorId"], "control": added["control"],
+                  "authenticatorId": added["authenticatorId"]}
+        key = Key(self, record)
+        self.keys.append(key)
+        return key
+
+    def remove_key(self, key: Key | str) -> None:
+        """Removes a key (a ``Key`` or its authenticatorId); hosts see it unplugged."""
+        name = key if isinstance(key, str) else key.name
+        for known in [k for k in self.keys if k.name == name]:
+            known.close()
+            self.keys.remove(known)
+        self.hub.remove_virtual_authenticator(name)
+
     def stderr(self) -> str:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
@@ -346,6 +398,9 @@ class FidosimServer:
         """SIGTERM, then SIGKILL after 5 s; returns the exit code (None when it had to be killed)."""
         for key in self.keys:
             key.close()
+        if self._hub is not None:
+            self._hub.close()
+            self._hub = None
         code: int | None = None
         if self.process is not None:
             if self.process.poll() is not None:

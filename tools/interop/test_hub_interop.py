@@ -1,0 +1,223 @@
+"""Keys added and removed while fidosim runs, through the hub socket (`serve --hub`; firmware-spec/control.md, The
+hub): WebDriver's options become what python-fido2 reads in getInfo and meets in makeCredential, a removed key stops
+answering, a private key appears in and leaves a tree whose programs are running, and the hub refuses other users
+and bad requests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from fido2.ctap import CtapError
+from fido2.ctap2 import Ctap2
+from fido2.hid import CAPABILITY
+
+from conftest import fidosim_binary
+from ctap_helpers import new_cdh, user
+from fidosim import FidosimServer, InvalidParamsError, NotFoundError, UnknownCommandError, VirtualAuthenticatorOptions
+from fidosim.udp import probe_init
+
+pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="keys of their own")
+OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
+ES256 = [{"type": "public-key", "alg": -7}]
+SWITCHED = {"largeBlobKey", "credBlob", "minPinLength", "hmac-secret", "hmac-secret-mc"}
+
+
+@pytest.fixture
+def server():
+    with FidosimServer(binary=fidosim_binary(), keys=0, hub=True) as started:
+        yield started
+
+
+def make_credential(ctap: Ctap2, rk: bool, uv: bool = False):
+    options = {"rk": True} if rk else {}
+    if uv:
+        options["uv"] = True
+    return ctap.make_credential(new_cdh(), {"id": "example.com", "name": "Example"}, user("hub"), ES256,
+                                options=options or None)
+
+
+def test_webdriver_defaults_are_a_key_without_resident_keys_uv_or_the_optional_extensions(server):
+    key = server.add_key()
+    assert key.name == "authenticator-1"
+    info = Ctap2(key.device()).info
+    assert info.options["rk"] is False
+    assert "uv" not in info.options
+    assert not SWITCHED & set(info.extensions)
+    assert "credProtect" in info.extensions
+    with pytest.raises(CtapError) as refused:
+        make_credential(Ctap2(key.device()), rk=True)
+    assert refused.value.code == CtapError.ERR.UNSUPPORTED_OPTION
+    # A non-discoverable credential is made as on any key.
+    assert make_credential(Ctap2(key.device()), rk=False).auth_data.credential_data is not None
+
+
+def test_options_become_the_keys_get_info(server):
+    key = server.add_key(VirtualAuthenticatorOptions(has_resident_key=True, has_user_verification=True,
+                                                     is_user_verified=True, extensions=["largeBlob"], has_prf=True,
+                                                     default_backup_eligibility=True, name="passkeys"))
+    ctap = Ctap2(key.device())
+    info = ctap.info
+    assert info.options["rk"] is True and info.options["uv"] is True
+    assert {"largeBlobKey", "hmac-secret"} <= set(info.extensions)
+    assert not {"credBlob", "minPinLength"} & set(info.extensions)
+    made = make_credential(ctap, rk=True, uv=True)
+    assert made.auth_data.is_user_verified()
+    assert made.auth_data.flags & 0x08, "backup eligible by the option defaultBackupEligibility"
+    [stored] = key.control.get_credentials()
+    assert stored["isResidentCredential"] is True and stored["rpId"] == "example.com"
+    # isUserVerified false: the finger is not recognised, as the key's setUserVerified says.
+    key.control.set_user_verified(False)
+    with pytest.raises(CtapError):
+        make_credential(Ctap2(key.device()), rk=True, uv=True)
+
+
+def test_protocols_choose_the_keys_generation(server):
+    u2f = server.add_key({"protocol": "ctap1/u2f"})
+    device = u2f.device()
+    assert not device.capabilities & CAPABILITY.CBOR
+    assert not device.capabilities & CAPABILITY.NMSG, "it speaks U2F"
+    ctap20 = server.add_key({"protocol": "ctap2", "ctap2Version": "ctap2_0"})
+    assert Ctap2(ctap20.device()).info.versions == ["U2F_V2", "FIDO_2_0"]
+    ctap21 = server.add_key({"protocol": "ctap2_1"})
+    assert "FIDO_2_1" in Ctap2(ctap21.device()).info.versions
+
+
+def test_a_user_who_does_not_consent_denies(server):
+    key = server.add_key(VirtualAuthenticatorOptions(is_user_consenting=False))
+    with pytest.raises(CtapError) as denied:
+        make_credential(Ctap2(key.device()), rk=False)
+    assert denied.value.code == CtapError.ERR.OPERATION_DENIED
+
+
+def test_a_removed_key_stops_answering_and_the_others_go_on(server):
+    first = server.add_key()
+    second = server.add_key()
+    assert [k["authenticatorId"] for k in server.hub.list_virtual_authenticators()] == [first.name, second.name]
+    host, port = first.host, first.port
+    assert probe_init(host, port, timeout=2)
+    server.remove_key(first)
+    assert not probe_init(host, port, timeout=0.5)
+    assert not os.path.exists(first.control_path), "its control socket goes with it"
+    assert [k["authenticatorId"] for k in server.hub.list_virtual_authenticators()] == [second.name]
+    assert Ctap2(second.device()).info.options["rk"] is False
+    with pytest.raises(NotFoundError):
+        server.hub.remove_virtual_authenticator(first.name)
+    # The name is free again.
+    again = server.add_key({"name": first.name})
+    assert probe_init(again.host, again.port, timeout=2)
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"transport": "ble"}, "not simulated"),
+    ({"extensions": ["devicePubKey"]}, "unknown extension"),
+    ({"protocol": "ctap3"}, "protocol"),
+    ({"name": "../x"}, "name"),
+    ({"defaultBackupState": True}, "defaultBackupEligibility"),
+    ({"hasResidentKey": "yes"}, "boolean"),
+    ({"colour": "red"}, "unknown parameter"),
+])
+def test_bad_options_are_refused_and_add_nothing(server, params, says):
+    with pytest.raises(InvalidParamsError) as refused:
+        server.hub.add_virtual_authenticator(params)
+    assert says in str(refused.value)
+    assert server.hub.list_virtual_authenticators() == []
+
+
+def test_a_name_in_use_is_refused(server):
+    server.add_key({"name": "twin"})
+    with pytest.raises(InvalidParamsError, match="served already"):
+        server.hub.add_virtual_authenticator({"name": "twin"})
+
+
+def test_the_hub_and_the_keys_keep_to_their_own_commands(server):
+    key = server.add_key()
+    with pytest.raises(UnknownCommandError, match="own control socket"):
+        server.hub.request("status")
+    with pytest.raises(UnknownCommandError, match="hub socket"):
+        key.control.request("addVirtualAuthenticator")
+
+
+def test_keys_zero_needs_a_hub_and_the_hub_needs_a_hot_plug_transport():
+    binary = str(fidosim_binary())
+    done = subprocess.run([binary, "serve", "--keys", "0", "--transport", "udp"], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2 and "--hub" in done.stderr
+    done = subprocess.run([binary, "serve", "--transport", "usbip", "--hub", "/tmp/fidosim-hub-refused.sock"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "private, uhid and UDP" in done.stderr
+
+
+# A program that runs in the private key's tree the whole time: it finds no key, then the key the test adds (a
+# hot-plugged hidraw node, seen through umockdev's uevents by the running process), then none once it is removed.
+WATCHER = textwrap.dedent("""
+    import sys, time
+    from fido2.hid import CtapHidDevice
+    from fido2.ctap2 import Ctap2
+
+    def serials():
+        return sorted(d.descriptor.serial_number for d in CtapHidDevice.list_devices())
+
+    def wait_for(expected):
+        deadline = time.monotonic() + 20
+        while serials() != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return serials()
+
+    print("start", serials(), flush=True)
+    for line in sys.stdin:
+        expected = line.split()
+        print("seen", wait_for(expected), flush=True)
+        if expected:
+            [device] = [d for d in CtapHidDevice.list_devices() if d.descriptor.serial_number == expected[-1]]
+            print("aaguid", Ctap2(device).info.aaguid, flush=True)
+""")
+
+
+def test_a_running_program_sees_private_keys_come_and_go():
+    with FidosimServer(binary=fidosim_binary(), transport="private", keys=0, hub=True) as private:
+        watcher = subprocess.Popen([sys.executable, "-c", WATCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   text=True, env=private.subprocess_env())
+        try:
+            assert watcher.stdout.readline().strip() == "start []"
+            first = private.add_key({"serial": "HUB-1"})
+            assert first.record["devnode"].startswith("/dev/hidraw")
+            watcher.stdin.write("HUB-1\n")
+            watcher.stdin.flush()
+            assert watcher.stdout.readline().strip() == "seen ['HUB-1']"
+            assert watcher.stdout.readline().startswith("aaguid ")
+            private.add_key({"serial": "HUB-2", "profile": "yubikey5"})
+            watcher.stdin.write("HUB-1 HUB-2\n")
+            watcher.stdin.flush()
+            assert watcher.stdout.readline().strip() == "seen ['HUB-1', 'HUB-2']"
+            assert watcher.stdout.readline().strip() == "aaguid a25342c0-3cdc-4414-8e46-f4807fca511c"
+            private.remove_key(first)
+            watcher.stdin.write("HUB-2\n")
+            watcher.stdin.flush()
+            assert watcher.stdout.readline().strip() == "seen ['HUB-2']"
+        finally:
+            watcher.stdin.close()
+            watcher.wait(timeout=30)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as another user")
+def test_another_user_is_refused_by_the_hub(server):
+    # Open the file-system permissions so that the check of the peer's uid is what refuses.
+    os.chmod(os.path.dirname(server.hub_path), 0o755)
+    os.chmod(server.hub_path, 0o666)
+    script = (
+        "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+        "s.sendall(b'{\"id\":1,\"command\":\"addVirtualAuthenticator\"}\\n');s.settimeout(5);"
+        "d=b''\nwhile True:\n c=s.recv(4096)\n if not c: break\n d+=c\nsys.stdout.write(d.decode())"
+    )
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", OTHER_USER_PYTHON, "-c",
+                          script, server.hub_path], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    [line] = out.stdout.strip().splitlines()
+    message = json.loads(line)
+    assert message["ok"] is False and message["error"]["code"] == "permission-denied"
+    assert server.hub.list_virtual_authenticators() == [], "the refused request added no key"
