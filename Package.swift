@@ -155,10 +155,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "WebDriverFront",
+            dependencies: ["HIDBridge", "ControlClient", "ControlProtocol", "Console"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "fidosim",
             dependencies: [
-                "Benchmark", "HIDBridge", "VirtualKey", "CTAPCore", "CTAPCBOR", "Console", "FlashImage", "FlashStore",
+                "Benchmark", "HIDBridge", "WebDriverFront", "VirtualKey", "CTAPCore", "CTAPCBOR", "Console",
+                "FlashImage", "FlashStore",
                 "ControlProtocol",
                 "Attestation",
                 "FIDOClient", "Conformance", "CProcessControl", "ControlClient", "HIDAPIDevice",
@@ -222,6 +228,7 @@ let package = Package(
             name: "HIDBridgeTests",
             dependencies: [
                 "HIDBridge", "VirtualKey", "CTAPHID", "CTAPNFC", "CTAPCore", "CTAPCoreTesting", "ControlProtocol",
+                "WebDriverFront",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

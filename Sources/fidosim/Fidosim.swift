@@ -18,7 +18,7 @@ struct Fidosim: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Serve.self, RunCommand.self, Ctl.self, CredentialsCommand.self, AttestationCommand.self,
-            MetadataCommand.self,
+            MetadataCommand.self, WebDriverCommand.self,
             ProfilesCommand.self, ProfileCommand.self, FlashCommand.self,
             BenchCommand.self, ConformCommand.self,
         ],

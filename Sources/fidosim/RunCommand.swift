@@ -42,6 +42,19 @@ struct RunCommand: ParsableCommand {
     }
 
     func run() throws {
+        try Self.runInTree(serve: serve, command: command)
+    }
+
+    /// fidosim run's steps, which `fidosim webdriver` shares: the keys in a private tree, PROGRAM started in it, the
+    /// loop until PROGRAM ends. `started` runs on a thread of its own once PROGRAM has started, with what the ready
+    /// file says; the ready file is written before PROGRAM starts unless `started` writes it (`readyLater`).
+    static func runInTree(
+        serve: Serve,
+        command: [String],
+        readyExtra: [String: JSONValue] = [:],
+        readyLater: Bool = false,
+        started: (@Sendable (JSONValue) -> Void)? = nil
+    ) throws {
         try PrivateKeySetup.runUnderPreload()
         DeviceRunner.installForwardingSignalHandlers()
         let session = try serve.start(forcing: .privateHID)
@@ -50,12 +63,13 @@ struct RunCommand: ParsableCommand {
             throw Exit.failed
         }
         PrivateKeySetup.exportEnvironment(testbed)
-        var extra: [String: JSONValue] = ["umockdevDir": .string(testbed.root)]
+        var extra: [String: JSONValue] = readyExtra
+        extra["umockdevDir"] = .string(testbed.root)
         if let path = serve.envFile {
             try PrivateKeySetup.writeEnvironment(testbed, to: path)
             extra["envFile"] = .string(path)
         }
-        try session.writeReadyFile(serve.readyFile, extra: extra)
+        if !readyLater { try session.writeReadyFile(serve.readyFile, extra: extra) }
         guard !DeviceRunner.stopping else {
             testbed.close()
             throw ExitCode(130)
@@ -78,6 +92,10 @@ struct RunCommand: ParsableCommand {
             while waitpid(child, &raw, 0) < 0 && errno == EINTR {}
             status.store(raw, ordering: .relaxed)
             DeviceRunner.requestStop()
+        }
+        if let started {
+            let record = session.readyRecord(extra: extra)
+            DispatchQueue(label: "fidosim.run.started").async { started(record) }
         }
         // The terminal is PROGRAM's: prompts are answered through the control socket or a notification.
         session.runner(terminal: false).run()

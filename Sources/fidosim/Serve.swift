@@ -642,12 +642,21 @@ struct ServeSession {
     /// Writes `--ready-file` (when given), with `extra` members at its top level.
     func writeReadyFile(_ path: String?, extra: [String: JSONValue] = [:]) throws {
         guard let path else { return }
+        try Self.write(readyRecord(extra: extra), to: path)
+    }
+
+    /// What the ready file says: the keys, the hub, and `extra` at the top level.
+    func readyRecord(extra: [String: JSONValue] = [:]) -> JSONValue {
         var record = ReadyFile.record(slots: slots, flashes: specs.map(\.flash), pid: getpid())
         if case .object(var members) = record {
             if let hub { members["hub"] = .string(hub.path) }
             for (name, value) in extra { members[name] = value }
             record = .object(members)
         }
+        return record
+    }
+
+    static func write(_ record: JSONValue, to path: String) throws {
         do {
             try ReadyFile.write(record, to: path)
         } catch {

@@ -118,6 +118,15 @@ extension Authenticator {
         map[0x01] = .array(profile.versions.map { .textString($0) })
         let extensions = ExtensionName.supported.filter { profile.allows(extension: $0) }
         map[0x02] = extensions.isEmpty ? nil : .array(extensions.map { .textString($0) })
+        // What only a key with the extension has (CTAP 2.1 §6.4): the largeBlobs option and the array's size come
+        // with largeBlobKey, maxCredBlobLength with credBlob (Chromium refuses a getInfo that has one without the
+        // other, and treats the key as U2F-only).
+        if !profile.allows(extension: ExtensionName.largeBlobKey), case .map(var options)? = map[0x04] {
+            options["largeBlobs"] = nil
+            map[0x04] = .map(options)
+            map[0x0B] = nil
+        }
+        if !profile.allows(extension: ExtensionName.credBlob) { map[0x0F] = nil }
         map[0x06] = .array(profile.pinUvAuthProtocols.map { CBORValue($0) })
         map[0x07] = CBORValue(profile.maxCredentialCountInList)
         if !profile.ctap23 {

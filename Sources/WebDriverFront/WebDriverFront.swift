@@ -1,0 +1,316 @@
+import Console
+import ControlClient
+package import ControlProtocol
+import Dispatch
+package import HIDBridge
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `fidosim webdriver`'s HTTP endpoint: a W3C WebDriver client (Selenium, …) is pointed at it instead of the driver.
+/// It answers the WebAuthn extension commands itself with real fidosim keys (``WebAuthnRoute``: a virtual
+/// authenticator is a key added through the process's hub, its credentials and user verification the key's control
+/// commands) and forwards every other request to the real driver it fronts (chromedriver, started in the keys'
+/// private tree, so that its browser sees the keys through its own security-key path).
+///
+/// Who may connect is the control socket's rule (``PeerAccess``, the control door: the key's user and root), since
+/// the commands read the keys' private keys. One connection, one request: each answer says `Connection: close`.
+package final class WebDriverFront: Sendable {
+    let listener: Int32
+    /// The port the front listens on (127.0.0.1).
+    package let port: UInt16
+    let driverPort: UInt16
+    let hubPath: String
+    let access: PeerAccess
+    /// Each session's keys (authenticator ids) and each key's control socket.
+    let state = Mutex<State>(State())
+
+    struct State {
+        var sessions: [String: [String]] = [:]
+        var controls: [String: String] = [:]
+    }
+
+    /// Listens on 127.0.0.1:`port` (0: a free one); requests for the driver go to 127.0.0.1:`driverPort`.
+    package init(port: UInt16, driverPort: UInt16, hubPath: String, access: PeerAccess) throws(WebDriverFrontError) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .errno("socket") }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(fd, 64) == 0 else {
+            let error = WebDriverFrontError.errno("cannot listen on 127.0.0.1:\(port)")
+            close(fd)
+            throw error
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        listener = fd
+        self.port = UInt16(bigEndian: actual.sin_port)
+        self.driverPort = driverPort
+        self.hubPath = hubPath
+        self.access = access
+    }
+
+    deinit { close(listener) }
+
+    /// Accepts connections until the process ends, each served on a thread of its own.
+    package func serve() {
+        while true {
+            let fd = accept(listener, nil, nil)
+            if fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            if fd < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                // Out of descriptors or memory: wait a moment instead of spinning.
+                usleep(100_000)
+                continue
+            }
+            DispatchQueue.global().async { self.handle(connection: fd) }
+        }
+    }
+
+    /// Whether the driver answers on its port (the command waits for it before it says the front is ready).
+    package static func driverAnswers(port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return connectLoopback(fd, port: port)
+    }
+
+    func handle(connection fd: Int32) {
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 300, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let (peer, refused) = StreamPeer.judge(fd, access: access, door: .control)
+        if let refused {
+            printError(PeerAccess.note(door: "webdriver", peer: peer, refusal: refused))
+            let (_, body) = WebAuthnRoute.failure(
+                WebAuthnRoute.Refusal(error: "unknown error", message: "permission denied: \(refused)")
+            )
+            write(fd, HTTPMessage.response(status: 403, reason: "Forbidden", json: body))
+            return
+        }
+        let request: HTTPMessage
+        switch read(fd) {
+        case .success(let message): request = message
+        case .failure(let error):
+            let (_, body) = WebAuthnRoute.failure(
+                WebAuthnRoute.Refusal(error: "invalid argument", message: "bad request: \(error)")
+            )
+            write(fd, HTTPMessage.response(status: 400, reason: "Bad Request", json: body))
+            return
+        }
+        let method = request.startLine[0]
+        let path = request.startLine[1]
+        let route: WebAuthnRoute?
+        do {
+            route = try WebAuthnRoute.route(method: method, path: path, body: request.body)
+        } catch {
+            let (status, body) = WebAuthnRoute.failure(error)
+            write(fd, HTTPMessage.response(status: status, reason: "Error", json: body))
+            return
+        }
+        guard let route, !isDeleteSession(route) else {
+            let answer = forward(request)
+            // The session's keys go before the client hears that it ended.
+            if let route, answer.startLine.count > 1, answer.startLine[1] == "200" { endSession(route.session) }
+            write(fd, answer)
+            return
+        }
+        switch perform(route) {
+        case .success(let value):
+            write(fd, HTTPMessage.response(status: 200, reason: "OK", json: WebAuthnRoute.success(value)))
+        case .failure(let refusal):
+            let (status, body) = WebAuthnRoute.failure(refusal)
+            write(fd, HTTPMessage.response(status: status, reason: "Error", json: body))
+        }
+    }
+
+    func isDeleteSession(_ route: WebAuthnRoute) -> Bool {
+        if case .deleteSession = route { return true }
+        return false
+    }
+
+    /// Carries out one of the front's own commands against the hub or a key.
+    func perform(_ route: WebAuthnRoute) -> Result<JSONValue, WebAuthnRoute.Refusal> {
+        do {
+            switch route {
+            case .addAuthenticator(let session, let options):
+                let added = try hub("addVirtualAuthenticator", .object(options))
+                guard let id = added["authenticatorId"]?.stringValue, let control = added["control"]?.stringValue
+                else { return .failure(.init(error: "unknown error", message: "the hub said \(added.encoded)")) }
+                state.withLock { state in
+                    state.sessions[session, default: []].append(id)
+                    state.controls[id] = control
+                }
+                return .success(.string(id))
+            case .removeAuthenticator(let session, let id):
+                try owned(id, by: session)
+                _ = try hub("removeVirtualAuthenticator", ["authenticatorId": .string(id)])
+                state.withLock { state in
+                    state.sessions[session]?.removeAll { $0 == id }
+                    state.controls[id] = nil
+                }
+                return .success(.null)
+            case .addCredential(let session, let id, let credential):
+                _ = try key(id, of: session, "addCredential", .object(credential))
+                return .success(.null)
+            case .getCredentials(let session, let id):
+                let result = try key(id, of: session, "getCredentials", [:])
+                return .success(result["credentials"] ?? .array([]))
+            case .removeCredential(let session, let id, let credentialId):
+                _ = try key(id, of: session, "removeCredential", ["credentialId": .string(credentialId)])
+                return .success(.null)
+            case .removeAllCredentials(let session, let id):
+                _ = try key(id, of: session, "removeAllCredentials", [:])
+                return .success(.null)
+            case .setUserVerified(let session, let id, let verified):
+                _ = try key(id, of: session, "setUserVerified", ["isUserVerified": verified])
+                return .success(.null)
+            case .setCredentialProperties(let session, let id, let credentialId, var properties):
+                properties["credentialId"] = .string(credentialId)
+                _ = try key(id, of: session, "setCredentialProperties", .object(properties))
+                return .success(.null)
+            case .deleteSession:
+                return .success(.null)
+            }
+        } catch let refusal as WebAuthnRoute.Refusal {
+            return .failure(refusal)
+        } catch {
+            return .failure(.init(error: "unknown error", message: "\(error)"))
+        }
+    }
+
+    /// The session's keys are removed when it ends (the browser has gone with it).
+    func endSession(_ session: String) {
+        let ids = state.withLock { state in
+            let ids = state.sessions.removeValue(forKey: session) ?? []
+            for id in ids { state.controls[id] = nil }
+            return ids
+        }
+        for id in ids { _ = try? hub("removeVirtualAuthenticator", ["authenticatorId": .string(id)]) }
+    }
+
+    func owned(_ id: String, by session: String) throws(WebAuthnRoute.Refusal) {
+        let known = state.withLock { $0.sessions[session]?.contains(id) ?? false }
+        guard known else {
+            throw .init(error: "invalid argument", message: "no virtual authenticator \(id) in session \(session)")
+        }
+    }
+
+    func hub(_ command: String, _ params: JSONValue) throws(WebAuthnRoute.Refusal) -> JSONValue {
+        try request(path: hubPath, command, params)
+    }
+
+    func key(
+        _ id: String,
+        of session: String,
+        _ command: String,
+        _ params: JSONValue
+    ) throws(WebAuthnRoute.Refusal)
+        -> JSONValue
+    {
+        try owned(id, by: session)
+        guard let control = state.withLock({ $0.controls[id] }) else {
+            throw .init(error: "invalid argument", message: "no virtual authenticator \(id)")
+        }
+        return try request(path: control, command, params)
+    }
+
+    func request(path: String, _ command: String, _ params: JSONValue) throws(WebAuthnRoute.Refusal) -> JSONValue {
+        do {
+            let connection = try ControlConnection(path: path)
+            return try connection.request(command, params)
+        } catch .refused(let code, let message) {
+            throw WebAuthnRoute.refusal(code: code, message: message)
+        } catch {
+            throw .init(error: "unknown error", message: "\(path): \(error)")
+        }
+    }
+
+    /// Sends the request to the driver and returns its answer (a 502 with a WebDriver error when it cannot).
+    func forward(_ request: HTTPMessage) -> HTTPMessage {
+        var outgoing = request
+        outgoing.headers.removeAll { $0.name.lowercased() == "host" }
+        outgoing.headers.insert(("Host", "127.0.0.1:\(driverPort)"), at: 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { if fd >= 0 { close(fd) } }
+        var timeout = timeval(tv_sec: 600, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard fd >= 0, Self.connectLoopback(fd, port: driverPort) else {
+            return unreachable("the driver does not answer on 127.0.0.1:\(driverPort)")
+        }
+        write(fd, outgoing)
+        switch read(fd) {
+        case .success(let answer): return answer
+        case .failure(let error): return unreachable("the driver's answer: \(error)")
+        }
+    }
+
+    func unreachable(_ why: String) -> HTTPMessage {
+        let (_, body) = WebAuthnRoute.failure(.init(error: "unknown error", message: why))
+        return HTTPMessage.response(status: 502, reason: "Bad Gateway", json: body)
+    }
+
+    static func connectLoopback(_ fd: Int32, port: UInt16) -> Bool {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        } == 0
+    }
+
+    /// Reads one whole message from `fd`.
+    func read(_ fd: Int32) -> Result<HTTPMessage, HTTPMessage.ParseError> {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            do {
+                if let (message, _) = try HTTPMessage.parse(bytes) { return .success(message) }
+            } catch {
+                return .failure(error)
+            }
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return .failure(.malformed(n == 0 ? "the connection ended early" : "read failed")) }
+            bytes += chunk[0..<n]
+        }
+    }
+
+    func write(_ fd: Int32, _ message: HTTPMessage) {
+        let bytes = message.bytes
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            sent += n
+        }
+    }
+}
+
+/// Why the front could not start.
+package struct WebDriverFrontError: Error, CustomStringConvertible {
+    package var description: String
+
+    static func errno(_ what: String) -> WebDriverFrontError {
+        WebDriverFrontError(description: "\(what): \(String(cString: strerror(Glibc.errno)))")
+    }
+}

@@ -1,0 +1,110 @@
+import ArgumentParser
+import Console
+import ControlProtocol
+import HIDBridge
+import VirtualKey
+import WebDriverFront
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct WebDriverCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webdriver",
+        abstract: "A WebDriver endpoint whose virtual authenticators are real fidosim keys.",
+        discussion: """
+            Point a Selenium (or any W3C WebDriver) client at http://127.0.0.1:PORT instead of the driver: fidosim \
+            starts the driver (chromedriver) in a private key tree, forwards it every request, and answers the \
+            WebAuthn extension commands itself: Add Virtual Authenticator adds a real key to the tree (the browser \
+            sees a security key arrive), Add Credential, Get Credentials, Remove Credential(s), Set User Verified \
+            and Set Credential Properties are that key's control commands, Remove Virtual Authenticator unplugs it. \
+            Only the key's user and root may connect. Every option of `serve` applies to the keys added; arguments \
+            after -- go to the driver.
+            """
+    )
+
+    @OptionGroup var serve: Serve
+
+    @Option(name: .customLong("webdriver-port"), help: "The port the WebDriver endpoint listens on (127.0.0.1).")
+    var webdriverPort: UInt16 = 4444
+
+    @Option(help: ArgumentHelp("The driver to start in the keys' tree.", valueName: "path"))
+    var driver = "/usr/bin/chromedriver"
+
+    @Argument(parsing: .postTerminator, help: ArgumentHelp("Arguments for the driver, after --.", valueName: "arg"))
+    var driverArguments: [String] = []
+
+    func validate() throws {
+        guard serve.transport.allSatisfy({ $0 == .privateHID }) else {
+            throw ValidationError("fidosim webdriver serves private keys: --transport is not for webdriver")
+        }
+        guard serve.hub == nil else { throw ValidationError("fidosim webdriver makes its own hub: not --hub") }
+    }
+
+    func run() throws {
+        var serve = self.serve
+        serve.keys = 0
+        // The hub and the keys' control sockets in a directory of the owner's only.
+        let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/tmp"
+        var template = Array("\(temporary)/fidosim-webdriver.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            printError("fidosim webdriver: cannot make a directory: \(String(cString: strerror(errno)))")
+            throw Exit.failed
+        }
+        let directory = String(cString: made)
+        serve.hub = directory + "/hub.sock"
+        let driverPort = try Self.freePort()
+        let front: WebDriverFront
+        do {
+            front = try WebDriverFront(
+                port: webdriverPort,
+                driverPort: driverPort,
+                hubPath: directory + "/hub.sock",
+                access: PeerAccess(owner: geteuid())
+            )
+        } catch {
+            printError("fidosim webdriver: \(error)")
+            throw Exit.failed
+        }
+        let readyFile = serve.readyFile
+        let endpoint = "http://127.0.0.1:\(front.port)"
+        try RunCommand.runInTree(
+            serve: serve,
+            command: [driver, "--port=\(driverPort)"] + driverArguments,
+            readyExtra: ["webdriver": .string(endpoint), "driverPort": .integer(Int64(driverPort))],
+            readyLater: true
+        ) { record in
+            // The endpoint says it is ready once the driver answers.
+            var waited = 0
+            while !WebDriverFront.driverAnswers(port: driverPort) && waited < 300 {
+                usleep(100_000)
+                waited += 1
+            }
+            printLine("fidosim: WebDriver endpoint \(endpoint) (the driver on 127.0.0.1:\(driverPort))")
+            if let readyFile { try? ServeSession.write(record, to: readyFile) }
+            front.serve()
+        }
+        rmdir(directory)
+    }
+
+    /// A free TCP port on 127.0.0.1 for the driver.
+    static func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard fd >= 0, ok else {
+            printError("fidosim webdriver: no free port for the driver")
+            throw Exit.failed
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+}

@@ -1,0 +1,113 @@
+import ControlProtocol
+import Testing
+
+@testable import WebDriverFront
+
+/// The WebDriver front's pure half: HTTP messages read and written, and which requests it answers itself.
+@Suite struct WebDriverFrontTests {
+    let add = Array(
+        "POST /session/s1/webauthn/authenticator HTTP/1.1\r\nHost: x\r\nContent-Length: 27\r\n\r\n{\"hasResidentKey\": true}   "
+            .utf8
+    )
+
+    @Test func aRequestIsReadOnceWholeAndWrittenWithItsLength() throws {
+        #expect(try HTTPMessage.parse(Array(add.prefix(40))) == nil)
+        #expect(try HTTPMessage.parse(Array(add.dropLast(3))) == nil)
+        let parsed = try #require(try HTTPMessage.parse(add + Array("GET".utf8)))
+        #expect(parsed.1 == add.count)
+        let message = parsed.0
+        #expect(message.startLine == ["POST", "/session/s1/webauthn/authenticator", "HTTP/1.1"])
+        #expect(message.header("content-length") == "27" && message.header("HOST") == "x")
+        #expect(message.body.count == 27)
+        let written = String(decoding: message.bytes, as: UTF8.self)
+        #expect(written.hasPrefix("POST /session/s1/webauthn/authenticator HTTP/1.1\r\nHost: x\r\n"))
+        #expect(written.contains("Content-Length: 27\r\nConnection: close\r\n\r\n{"))
+    }
+
+    @Test func badMessagesAreRefusedNotGuessed() {
+        #expect(throws: HTTPMessage.ParseError.self) { try HTTPMessage.parse(Array("NOSPACES\r\n\r\n".utf8)) }
+        #expect(throws: HTTPMessage.ParseError.self) {
+            try HTTPMessage.parse(Array("GET / HTTP/1.1\r\nno colon\r\n\r\n".utf8))
+        }
+        #expect(throws: HTTPMessage.ParseError.self) {
+            try HTTPMessage.parse(Array("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".utf8))
+        }
+        #expect(throws: HTTPMessage.ParseError.self) {
+            try HTTPMessage.parse(Array("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n".utf8))
+        }
+        #expect(throws: HTTPMessage.ParseError.self) {
+            try HTTPMessage.parse(Array("POST / HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n".utf8))
+        }
+        #expect(throws: HTTPMessage.ParseError.self) {
+            try HTTPMessage.parse([UInt8](repeating: 65, count: HTTPMessage.maxHead + 1))
+        }
+    }
+
+    func route(_ method: String, _ path: String, _ body: String = "") throws -> WebAuthnRoute? {
+        try WebAuthnRoute.route(method: method, path: path, body: Array(body.utf8))
+    }
+
+    @Test func theWebAuthnCommandsAreTheFrontsAndTheRestTheDrivers() throws {
+        #expect(
+            try route("POST", "/session/s/webauthn/authenticator", #"{"protocol":"ctap2"}"#)
+                == .addAuthenticator(session: "s", options: ["protocol": "ctap2"])
+        )
+        #expect(
+            try route("DELETE", "/session/s/webauthn/authenticator/a") == .removeAuthenticator(session: "s", id: "a")
+        )
+        // Selenium repeats the authenticator's id in the body; a credential's own id stays.
+        #expect(
+            try route(
+                "POST",
+                "/session/s/webauthn/authenticator/a/credential",
+                #"{"authenticatorId":"a","credentialId":"AQ"}"#
+            )
+                == .addCredential(session: "s", id: "a", credential: ["credentialId": "AQ"])
+        )
+        #expect(
+            try route("GET", "/session/s/webauthn/authenticator/a/credentials")
+                == .getCredentials(session: "s", id: "a")
+        )
+        #expect(
+            try route("DELETE", "/session/s/webauthn/authenticator/a/credentials/AQ")
+                == .removeCredential(session: "s", id: "a", credentialId: "AQ")
+        )
+        #expect(
+            try route("DELETE", "/session/s/webauthn/authenticator/a/credentials")
+                == .removeAllCredentials(session: "s", id: "a")
+        )
+        #expect(
+            try route("POST", "/session/s/webauthn/authenticator/a/uv", #"{"isUserVerified":false}"#)
+                == .setUserVerified(session: "s", id: "a", verified: false)
+        )
+        #expect(
+            try route(
+                "POST",
+                "/session/s/webauthn/authenticator/a/credentials/AQ/props",
+                #"{"backupState":true,"credentialId":"AQ"}"#
+            )
+                == .setCredentialProperties(
+                    session: "s",
+                    id: "a",
+                    credentialId: "AQ",
+                    properties: ["backupState": true]
+                )
+        )
+        #expect(try route("DELETE", "/session/s") == .deleteSession(session: "s"))
+        #expect(try route("POST", "/session") == nil)
+        #expect(try route("POST", "/session/s/url", #"{"url":"x"}"#) == nil)
+        #expect(try route("GET", "/status") == nil)
+    }
+
+    @Test func badWebAuthnRequestsAreWebDriverErrors() {
+        #expect(throws: WebAuthnRoute.Refusal.self) { try route("POST", "/session/s/webauthn/authenticator", "[1]") }
+        #expect(throws: WebAuthnRoute.Refusal.self) { try route("POST", "/session/s/webauthn/authenticator", "{") }
+        #expect(throws: WebAuthnRoute.Refusal.self) {
+            try route("POST", "/session/s/webauthn/authenticator/a/uv", #"{"isUserVerified":"yes"}"#)
+        }
+        #expect(throws: WebAuthnRoute.Refusal.self) { try route("PUT", "/session/s/webauthn/authenticator/a/x/y/z") }
+        let (status, body) = WebAuthnRoute.failure(WebAuthnRoute.refusal(code: "not-found", message: "no such"))
+        #expect(status == 400 && body.contains(#""error":"invalid argument""#))
+        #expect(WebAuthnRoute.refusal(code: "failed", message: "m").error == "unknown error")
+    }
+}
