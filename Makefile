@@ -26,7 +26,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsc
 # pyscard (python-fido2's PC/SC device) builds with swig against libpcsclite-dev.
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard'
 
-.PHONY: help deps venv architecture-map host-e2e test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures key-cost clean
+.PHONY: help deps venv architecture-map host-e2e browser-examples browser-examples-deps test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures key-cost clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -38,6 +38,9 @@ help:
 	@echo "                package (tools/python) installed into a fresh venv (.build/venv)"
 	@echo "make python-package-test  the package's examples from /tmp: with python-fido2, and with the standard"
 	@echo "                library only"
+	@echo "make browser-examples  the package's browser examples (tools/python/examples/browser): Playwright and"
+	@echo "                Selenium drive Debian's Chromium through a passkey registration and sign-in against a"
+	@echo "                private key, as an unprivileged user (PLAYWRIGHT_VERSION, default 1.63.0)"
 	@echo "make device-suite  python-fido2's own device tests (tests/device of its source distribution) against"
 	@echo "                fidosim: default, fingerprint, enterprise attestation and yubikey5 configurations"
 	@echo "make e2e        the key as a uhid device in a VM, driven by fido2-tools, OpenSSH, python-fido2, browsers"
@@ -175,6 +178,20 @@ test: deps
 HOST_GROUPS ?= libfido2,ssh,python,conform,browser,pam,capture,deployed
 host-e2e: $(BUILT) e2e-deps host-e2e-deps
 	HOST_GROUPS=$(HOST_GROUPS) E2E_REPEAT=$(E2E_REPEAT) bash tools/e2e/host-e2e.sh $(CURDIR)/$(BIN)
+
+# The package's browser examples (Playwright and Selenium drive Debian's Chromium and chromedriver against private
+# keys) from a directory outside the clone, as the unprivileged user fidosim-e2e when run as root
+# (tools/python/test-browser-examples.sh). Debian's python3 runs them, with its pip for their library directory.
+BROWSER_EXAMPLES_DEB := chromium:/usr/bin/chromium chromium-driver:/usr/bin/chromedriver python3:/usr/bin/python3 \
+	python3-pip:/usr/lib/python3/dist-packages/pip umockdev:/usr/lib/x86_64-linux-gnu/libumockdev-preload.so.0 \
+	libumockdev0:/usr/lib/x86_64-linux-gnu/libumockdev.so.0
+browser-examples: $(BUILT) browser-examples-deps
+	bash tools/python/test-browser-examples.sh $(abspath $(BIN))
+
+browser-examples-deps:
+	@missing=""; for pair in $(BROWSER_EXAMPLES_DEB); do [ -e $${pair#*:} ] || missing="$$missing $${pair%%:*}"; done; \
+	if [ -n "$$missing" ]; then echo "installing Debian packages for the browser examples:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
 # make test's first half: the Swift tests run beside the fuzz smoke run. Their longest test, the flash store's
 # power-cut proof, keeps one core busy for two minutes after the others are done; the fuzz targets build and run on

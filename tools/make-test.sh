@@ -4,7 +4,7 @@
 # exits non-zero if any failed. The independent waiting stages run side by side within the 2 cores:
 #   lane 1: the Python package's examples, interop (itself two lanes), then the device suite: each starts pcscd
 #           (the package's NFC example, the PC/SC tests, the device suite's card runs), and a machine has one
-#   lane 2: the host e2e run (private keys; no pcscd)
+#   lane 2: the host e2e run, then the package's browser examples (Playwright, Selenium): private keys, no pcscd
 # The VM comes last, alone: its emulated CPUs take both cores.
 #   E2E=skip leaves the VM out.
 # The whole script is one { ... } block, read before it runs: editing it during a run cannot break that run.
@@ -53,13 +53,14 @@ stage "swift tests + fuzz smoke" make --no-print-directory STAGED=1 unit-test-an
 
 t0=$(date +%s)
 lane interop "python package:python-package-test" "interop lanes:interop" "device suite:device-suite"
-lane clients "private-key clients (host e2e):host-e2e"
+lane clients "private-key clients (host e2e):host-e2e" "browser examples (Playwright, Selenium):browser-examples"
 wait
 for name in interop clients; do
     echo "=== lane $name"
     cat "$logs/$name.log"
 done
-echo "both lanes, side by side (package, interop, device suite; host e2e)|$(($(date +%s) - t0))|0" >>"$times"
+echo "both lanes, side by side (package, interop, device suite; host e2e, browser examples)|$(($(date +%s) - t0))|0" \
+    >>"$times"
 
 if [ "${E2E:-}" = skip ]; then
     echo "e2e: skipped (E2E=skip)"

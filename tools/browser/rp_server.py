@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from fido2.server import Fido2Server
 from fido2.webauthn import (
     AttestedCredentialData,
+    AuthenticationResponse,
     PublicKeyCredentialRpEntity,
     PublicKeyCredentialUserEntity,
     ResidentKeyRequirement,
@@ -135,11 +136,14 @@ class RelyingParty:
         known = self.credentials[True] + self.credentials[False]
         credential = self.server.authenticate_complete(self.state, known, response)
         user = next(u for d, u in self.users.items() if credential in self.credentials[d])
+        auth_data = AuthenticationResponse.from_dict(response).response.authenticator_data
         result = {
             "authenticated": True,
             "user": user.name,
             "credentialId": credential.credential_id.hex(),
             "userHandle": response.get("response", {}).get("userHandle"),
+            "signCount": auth_data.counter,
+            "flags": int(auth_data.flags),
         }
         self.log.append({"ceremony": "authenticate", **result})
         return result
