@@ -124,6 +124,11 @@ package final class WebDriverFront: Sendable {
             return
         }
         guard let route, !isDeleteSession(route) else {
+            var request = request
+            if method == "POST", path == "/session" || path == "/session/", let body = NewSession.adjusted(request.body)
+            {
+                request.body = body
+            }
             let answer = forward(request)
             // The session's keys go before the client hears that it ended.
             if let route, answer.startLine.count > 1, answer.startLine[1] == "200" { endSession(route.session) }

@@ -111,3 +111,47 @@ import Testing
         #expect(WebAuthnRoute.refusal(code: "failed", message: "m").error == "unknown error")
     }
 }
+
+@Suite struct NewSessionTests {
+    func args(_ body: [UInt8]?, _ path: [String]) throws -> [String] {
+        var value = try JSONParser.parse(try #require(body))
+        for key in path { value = try #require(value[key]) }
+        return (value["args"]?.arrayValue ?? []).compactMap(\.stringValue)
+    }
+
+    @Test func chromiumGetsItsNetworkServiceInProcess() throws {
+        let selenium = Array(
+            #"{"capabilities":{"firstMatch":[{}],"alwaysMatch":{"browserName":"chrome","goog:chromeOptions":{"args":["--headless=new"],"binary":"/usr/bin/chromium"}}}}"#
+                .utf8
+        )
+        let adjusted = NewSession.adjusted(selenium)
+        #expect(
+            try args(adjusted, ["capabilities", "alwaysMatch", "goog:chromeOptions"])
+                == ["--headless=new", "--enable-features=NetworkServiceInProcess2"]
+        )
+        let value = try JSONParser.parse(try #require(adjusted))
+        #expect(value["capabilities"]?["alwaysMatch"]?["goog:chromeOptions"]?["binary"] == "/usr/bin/chromium")
+    }
+
+    @Test func theTestsOwnFeaturesAreKept() throws {
+        let body = Array(
+            #"{"capabilities":{"alwaysMatch":{"goog:chromeOptions":{"args":["--enable-features=A,B"]}}}}"#.utf8
+        )
+        #expect(
+            try args(NewSession.adjusted(body), ["capabilities", "alwaysMatch", "goog:chromeOptions"])
+                == ["--enable-features=A,B,NetworkServiceInProcess2"]
+        )
+        let firstMatch = Array(
+            #"{"capabilities":{"firstMatch":[{"goog:chromeOptions":{"args":[]}},{"browserName":"x"}]}}"#.utf8
+        )
+        let adjusted = try JSONParser.parse(try #require(NewSession.adjusted(firstMatch)))
+        let first = try #require(adjusted["capabilities"]?["firstMatch"]?.arrayValue)
+        #expect(first[0]["goog:chromeOptions"]?["args"] == .array(["--enable-features=NetworkServiceInProcess2"]))
+        #expect(first[1] == ["browserName": "x"])
+    }
+
+    @Test func otherBodiesGoOnUnchanged() {
+        #expect(NewSession.adjusted(Array("not json".utf8)) == nil)
+        #expect(NewSession.adjusted(Array(#"{"desiredCapabilities":{}}"#.utf8)) == nil)
+    }
+}

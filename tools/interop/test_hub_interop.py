@@ -221,3 +221,18 @@ def test_another_user_is_refused_by_the_hub(server):
     message = json.loads(line)
     assert message["ok"] is False and message["error"]["code"] == "permission-denied"
     assert server.hub.list_virtual_authenticators() == [], "the refused request added no key"
+
+
+def test_a_key_without_resident_keys_takes_non_resident_credentials_only(server):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from fidosim import FailedError
+
+    key = server.add_key()
+    pkcs8 = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    key.control.add_credential(b"\x01" * 16, "example.com", pkcs8, resident=False)
+    assert [c["isResidentCredential"] for c in key.control.get_credentials()] == [False]
+    with pytest.raises(FailedError, match="no discoverable credentials"):
+        key.control.add_credential(b"\x02" * 16, "example.com", pkcs8, resident=True, user_handle=b"u")

@@ -81,7 +81,13 @@ extension Authenticator {
         let replaced =
             (storage.residentCredential(id: record.id).map { [$0] } ?? [])
             + storage.residentCredentials(rpIdHash: rpIdHash).filter { $0.id != record.id && $0.replaces(record) }
-        if replaced.isEmpty && remainingDiscoverableCredentials <= 0 {
+        if credential.discoverable && configuration.maxResidentCredentials == 0 {
+            throw CTAPError(.unsupportedOption, "this key stores no discoverable credentials (rk false)")
+        }
+        // A non-discoverable credential needs only the store's room: the key's limit counts discoverable ones (a
+        // key without resident keys still takes WebDriver's non-resident credentials).
+        let room = credential.discoverable ? remainingDiscoverableCredentials : storage.remainingDiscoverableCredentials
+        if replaced.isEmpty && room <= 0 {
             throw CTAPError(.keyStoreFull, "no room for another credential")
         }
         // The blob goes in before the credential: if the array is full, nothing is stored. (A credential that then
