@@ -160,8 +160,8 @@ let package = Package(
             dependencies: ["HIDBridge", "ControlClient", "ControlProtocol", "Console"],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "fidosim",
+        .target(
+            name: "FidosimCommands",
             dependencies: [
                 "Benchmark", "HIDBridge", "WebDriverFront", "VirtualKey", "CTAPCore", "CTAPCBOR", "Console",
                 "FlashImage", "FlashStore",
@@ -172,6 +172,11 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "fidosim",
+            dependencies: ["FidosimCommands"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -230,6 +235,14 @@ let package = Package(
                 "HIDBridge", "VirtualKey", "CTAPHID", "CTAPNFC", "CTAPCore", "CTAPCoreTesting", "ControlProtocol",
                 "WebDriverFront",
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FidosimCommandsTests",
+            dependencies: [
+                "FidosimCommands", "VirtualKey",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -126,59 +126,15 @@ package struct KeyFactory {
         if spec.serial == nil, let patterned = profileFile.identity.serial(random: Array(persistent.serial.utf8)) {
             serial = patterned
         }
-        let device: any ReportTransport
-        // How the key presents itself where it is a USB HID device of this machine (uhid, gadget, private).
-        let info = UHIDDeviceInfo(
-            name: factory.deviceName,
-            vendorID: factory.vendorID,
-            productID: factory.productID,
-            serial: serial
+        let (device, deviceLines) = try factory.makeDevice(
+            spec,
+            transport: chosen,
+            serial: serial,
+            index: index,
+            usbipPort: usbipPortOverride,
+            alsoUSBIP: alsoUSBIP
         )
-        do {
-            let plain: any ReportTransport
-            if chosen == .uhid {
-                plain = try UHIDTransport(path: uhidPath, info: info)
-            } else if chosen == .gadget {
-                plain = try GadgetTransport(name: spec.name, info: info, udc: udc)
-            } else if chosen == .hid, let board {
-                plain = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
-            } else if chosen == .pcsc {
-                plain = NoReportTransport()
-            } else if chosen == .privateHID {
-                let tree = PrivateDeviceTree(index: index, info: info, manufacturer: factory.manufacturer)
-                plain = try PrivateHIDTransport(tree: tree, testbed: PrivateTestbed.open())
-            } else if chosen == .usbip {
-                plain = try factory.usbipServer(serial: serial, port: usbipPortOverride)
-            } else {
-                plain = try UDPTransport(
-                    host: host,
-                    port: spec.port,
-                    policy: UDPKeyPolicy(
-                        anyUser: anyLocalUser,
-                        powerCycleDatagram: udpPowerCycle,
-                        remote: allowRemote,
-                        replyPort: udpReplyPort
-                    )
-                )
-                if !Self.isLoopback(host) {
-                    lines.append(
-                        .error(
-                            "fidosim: warning: listening on udp \(host):\(spec.port): any machine that reaches this address "
-                                + "can use the key (no touch is asked in approve mode)"
-                        )
-                    )
-                }
-            }
-            if alsoUSBIP && chosen != .usbip {
-                // The same key on this machine's transport and, through USB/IP, on another host.
-                let usbip = try factory.usbipServer(serial: serial, port: usbipPortOverride)
-                device = try JoinedTransport([plain, usbip])
-            } else {
-                device = plain
-            }
-        } catch {
-            throw KeyStartError(error.description)
-        }
+        lines += deviceLines
         var card: VPCDCard?
         if let cardPort {
             do {
@@ -245,6 +201,70 @@ package struct KeyFactory {
             lines.append(.out("fidosim: tracing to \(trace) (\(slot.tracer?.format.rawValue ?? ""))"))
         }
         return (slot, lines)
+    }
+
+    /// The key's device on its transport (and USB/IP beside it when asked), with the lines that warn about it.
+    func makeDevice(
+        _ spec: KeySpec,
+        transport chosen: TransportChoice,
+        serial: String,
+        index: Int,
+        usbipPort usbipPortOverride: UInt16?,
+        alsoUSBIP: Bool
+    ) throws(KeyStartError) -> (any ReportTransport, [ConsoleLine]) {
+        var lines: [ConsoleLine] = []
+        // How the key presents itself where it is a USB HID device of this machine (uhid, gadget, private).
+        let info = UHIDDeviceInfo(
+            name: deviceName,
+            vendorID: vendorID,
+            productID: productID,
+            serial: serial
+        )
+        do {
+            let plain: any ReportTransport
+            if chosen == .uhid {
+                plain = try UHIDTransport(path: uhidPath, info: info)
+            } else if chosen == .gadget {
+                plain = try GadgetTransport(name: spec.name, info: info, udc: udc)
+            } else if chosen == .hid, let board {
+                plain = try HIDAPITransport(device: board, backend: HIDBackend(rawValue: hidBackend) ?? .hidraw)
+            } else if chosen == .pcsc {
+                plain = NoReportTransport()
+            } else if chosen == .privateHID {
+                let tree = PrivateDeviceTree(index: index, info: info, manufacturer: manufacturer)
+                plain = try PrivateHIDTransport(tree: tree, testbed: PrivateTestbed.open())
+            } else if chosen == .usbip {
+                plain = try usbipServer(serial: serial, port: usbipPortOverride)
+            } else {
+                plain = try UDPTransport(
+                    host: host,
+                    port: spec.port,
+                    policy: UDPKeyPolicy(
+                        anyUser: anyLocalUser,
+                        powerCycleDatagram: udpPowerCycle,
+                        remote: allowRemote,
+                        replyPort: udpReplyPort
+                    )
+                )
+                if !Self.isLoopback(host) {
+                    lines.append(
+                        .error(
+                            "fidosim: warning: listening on udp \(host):\(spec.port): any machine that reaches this address "
+                                + "can use the key (no touch is asked in approve mode)"
+                        )
+                    )
+                }
+            }
+            if alsoUSBIP && chosen != .usbip {
+                // The same key on this machine's transport and, through USB/IP, on another host.
+                let usbip = try usbipServer(serial: serial, port: usbipPortOverride)
+                return (try JoinedTransport([plain, usbip]), lines)
+            } else {
+                return (plain, lines)
+            }
+        } catch {
+            throw KeyStartError(error.description)
+        }
     }
 
     /// Who may reach the key's transports (one rule for all, ``PeerAccess``).

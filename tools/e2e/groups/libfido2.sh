@@ -85,4 +85,5 @@ fi
 fi
 
 cleanup stop-key stop_key
+[ "$key_transport" = uhid ] && step hub-keys-come-and-go-on-uhid hub_keys_come_and_go
 }

@@ -1,13 +1,18 @@
-import ArgumentParser
+package import ArgumentParser
 import CTAPCore
 import Console
 import ControlProtocol
 import HIDBridge
 import VirtualKey
 
-@main
-struct Fidosim: ParsableCommand {
-    static let configuration = CommandConfiguration(
+/// The `fidosim` command and its subcommands (the executable's `main` runs it).
+package struct Fidosim: ParsableCommand {
+    package init() {}
+
+    /// Runs the command the process's arguments name, and exits with its status.
+    package static func runFromCommandLine() { main() }
+
+    package static let configuration = CommandConfiguration(
         commandName: "fidosim",
         abstract: "A FIDO2 / U2F security key whose firmware runs on this Linux host.",
         discussion: """

@@ -372,14 +372,11 @@ struct Serve: ParsableCommand {
         guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 0x20 && $0 != UInt8(ascii: "/") }) else {
             throw ValidationError("--name must be a non-empty word without '/'")
         }
-        let hidTransports = transport.filter { $0 != .pcsc && $0 != .usbip }
-        guard hidTransports.count <= 1, transport.filter({ $0 == .pcsc }).count <= 1,
-            transport.filter({ $0 == .usbip }).count <= 1, !(hidTransports == [.auto] && transport.count > 1)
-        else {
-            throw ValidationError(
-                "--transport: one of udp, uhid, hid, gadget, with usbip and pcsc beside it or alone; auto only alone "
-                    + "(given: " + transport.map(\.rawValue).joined(separator: ", ") + ")"
-            )
+        let plan: TransportPlan
+        do {
+            plan = try TransportPlan(transport)
+        } catch {
+            throw ValidationError(error.message)
         }
         if let udpReplyPort, udpReplyPort == 0 {
             throw ValidationError("--udp-reply-port takes a port from 1 to 65535")
@@ -405,8 +402,7 @@ struct Serve: ParsableCommand {
                     + "add --allow-remote to mean it"
             )
         }
-        let transport =
-            hidTransports.first ?? self.transport.first { $0 != .pcsc } ?? (self.transport.isEmpty ? .auto : .pcsc)
+        let transport = plan.hid
         if transport == .hid {
             guard let device, !device.isEmpty else {
                 throw ValidationError("--transport hid needs --device VID:PID (hex, e.g. 1209:0001) or a hidraw path")
@@ -510,13 +506,16 @@ struct Serve: ParsableCommand {
         let logger = Logger(label: "fidosim")
         if let warning = SecretsInMemory.protect() { printError(warning) }
         let specs = try keySpecs()
-        let transport = forced.map { [$0] + self.transport.filter { $0 == .pcsc || $0 == .usbip } } ?? self.transport
-        let card = transport.contains(.pcsc)
-        // usbip beside another HID transport joins it; alone it is the key's one HID transport.
-        let alsoUSBIP = transport.contains(.usbip) && transport.contains { $0 != .pcsc && $0 != .usbip }
-        var chosen =
-            transport.first { $0 != .pcsc && $0 != .usbip } ?? transport.first { $0 == .usbip }
-            ?? (card ? .pcsc : .auto)
+        var plan: TransportPlan
+        do {
+            plan = try TransportPlan(transport)
+        } catch {
+            throw ValidationError(error.message)
+        }
+        if let forced { plan = plan.forcing(forced) }
+        let card = plan.card
+        let alsoUSBIP = plan.alsoUSBIP
+        var chosen = plan.hid
         if chosen == .auto {
             let (automatic, line) = TransportChoice.automatic(uhidPath: uhidPath, udpAddress: "\(host):\(port)")
             chosen = automatic
