@@ -56,7 +56,7 @@ help:
 	@echo "                   and compare both captures and both keys' whole conform reports"
 	@echo "make fuzz          libFuzzer on the CBOR decoder, CTAPHID, the NFC APDU machine, the flash store, flash image"
 	@echo "                   files, the authenticator,"
-	@echo "                   the control parser"
+	@echo "                   the control parser, fidosim webdriver's HTTP readers"
 	@echo "                   and the conformance client's readers of what a key sends"
 	@echo "                   (FUZZ_SECONDS each, default 300; or FUZZ_RUNS executions each; FUZZ_CORPUS=DIR keeps the corpora;"
 	@echo "                   FUZZ_JOBS=N runs N processes per target, which share FUZZ_RUNS;"

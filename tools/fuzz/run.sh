@@ -38,7 +38,7 @@ case ${FUZZ_TIMEOUT:-$default_timeout} in '' | *[!0-9]* | 0) echo "FUZZ_TIMEOUT:
 timeout=$((10#${FUZZ_TIMEOUT:-$default_timeout}))
 case ${FUZZ_JOBS:-1} in *[!0-9]*) FUZZ_JOBS=0 ;; esac
 [ $((10#${FUZZ_JOBS:-1})) -ge 1 ] || { echo "FUZZ_JOBS: a number of processes, 1 or more"; exit 64; }
-[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid nfc usbip flashstore flashimage authenticator control client)
+[ ${#targets[@]} -gt 0 ] || targets=(cbor ctaphid nfc usbip flashstore flashimage authenticator control client webdriver)
 swiftc=$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)
 
 module_of() {
@@ -51,6 +51,7 @@ module_of() {
         authenticator) echo CTAPCore ;;
         control) echo ControlProtocol ;;
         client) echo FIDOClient ;;
+        webdriver) echo WebDriverFront ;;
         *) return 1 ;;
     esac
 }
@@ -129,6 +130,18 @@ build_client() {
         tools/fuzz/client.swift "$mods/CTAPCBOR.o" -lpcsclite -o "$out/client"
 }
 
+# The WebDriver front's readers (HTTP, the WebAuthn routes, New Session), over an instrumented ControlProtocol.
+build_webdriver() {
+    local mods=$out/webdriver-modules
+    mkdir -p "$mods"
+    "$swiftc" "${fuzz_flags[@]}" -module-name ControlProtocol -wmo -emit-module \
+        -emit-module-path "$mods/ControlProtocol.swiftmodule" -emit-object -o "$mods/ControlProtocol.o" \
+        $(find Sources/ControlProtocol -name '*.swift' | sort) || return 1
+    "$swiftc" "${fuzz_flags[@]}" -module-name WebDriverFront -I "$mods" \
+        Sources/WebDriverFront/{HTTPMessage,WebAuthnRoute,NewSession}.swift tools/fuzz/webdriver.swift \
+        "$mods/ControlProtocol.o" -o "$out/webdriver"
+}
+
 pass=0
 fail=0
 for target in "${targets[@]}"; do
@@ -136,6 +149,7 @@ for target in "${targets[@]}"; do
     case $target in
         authenticator) build=(build_authenticator) ;;
         client) build=(build_client) ;;
+        webdriver) build=(build_webdriver) ;;
         *) build=(build_single "$target" "$module") ;;
     esac
     if ! "${build[@]}" >"$out/$target.build.log" 2>&1; then
