@@ -8,20 +8,19 @@ import json
 import re
 import shlex
 import shutil
-import os
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import fidosim_binary
+from fidosim import find_binary
 
 NOWHERE = "/nonexistent-fidosim/key.sock"
 
 
 def run(*args, stdin=None, timeout=120):
-    return subprocess.run([str(fidosim_binary()), *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([str(find_binary()), *args], capture_output=True, text=True, timeout=timeout,
                           input=stdin)
 
 
@@ -35,7 +34,7 @@ def expect(out, code, *, says=None, usage=None):
 
 def test_serve(tmp_path):
     ready = tmp_path / "ready.json"
-    process = subprocess.Popen([str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash",
+    process = subprocess.Popen([str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash",
                                 "memory", "--control", "off", "--ready-file", str(ready)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 20
@@ -43,7 +42,7 @@ def test_serve(tmp_path):
         time.sleep(0.02)
     process.send_signal(signal.SIGTERM)
     assert process.wait(10) == 0
-    expect(run("serve", "--keys", "99"), 2, says="--keys must be 1 to 16", usage=True)
+    expect(run("serve", "--keys", "129"), 2, says="--keys must be 0 to 128", usage=True)
     # A flash image that is a directory: the key cannot start.
     expect(run("serve", "--transport", "udp", "--port", "0", "--flash", str(tmp_path), "--control", "off",
                timeout=20), 1, usage=False)
@@ -134,7 +133,7 @@ def test_bench():
 
 @pytest.mark.skipif(not shutil.which("script"), reason="script (util-linux) is missing")
 def test_long_commands_show_progress_on_a_terminal_only():
-    command = [str(fidosim_binary()), "bench", "--only", "get-assertion", "--seconds", "0.2"]
+    command = [str(find_binary()), "bench", "--only", "get-assertion", "--seconds", "0.2"]
     piped = subprocess.run(command, capture_output=True, timeout=120)  # bytes: text mode would turn \r into \n
     assert piped.returncode == 0 and b"\r" not in piped.stderr + piped.stdout
     # Under a pseudo-terminal (script(1)): the row being measured and its percentage, rewritten in place.
