@@ -19,8 +19,8 @@ package enum ServeConfig {
         } catch {
             throw KeySetupError("\(path) is not JSON: \(error)")
         }
-        guard let entries = document["keys"]?.arrayValue, !entries.isEmpty, entries.count <= 16 else {
-            throw KeySetupError("\(path): expected {\"keys\": [...]} with 1 to 16 keys")
+        guard let entries = document["keys"]?.arrayValue, !entries.isEmpty, entries.count <= 128 else {
+            throw KeySetupError("\(path): expected {\"keys\": [...]} with 1 to 128 keys")
         }
         var specs: [KeySpec] = []
         for (i, entry) in entries.enumerated() {
