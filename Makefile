@@ -24,7 +24,8 @@ DEB_FILES := /usr/lib/pcsc/drivers/serial/libifdvpcd.so:vsmartcard-vpcd
 DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsclite-dev
 # PyPI packages for the interop tests, as module=requirement (installed only when the import fails).
 # pyscard (python-fido2's PC/SC device) builds with swig against libpcsclite-dev.
-PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard'
+# ruff lints the Python (make format-lint; its rules are in pyproject.toml).
+PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard' 'ruff=ruff'
 
 .PHONY: help deps venv architecture-map host-e2e browser-examples browser-examples-deps test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures key-cost clean
 
@@ -32,7 +33,8 @@ help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
 	@echo "make test       install what is missing, build, run fuzz smoke tests, the Swift tests, the python-fido2"
 	@echo "                interop suite and (when its tools can be installed) the VM end-to-end run; E2E=skip skips it"
-	@echo "make format-lint  swift format lint --strict (the house style, .swift-format); make format rewrites the tree"
+	@echo "make format-lint  swift format lint --strict (the house style, .swift-format) and ruff on the Python"
+	@echo "                (pyproject.toml); make format rewrites the Swift tree and applies ruff's fixes"
 	@echo "make unit-test  swift test only"
 	@echo "make interop    the python-fido2 interop suite against the built binary, through the fidosim Python"
 	@echo "                package (tools/python) installed into a fresh venv (.build/venv)"
@@ -126,11 +128,14 @@ FORMATTED := Sources Tests Package.swift tools/fuzz
 architecture-map: $(if $(STAGED),,venv)
 	$(VENV_PY) -m pytest -q -p no:cacheprovider tools/architecture
 
+# The Python (tools: the package, the interop suite, the other tools) with ruff, its rules in pyproject.toml.
 format-lint: deps
 	$(SWIFT) format lint --strict --recursive $(FORMATTED)
+	$(PYTHON) -m ruff check --no-cache tools
 
 format: deps
 	$(SWIFT) format format --in-place --recursive $(FORMATTED)
+	$(PYTHON) -m ruff check --no-cache --fix tools
 
 unit-test: deps
 	$(SWIFT) test

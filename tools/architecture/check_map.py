@@ -76,7 +76,7 @@ def main() -> int:
     for problem in problems:
         print(f"architecture map: {problem}")
     if not problems:
-        print(f"architecture map: every target of Package.swift has a true row in docs/architecture.md")
+        print("architecture map: every target of Package.swift has a true row in docs/architecture.md")
     return 1 if problems else 0
 
 

@@ -36,6 +36,7 @@ Usage: python3 tools/browser/webauthn_chromium.py [--timeout SECONDS] [--flows p
 from __future__ import annotations
 
 import argparse
+import http.client
 import itertools
 import json
 import os
@@ -45,13 +46,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import http.client
 import urllib.request
-
-from websockets.sync.client import connect
 
 import rp_server
 from ceremony import FLOWS, CeremonyFailed, note, run_flows
+from websockets.sync.client import connect
 
 
 def chromium_binary() -> str:

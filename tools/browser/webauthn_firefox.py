@@ -40,10 +40,9 @@ import sys
 import tempfile
 import time
 
-from websockets.sync.client import connect
-
 import rp_server
 from ceremony import FLOWS, CeremonyFailed, note, run_flows
+from websockets.sync.client import connect
 
 PREFS = {
     # WebAuthn over USB HID (authenticator-rs), no software token.

@@ -26,7 +26,6 @@ import http.server
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time

@@ -6,7 +6,6 @@ command and subcommand, U2F APDUs, presence answers and power cycles, encoded wi
 CBOR encoder. Run it again after changing the driver's input format.
 """
 
-import os
 import struct
 import sys
 from pathlib import Path

@@ -6,9 +6,7 @@ Each seed is a selector byte (see tools/fuzz/client.swift) and the bytes: authen
 credential data and extensions, a getInfo answer, COSE keys, a U2F registration, and CTAPHID answer streams.
 """
 
-import os
 import struct
-import subprocess
 import sys
 from pathlib import Path
 

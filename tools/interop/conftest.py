@@ -40,17 +40,6 @@ if TRANSPORT == "private" and "libumockdev-preload" not in os.environ.get("LD_PR
 SHUTDOWN_TIMEOUT = 5.0
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "sim_args(*args): extra command-line arguments for `fidosim serve` "
-        '(e.g. @pytest.mark.sim_args("--presence", "deny"))',
-    )
-    config.addinivalue_line(
-        "markers", "card_args(*args): extra arguments for the card's `fidosim serve --transport pcsc` (test_pcsc_interop)"
-    )
-
-
 def fidosim_binary() -> Path:
     env = os.environ.get("FIDOSIM_BIN")
     return Path(env).expanduser().absolute() if env else REPO / ".build" / "debug" / "fidosim"

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 from fido2.attestation import AttestationType, PackedAttestation, verify_x509_chain
-from fido2.cose import ES256
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
+from fido2.cose import ES256
 from fido2.ctap import CtapError
 from fido2.ctap1 import ApduError
 from fido2.ctap2 import Ctap2

@@ -7,9 +7,8 @@ Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import hashlib
+from pathlib import Path
 
 import pytest
 from cryptography.exceptions import InvalidSignature

@@ -10,13 +10,14 @@ Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q 
 
 from __future__ import annotations
 
-
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData, ResidentKeyRequirement, UserVerificationRequirement
+
+from fidosim.control import ControlError  # noqa: E402
 
 from ctap_helpers import (
     PIN,
@@ -31,7 +32,6 @@ from ctap_helpers import (
     user,
     web_user,
 )  # noqa: E402
-from fidosim.control import ControlError  # noqa: E402
 
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
 DISCOURAGED = UserVerificationRequirement.DISCOURAGED

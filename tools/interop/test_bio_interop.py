@@ -15,13 +15,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from fido2.attestation import AttestationType, PackedAttestation
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
 from fido2.ctap import STATUS
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.bio import BioEnrollment, CaptureError, FPBioEnrollment
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
-from fido2.server import Fido2Server
 from fido2.webauthn import (
     AuthenticatorData,
     PublicKeyCredentialUserEntity,
@@ -31,13 +29,13 @@ from fido2.webauthn import (
 
 from conftest import Simulator
 from ctap_helpers import (
-    assert_shared_batch,
     ERR,
     ORIGIN,
     PERM,
     PIN,
     RP,
     RP_ID,
+    assert_shared_batch,
     descriptor,
     expect_ctap_error,
     make_server,

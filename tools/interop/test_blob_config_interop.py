@@ -14,14 +14,13 @@ import os
 
 import pytest
 from fido2 import cbor
-from fido2.client import ClientError, Fido2Client
+from fido2.client import ClientError
 from fido2.ctap import CtapError
 from fido2.ctap1 import Ctap1
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.blob import LargeBlobs
 from fido2.ctap2.config import Config
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
-from fido2.server import Fido2Server
 from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 
 from conftest import Simulator
@@ -31,7 +30,6 @@ from ctap_helpers import (
     PIN,
     RP,
     RP_ID,
-    UV,
     authenticate,
     descriptor,
     expect_apdu_error,

@@ -12,9 +12,10 @@ import threading
 
 import pytest
 
-from conftest import fidosim_binary
 from fidosim import FidosimServer
 from fidosim.control import FidosimControl
+
+from conftest import fidosim_binary
 
 
 @pytest.fixture

@@ -13,13 +13,8 @@ import socket
 import stat
 import subprocess
 import threading
-import time
 
 import pytest
-
-# Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
-# stdlib-only scripts of the tests that connect as someone else.
-OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
@@ -28,8 +23,13 @@ from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData
 
-from ctap_helpers import ORIGIN, RP, assert_signs_like, descriptor, expect_ctap_error, make_server, new_cdh, user
 from fidosim.control import ControlError, b64url
+
+from ctap_helpers import ORIGIN, RP, assert_signs_like, descriptor, expect_ctap_error, make_server, new_cdh, user
+
+# Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
+# stdlib-only scripts of the tests that connect as someone else.
+OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 
 ES256 = [{"type": "public-key", "alg": -7}]
 

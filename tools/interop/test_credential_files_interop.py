@@ -13,7 +13,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from fido2.ctap2 import Ctap2
 
-from ctap_helpers import ES256_PARAMS as ES256, RP, assert_signs_like, new_cdh, user
+from ctap_helpers import ES256_PARAMS as ES256
+from ctap_helpers import RP, assert_signs_like, new_cdh, user
 
 
 def fidosim(sim, *args, stdin=None, check=True):

@@ -29,7 +29,24 @@ from fido2.webauthn import (
 )
 
 from conftest import Simulator
-from ctap_helpers import ERR, ORIGIN, PERM, PIN, PinInteraction, RP, RP_ID, descriptor, expect_ctap_error, make_server, new_cdh, register, sha256, token, user, web_user  # noqa: E402
+from ctap_helpers import (  # noqa: E402
+    ERR,
+    ORIGIN,
+    PERM,
+    PIN,
+    RP,
+    RP_ID,
+    PinInteraction,
+    descriptor,
+    expect_ctap_error,
+    make_server,
+    new_cdh,
+    register,
+    sha256,
+    token,
+    user,
+    web_user,
+)
 
 # No 200 ms wait for each simulated touch.
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")

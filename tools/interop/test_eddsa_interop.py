@@ -13,15 +13,15 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from fido2.attestation import AttestationType, PackedAttestation
-from fido2.cose import EdDSA, ES256
+from fido2.cose import EdDSA
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData
 
 from ctap_helpers import (
     EDDSA_PARAMS,
-    ES256_PARAMS,
     ERR,
+    ES256_PARAMS,
     PIN,
     RP,
     RP_ID,
@@ -90,7 +90,7 @@ def test_eddsa_raw_verified_with_cryptography(sim):
 def test_eddsa_with_fido2_server_and_pin(sim):
     dev = sim.device()
     ClientPin(Ctap2(dev)).set_pin(PIN)
-    server, (client, ui) = make_server(algs=[-8]), make_client(dev)
+    server, (client, _ui) = make_server(algs=[-8]), make_client(dev)
     usr = web_user("eddsa")
     result, auth_data = register(server, client, usr)
     cred = auth_data.credential_data

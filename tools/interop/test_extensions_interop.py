@@ -7,11 +7,7 @@ Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q 
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from fido2.client import Fido2Client
-from fido2.cose import ES256
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.credman import CredentialManagement
 from fido2.ctap2.extensions import HmacSecretExtension, _prf_salt
@@ -19,11 +15,9 @@ from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 
 from ctap_helpers import (
+    ERR,
     ES256_PARAMS,
     OTHER_RP,
-    get_assertion_uv,
-    make_cred_uv,
-    ERR,
     PERM,
     PIN,
     RP,
@@ -31,7 +25,9 @@ from ctap_helpers import (
     authenticate,
     descriptor,
     expect_ctap_error,
+    get_assertion_uv,
     make_client,
+    make_cred_uv,
     make_server,
     new_cdh,
     register,
@@ -68,7 +64,7 @@ def test_cred_protect(sim):
     dev = sim.device()
     ctap2 = Ctap2(dev)
     ClientPin(ctap2).set_pin(PIN)
-    server, (client, ui) = make_server(), make_client(dev)
+    server, (client, _ui) = make_server(), make_client(dev)
     u3, u2, u1 = web_user("level3"), web_user("level2"), web_user("level1")
 
     r3, ad3 = register(server, client, u3, extensions={
@@ -209,7 +205,7 @@ def test_hmac_secret_and_prf(sim):
 def test_cred_blob(sim):
     dev = sim.device()
     ctap2 = Ctap2(dev)
-    server, (client, ui) = make_server(), make_client(dev, pin=None)
+    server, (client, _ui) = make_server(), make_client(dev, pin=None)
     blob = b"credBlob: 32 bytes of RP data!!!"
     assert len(blob) == 32
     usr = web_user("blob")

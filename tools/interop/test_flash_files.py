@@ -137,9 +137,10 @@ def test_durability_host_flushes_every_write_before_the_answer(tmp_path, durabil
     before the next answer leaves the key; with process (the default) nothing is flushed."""
     from fido2.ctap2 import Ctap2
 
+    from fidosim.udp import open_udp_device, wait_until_ready
+
     from conftest import free_udp_port
     from ctap_helpers import assert_by_id, make_cred
-    from fidosim.udp import open_udp_device, wait_until_ready
 
     image, trace, port = tmp_path / "key.img", tmp_path / "trace", free_udp_port()
     server = subprocess.Popen(
@@ -186,9 +187,10 @@ def test_a_write_the_disk_refuses_fails_the_request_and_loses_nothing(tmp_path):
     from fido2.ctap import CtapError
     from fido2.ctap2 import Ctap2
 
+    from fidosim.udp import open_udp_device, wait_until_ready
+
     from conftest import free_udp_port
     from ctap_helpers import RP_ID, make_cred, new_cdh
-    from fidosim.udp import open_udp_device, wait_until_ready
 
     image = tmp_path / "key.img"
     assert run(commands(image)["inspect"]).returncode != 0  # no image yet

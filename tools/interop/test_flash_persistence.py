@@ -13,8 +13,7 @@ import pytest
 from fido2.ctap2 import Ctap2
 
 from conftest import Simulator, fidosim_binary
-from ctap_helpers import RP_ID, new_cdh
-from ctap_helpers import assert_by_id, make_cred
+from ctap_helpers import RP_ID, assert_by_id, make_cred, new_cdh
 
 
 def start(image, *extra) -> Simulator:

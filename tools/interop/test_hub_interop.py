@@ -16,10 +16,11 @@ from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 from fido2.hid import CAPABILITY
 
-from conftest import fidosim_binary
-from ctap_helpers import new_cdh, user
 from fidosim import FidosimServer, InvalidParamsError, NotFoundError, UnknownCommandError, VirtualAuthenticatorOptions
 from fidosim.udp import probe_init
+
+from conftest import fidosim_binary
+from ctap_helpers import new_cdh, user
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="keys of their own")
 OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"

@@ -17,9 +17,10 @@ import time
 import pytest
 from fido2.ctap2 import Ctap2
 
+from fidosim.udp import open_udp_device, wait_until_ready
+
 from conftest import fidosim_binary, free_udp_port
 from ctap_helpers import new_cdh, user
-from fidosim.udp import open_udp_device, wait_until_ready
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]

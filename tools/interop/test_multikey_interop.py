@@ -8,16 +8,16 @@ import re
 import subprocess
 import tempfile
 import threading
-import time
 
 import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
-from conftest import fidosim_binary
-from ctap_helpers import RP, descriptor, expect_ctap_error, new_cdh, user
 from fidosim.control import FidosimControl
 from fidosim.udp import open_udp_device, wait_until_ready
+
+from conftest import fidosim_binary
+from ctap_helpers import RP, descriptor, expect_ctap_error, new_cdh, user
 
 ES256 = [{"type": "public-key", "alg": -7}]
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")

@@ -15,11 +15,12 @@ import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
+from fidosim.control import FidosimControl
+from fidosim.udp import open_udp_device, wait_until_ready
+
 from conftest import fidosim_binary
 from ctap_helpers import in_background, make_credential
-from fidosim.control import FidosimControl
 from notifystack import notify_stack  # noqa: F401 - the fixture
-from fidosim.udp import open_udp_device, wait_until_ready
 
 TOOLS = ("Xvfb", "dunst", "dbus-daemon", "busctl", "gdbus", "notify-send")
 pytestmark = [
@@ -31,7 +32,7 @@ pytestmark = [
 
 
 @pytest.fixture
-def desktop(notify_stack):
+def desktop(notify_stack):  # noqa: F811 - the fixture imported above
     return notify_stack
 
 

@@ -11,7 +11,12 @@ import tempfile
 import pytest
 
 from fidosim import (
-    FidosimServer, InvalidParamsError, KeyStartError, NotFoundError, UnknownCommandError, probe_init,
+    FidosimServer,
+    InvalidParamsError,
+    KeyStartError,
+    NotFoundError,
+    UnknownCommandError,
+    probe_init,
 )
 
 

@@ -15,9 +15,8 @@ import threading
 import time
 
 import pytest
-
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
-from fido2.ctap import CtapError, STATUS
+from fido2.ctap import STATUS, CtapError
 from fido2.ctap1 import Ctap1
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.blob import LargeBlobs
@@ -33,9 +32,10 @@ from fido2.webauthn import (
     UserVerificationRequirement,
 )
 
-from conftest import fidosim_binary
 from fidosim import FidosimServer
 from fidosim.pcsc import PcscDaemon, PcscUnavailable
+
+from conftest import fidosim_binary
 
 smartcard = pytest.importorskip("smartcard", reason="pyscard is needed for python-fido2's PC/SC device")
 

@@ -13,14 +13,14 @@ import subprocess
 import threading
 import time
 
+import floods
 import pytest
-
 from fido2.ctap2 import Ctap2
 
-from conftest import fidosim_binary
 from fidosim import FidosimServer
 from fidosim.udp import POWER_CYCLE, open_udp_device
-import floods
+
+from conftest import fidosim_binary
 
 NOBODY = 65534
 # Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the

@@ -11,7 +11,6 @@ import os
 import time
 
 import pytest
-from fido2.client import Fido2Client
 from fido2.cose import ES256
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.credman import CredentialManagement
@@ -19,22 +18,21 @@ from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 
 from conftest import Simulator
 from ctap_helpers import (
-    CM,
+    ERR,
     ES256_PARAMS,
     OTHER_RP,
-    PROTOCOL_IDS,
-    PROTOCOLS,
-    get_assertion_uv,
-    make_cred_uv,
-    ERR,
     PERM,
     PIN,
+    PROTOCOL_IDS,
+    PROTOCOLS,
     RP,
     RP_ID,
     authenticate,
     descriptor,
     expect_ctap_error,
+    get_assertion_uv,
     make_client,
+    make_cred_uv,
     make_server,
     new_cdh,
     register,

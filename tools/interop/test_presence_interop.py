@@ -16,9 +16,10 @@ import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
+from fidosim.udp import open_udp_device, wait_until_ready
+
 from conftest import fidosim_binary
 from ctap_helpers import in_background, make_credential
-from fidosim.udp import open_udp_device, wait_until_ready
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 

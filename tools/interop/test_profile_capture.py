@@ -16,8 +16,9 @@ from fido2 import cbor
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
-from conftest import fidosim_binary
 from fidosim import FidosimServer
+
+from conftest import fidosim_binary
 
 ROUNDTRIP = Path(__file__).resolve().parent.parent / "profile-roundtrip"
 

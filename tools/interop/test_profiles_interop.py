@@ -4,7 +4,6 @@ treats it as that model (a U2F-only key makes Fido2Client fall back to U2F, for 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
@@ -283,7 +282,6 @@ def test_u2f_only_profile_makes_fido2_client_fall_back_to_u2f(sim):
         dev.call(CTAPHID.CBOR, b"\x04")  # ERR_INVALID_CMD at the transport
     assert Ctap1(sim.device()).get_version() == "U2F_V2"
     from fido2.attestation import FidoU2FAttestation
-
     from fido2.server import Fido2Server
     from fido2.webauthn import AttestationConveyancePreference, PublicKeyCredentialRpEntity
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fidosim_binary
 from fidosim.udp import wait_until_ready
+
+from conftest import fidosim_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

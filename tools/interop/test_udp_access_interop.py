@@ -14,19 +14,19 @@ import threading
 import time
 
 import pytest
-
-# Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
-# stdlib-only scripts of the tests that connect as someone else.
-OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 from fido2.ctap2 import Ctap2
+
+from fidosim.udp import POWER_CYCLE, open_udp_device
 
 from conftest import HOST, fidosim_binary, free_udp_port
 from ctap_helpers import RP, new_cdh, user
-from fidosim.udp import POWER_CYCLE, open_udp_device
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]
 NOBODY = 65534
+# Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
+# stdlib-only scripts of the tests that connect as someone else.
+OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 
 
 def raw_socket(timeout=0.3):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from fido2.attestation import AttestationType, PackedAttestation
 from fido2.client import ClientError
 from fido2.cose import ES256
 from fido2.ctap import CtapError
@@ -17,13 +16,14 @@ from fido2.ctap1 import APDU, Ctap1
 from fido2.ctap2 import Ctap2
 from fido2.hid import CAPABILITY
 from fido2.webauthn import ResidentKeyRequirement
+
 from ctap_helpers import (
-    assert_shared_batch,
     ERR,
     ES256_PARAMS,
     RP,
     RP_ID,
     assert_by_id,
+    assert_shared_batch,
     assert_signed,
     descriptor,
     expect_apdu_error,

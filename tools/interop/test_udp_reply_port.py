@@ -11,10 +11,9 @@ import socket
 import subprocess
 import threading
 
-import pytest
+from fidosim import FidosimServer
 
 from conftest import fidosim_binary, free_udp_port
-from fidosim import FidosimServer
 
 
 def conform(*args, timeout=300):

@@ -14,14 +14,14 @@ import subprocess
 import time
 
 import pytest
-
 from fido2.hid import CtapHidConnection, CtapHidDevice, HidDescriptor
 from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
+from floods import free_tcp_port, read_exactly, submit
+
+from fidosim import FidosimServer
 
 from conftest import fidosim_binary
 from ctap_helpers import authenticate, make_client, make_server, register, web_user
-from fidosim import FidosimServer
-from floods import free_tcp_port, read_exactly, submit
 
 DEVID = 0x00010002
 

@@ -18,8 +18,9 @@ import time
 
 import pytest
 
-from conftest import fidosim_binary
 from fidosim import FidosimHub
+
+from conftest import fidosim_binary
 
 OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 

@@ -2,10 +2,9 @@
 ``fidosim run --serial RUN-KEY --flash memory --control off -- python -m pytest run_session_test_private.py``): the
 run's own key is there for every test, and a fixture's private key joins in for its test with ``key.device()``."""
 
+import pytest
 from fido2.ctap2 import Ctap2
 from fido2.hid import CtapHidDevice
-
-import pytest
 
 
 def test_the_run_s_key_is_there():

@@ -1,4 +1,5 @@
 import os
+
 from fido2.ctap2 import Ctap2
 
 

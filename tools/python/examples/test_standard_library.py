@@ -1,4 +1,5 @@
 import pytest
+
 from fidosim import NotFoundError
 
 
