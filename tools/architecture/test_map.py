@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_map import differences  # noqa: E402
+from check_map import differences  # beside this file: pytest puts its folder on sys.path
 
 REPO = Path(__file__).resolve().parents[2]
 

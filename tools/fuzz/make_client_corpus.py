@@ -6,19 +6,17 @@ Each seed is a selector byte (see tools/fuzz/client.swift) and the bytes: authen
 credential data and extensions, a getInfo answer, COSE keys, a U2F registration, and CTAPHID answer streams.
 """
 
+import os
 import struct
-import sys
 from pathlib import Path
 
+from fido2 import cbor
+from fido2.ctap1 import Ctap1
+from fido2.ctap2 import Ctap2
+
+from fidosim import start_key
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "interop"))
-
-from fido2 import cbor  # noqa: E402
-from fido2.ctap1 import Ctap1  # noqa: E402
-from fido2.ctap2 import Ctap2  # noqa: E402
-
-from conftest import Simulator  # noqa: E402
-
 OUT = HERE / "corpus" / "client"
 
 
@@ -34,10 +32,9 @@ def reports(cid: int, command: int, payload: bytes) -> bytes:
 
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    sim = Simulator()
-    sim.start()
-    try:
-        dev = sim.device()
+    binary = os.environ.get("FIDOSIM_BIN") or HERE.parents[1] / ".build" / "debug" / "fidosim"
+    with start_key(binary=binary) as key:
+        dev = key.device()
         ctap2 = Ctap2(dev)
         info = cbor.encode(dict(ctap2.get_info()))
         rp, user = {"id": "example.com"}, {"id": b"u", "name": "u"}
@@ -59,8 +56,6 @@ def main() -> None:
         for name, data in seeds.items():
             (OUT / name).write_bytes(data)
         print(f"wrote {len(seeds)} seeds to {OUT}")
-    finally:
-        sim.stop()
 
 
 if __name__ == "__main__":

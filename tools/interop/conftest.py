@@ -7,6 +7,11 @@ own Linux hidraw backend; a power cycle is then SIGUSR1, which unplugs and re-pl
 FIDOSIM_TRANSPORT=private (no root, no uhid) each key is a private hidraw node (`serve --transport private`) and the
 suite, which runs under umockdev's preload library (LD_PRELOAD=libumockdev-preload.so.0), points UMOCKDEV_DIR at
 the running key's testbed: python-fido2's hidraw backend then finds it as it finds the uhid key.
+
+The fixtures: ``sim`` (a key for the test, options through @pytest.mark.sim_args), ``start_sim`` (more keys, started
+in the test) and ``image_key`` (a key on a flash image file, started again on the same image to see what survives a
+restart). What the test files share otherwise is the package's ``fidosim.testing``; the binary is the package's
+``find_binary()`` ($FIDOSIM_BIN, by default this clone's debug build).
 """
 
 from __future__ import annotations
@@ -15,20 +20,16 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # the suite's own helpers (ctap_helpers, notifystack)
-    sys.path.insert(0, str(HERE))
+from fidosim import find_binary
+from fidosim.udp import free_udp_port, open_udp_device, power_cycle, wait_until_ready
 
-from fidosim.udp import free_udp_port, open_udp_device, power_cycle, wait_until_ready  # noqa: E402,F401
-
-REPO = HERE.parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 TRANSPORT = os.environ.get("FIDOSIM_TRANSPORT", "udp")
 # The transports whose key is a hidraw node that python-fido2's own backend finds.
@@ -40,9 +41,9 @@ if TRANSPORT == "private" and "libumockdev-preload" not in os.environ.get("LD_PR
 SHUTDOWN_TIMEOUT = 5.0
 
 
-def fidosim_binary() -> Path:
-    env = os.environ.get("FIDOSIM_BIN")
-    return Path(env).expanduser().absolute() if env else REPO / ".build" / "debug" / "fidosim"
+def pytest_configure(config):
+    # Without FIDOSIM_BIN (or --fidosim-bin), the suite runs this clone's debug build.
+    os.environ.setdefault("FIDOSIM_BIN", str(REPO / ".build" / "debug" / "fidosim"))
 
 
 def _merge_args(base: list[str], extra: list[str]) -> list[str]:
@@ -70,7 +71,7 @@ class Simulator:
     """A running `fidosim serve --transport udp` process."""
 
     def __init__(self, extra_args=()):
-        self.binary = fidosim_binary()
+        self.binary = find_binary()
         self.host = HOST
         self.serial = "T" + os.urandom(6).hex().upper()
         self.ready_file = None
@@ -156,7 +157,7 @@ class Simulator:
 
     def stop(self) -> int | None:
         """SIGTERM, wait; returns the exit code (None if it had to be killed)."""
-        self._forget_devices()
+        self.forget_devices()
         if TRANSPORT == "private":
             os.environ.pop("UMOCKDEV_DIR", None)
         if self.process is None:
@@ -175,9 +176,33 @@ class Simulator:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
 
+    def close(self) -> int | None:
+        """Stops the key (as ``stop``) and frees its captured output and control directory; returns the exit code.
+        Closing a closed key again returns the same code."""
+        code = self.stop()
+        shutil.rmtree(self.control_dir, ignore_errors=True)
+        self._stdout.close()
+        self._stderr.close()
+        return code
+
+    def finish(self) -> None:
+        """Stops and closes the key, and fails unless it was still running and exited cleanly on SIGTERM (the check
+        the ``sim`` fixture makes at teardown)."""
+        still_running = self.process is not None and self.process.poll() is None
+        code = self.stop()
+        err = self.stderr()
+        self.close()
+        assert still_running, (
+            f"fidosim died during the test (exit code {code})\nstderr:\n{err}"
+        )
+        assert code is not None, (
+            f"fidosim did not exit within {SHUTDOWN_TIMEOUT} s of SIGTERM\nstderr:\n{err}"
+        )
+        assert code == 0, f"fidosim exited with code {code} on SIGTERM\nstderr:\n{err}"
+
     # -- helpers for tests -------------------------------------------------
 
-    def _forget_devices(self) -> None:
+    def forget_devices(self) -> None:
         for dev in self._devices:
             try:
                 dev.close()
@@ -189,14 +214,14 @@ class Simulator:
     def replugged(self) -> None:
         """After a power cycle made some other way (the control socket): forget the devices and, over uhid, wait
         for the hidraw node to go and come back."""
-        self._forget_devices()
+        self.forget_devices()
         if HIDRAW:
             # The key is back when its serial names a HID device other than the one before the cycle (a node
             # that is listed but still being torn down is the old one; hidraw numbers are reused, HID ones not).
             old = self._instance
             deadline = time.monotonic() + 30.0
             while time.monotonic() < deadline and self.process.poll() is None:
-                desc = self._hidraw_descriptor()
+                desc = self.hidraw_descriptor()
                 if desc is not None and _hid_instance(desc.path) not in (None, old):
                     self._instance = _hid_instance(desc.path)
                     return
@@ -219,7 +244,7 @@ class Simulator:
         with open(root, "rb") as f:
             return f.read()
 
-    def _hidraw_descriptor(self):
+    def hidraw_descriptor(self):
         from fido2.hid import linux
 
         for desc in linux.list_descriptors():
@@ -232,7 +257,7 @@ class Simulator:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False
-            desc = self._hidraw_descriptor()
+            desc = self.hidraw_descriptor()
             if (desc is not None) == present:
                 self._instance = _hid_instance(desc.path) if desc is not None else None
                 return True
@@ -249,7 +274,7 @@ class Simulator:
         if HIDRAW:
             from fido2.hid import CtapHidDevice, open_connection
 
-            desc = self._hidraw_descriptor()
+            desc = self.hidraw_descriptor()
             assert desc is not None, f"no hidraw device with serial {self.serial}"
             if getattr(self, "_hidraw_connection", None) is None:
                 self._hidraw_connection = open_connection(desc)
@@ -265,7 +290,7 @@ class Simulator:
             self.process.send_signal(signal.SIGUSR1)
             self.replugged()
         else:
-            self._forget_devices()
+            self.forget_devices()
             power_cycle(self.host, self.port)
         assert self.process.poll() is None, (
             f"fidosim exited after power cycle:\n{self.stderr()}"
@@ -281,30 +306,40 @@ def _hid_instance(path) -> str | None:
         return None
 
 
-def _run_simulator(extra_args):
-    sim = Simulator(extra_args)
-    sim.start()
-    try:
-        yield sim
-    finally:
-        still_running = sim.process.poll() is None
-        code = sim.stop()
-        err = sim.stderr()
-        shutil.rmtree(sim.control_dir, ignore_errors=True)
-        sim._stdout.close()
-        sim._stderr.close()
-        assert still_running, (
-            f"fidosim died during the test (exit code {code})\nstderr:\n{err}"
-        )
-        assert code is not None, (
-            f"fidosim did not exit within {SHUTDOWN_TIMEOUT} s of SIGTERM\nstderr:\n{err}"
-        )
-        assert code == 0, f"fidosim exited with code {code} on SIGTERM\nstderr:\n{err}"
-
-
 @pytest.fixture
 def sim(request):
     """A fresh simulator per test. Extra args via @pytest.mark.sim_args(...)."""
     marker = request.node.get_closest_marker("sim_args")
-    extra = list(marker.args) if marker else []
-    yield from _run_simulator(extra)
+    key = Simulator(list(marker.args) if marker else [])
+    key.start()
+    yield key
+    key.finish()
+
+
+@pytest.fixture
+def start_sim():
+    """Starts more keys in a test: ``start_sim("--profile", "yubikey5")`` is a started Simulator with those extra
+    `serve` arguments. The test ends one with ``.finish()`` (the ``sim`` fixture's checks) or ``.close()`` (its exit
+    code); those still open at teardown are closed."""
+    started: list[Simulator] = []
+
+    def start(*args: str) -> Simulator:
+        key = Simulator(list(args))
+        started.append(key)
+        key.start()
+        return key
+
+    yield start
+    for key in started:
+        key.close()
+
+
+@pytest.fixture
+def image_key(start_sim):
+    """A key on a flash image file: ``image_key(path, *args)`` starts one (no presence delay); ``.close()`` stops it
+    and returns its exit code, and ``image_key(path)`` again starts a key on what the first one left."""
+
+    def start(image, *args: str) -> Simulator:
+        return start_sim("--flash", str(image), "--presence-delay", "0", *args)
+
+    return start

@@ -20,7 +20,7 @@ from fido2.ctap2.credman import CredentialManagement
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 
-from ctap_helpers import (
+from fidosim.testing import (
     PERM,
     PIN,
     RP,

@@ -24,7 +24,7 @@ from fido2.mds3 import MdsAttestationVerifier, MetadataBlobPayload, MetadataStat
 from fido2.server import Fido2Server
 from fido2.webauthn import AttestationConveyancePreference, PublicKeyCredentialRpEntity
 
-from ctap_helpers import RP, SHARED_ROOT, assert_shared_batch, new_cdh, sha256, user
+from fidosim.testing import RP, SHARED_ROOT, assert_shared_batch, new_cdh, sha256, user
 
 ES256 = [{"type": "public-key", "alg": -7}]
 AAGUID = bytes.fromhex("f1d0f1d051574e008a6e000000000001")
@@ -169,32 +169,26 @@ def test_provisioning_twice_needs_force(sim, tmp_path):
     assert again.returncode != 0 and "--force" in again.stderr
 
 
-def test_offline_provisioning_of_an_image(sim, tmp_path):
+def test_offline_provisioning_of_an_image(sim, tmp_path, start_sim):
     image = tmp_path / "key.img"
     root_pem = tmp_path / "root.pem"
     fidosim(sim, "attestation", "provision", "--flash", str(image), "--root-out", str(root_pem))
-    from conftest import _run_simulator
-
-    runner = _run_simulator(["--flash", str(image)])
-    other = next(runner)
+    other = start_sim("--flash", str(image))
     try:
         made = Ctap2(other.device()).make_credential(new_cdh(), RP, user("a"), ES256)
         root = x509.load_pem_x509_certificate(root_pem.read_bytes())
         leaf = x509.load_der_x509_certificate(made.att_stmt["x5c"][0])
         root.public_key().verify(leaf.signature, leaf.tbs_certificate_bytes, ec.ECDSA(hashes.SHA256()))
     finally:
-        runner.close()
+        other.finish()
 
 
-def test_keys_of_one_batch_share_their_attestation_certificate(sim, tmp_path):
-    from conftest import Simulator
-
+def test_keys_of_one_batch_share_their_attestation_certificate(sim, tmp_path, start_sim):
     batch = tmp_path / "batch.json"
     first_root = provision(sim, tmp_path, "--batch", str(batch))
     assert (batch.stat().st_mode & 0o777) == 0o600
     assert json.loads(batch.read_text())["format"] == "fidosim-batch-1"
-    other = Simulator([])
-    other.start()
+    other = start_sim()
     try:
         root_pem = tmp_path / "root-2.pem"
         out = fidosim(other, "attestation", "provision", "--control", other.control_path, "--root-out", str(root_pem),
@@ -221,19 +215,16 @@ def test_keys_of_one_batch_share_their_attestation_certificate(sim, tmp_path):
             verify_x509_chain([certificate.public_bytes(serialization.Encoding.DER),
                                first_root.public_bytes(serialization.Encoding.DER)])
     finally:
-        other.stop()
+        other.close()
 
 
-def test_a_batch_is_one_model(sim, tmp_path):
-    from conftest import Simulator
-
+def test_a_batch_is_one_model(sim, tmp_path, start_sim):
     batch = tmp_path / "batch.json"
     provision(sim, tmp_path, "--batch", str(batch))
-    other = Simulator(["--profile", "yubikey5"])
-    other.start()
+    other = start_sim("--profile", "yubikey5")
     try:
         out = fidosim(other, "attestation", "provision", "--control", other.control_path, "--batch", str(batch),
                       "--root-out", str(tmp_path / "r.pem"), check=False)
         assert out.returncode != 0 and "a batch is one model of key" in out.stderr, out.stderr
     finally:
-        other.stop()
+        other.close()

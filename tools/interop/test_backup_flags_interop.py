@@ -18,8 +18,7 @@ from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData, ResidentKeyRequirement, UserVerificationRequirement
 
 from fidosim.control import ControlError  # noqa: E402
-
-from ctap_helpers import (
+from fidosim.testing import (
     PIN,
     RP,
     RP_ID,

@@ -11,7 +11,7 @@ import pytest
 from fido2.ctap2 import Ctap2
 from fido2.webauthn import ResidentKeyRequirement
 
-from ctap_helpers import RP_ID, make_client, make_server, new_cdh, new_user, web_authenticate, web_register
+from fidosim.testing import RP_ID, make_client, make_server, new_cdh, new_user, web_authenticate, web_register
 
 BIN = os.environ.get("FIDOSIM_BIN", ".build/debug/fidosim")
 

@@ -27,8 +27,7 @@ from fido2.webauthn import (
     UserVerificationRequirement,
 )
 
-from conftest import Simulator
-from ctap_helpers import (
+from fidosim.testing import (
     ERR,
     ORIGIN,
     PERM,
@@ -526,18 +525,14 @@ def test_without_a_sensor(sim):
 # --------------------------------------------------------------------------
 
 
-def test_fingers_and_uv_retries_survive_a_restart(tmp_path):
+def test_fingers_and_uv_retries_survive_a_restart(tmp_path, start_sim):
     image = str(tmp_path / "key.img")
 
     def start(*extra):
-        s = Simulator([*FP, "--flash", image, *extra])
-        s.start()
-        return s
+        return start_sim(*FP, "--flash", image, *extra)
 
     def stop(s):
-        code = s.stop()
-        s._stdout.close()
-        s._stderr.close()
+        code = s.close()
         assert code == 0, f"fidosim exited with {code}"
 
     s = start("--enrolled-fingers", "1", "--presence", "deny")

@@ -23,8 +23,7 @@ from fido2.ctap2.config import Config
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 
-from conftest import Simulator
-from ctap_helpers import (
+from fidosim.testing import (
     ERR,
     PERM,
     PIN,
@@ -276,25 +275,9 @@ def test_reset_empties_the_large_blob_array(sim):
     assert len(LargeBlobs(ctap2).read_blob_array()) == 1
 
 
-def start_from_image(image, *args: str) -> Simulator:
-    """A key on the flash image `image` (started again later from what it stored)."""
-    s = Simulator(["--flash", str(image), "--presence-delay", "0", *args])
-    s.start()
-    return s
-
-
-def stop_key(s: Simulator) -> int:
-    code = s.stop()
-    s._stdout.close()
-    s._stderr.close()
-    return code
-
-
-def test_large_blobs_and_config_survive_a_restart_from_a_flash_image(tmp_path):
+def test_large_blobs_and_config_survive_a_restart_from_a_flash_image(tmp_path, image_key):
     def start():
-        return start_from_image(tmp_path / "key.img")
-
-    stop = stop_key
+        return image_key(tmp_path / "key.img")
 
     key, data = os.urandom(32), os.urandom(2000)
     s = start()
@@ -306,7 +289,7 @@ def test_large_blobs_and_config_survive_a_restart_from_a_flash_image(tmp_path):
         LargeBlobs(ctap2, *token(ctap2, PERM.LARGE_BLOB_WRITE, rp_id=None)).put_blob(key, data)
         before = raw_array(ctap2)
     finally:
-        assert stop(s) == 0
+        assert s.close() == 0
     s = start()
     try:
         ctap2 = Ctap2(s.device())
@@ -318,16 +301,14 @@ def test_large_blobs_and_config_survive_a_restart_from_a_flash_image(tmp_path):
         proto, tok = token(ctap2, PERM.MAKE_CREDENTIAL, RP_ID)
         assert min_pin_length_output(ctap2, auth=(proto, tok)) == 6
     finally:
-        assert stop(s) == 0
+        assert s.close() == 0
 
 
-def test_a_key_with_always_uv_from_the_factory_keeps_a_toggle_until_reset(tmp_path):
+def test_a_key_with_always_uv_from_the_factory_keeps_a_toggle_until_reset(tmp_path, image_key):
     """The always-uv profile is a model whose alwaysUv is on from the factory: on at the first start; toggled off it
     stays off when the key starts again from its flash; a reset (CTAP 2.1 §6.6) brings it back on."""
     def start():
-        return start_from_image(tmp_path / "key.img", "--profile", "always-uv")
-
-    stop = stop_key
+        return image_key(tmp_path / "key.img", "--profile", "always-uv")
 
     s = start()
     try:
@@ -336,7 +317,7 @@ def test_a_key_with_always_uv_from_the_factory_keeps_a_toggle_until_reset(tmp_pa
         Config(ctap2).toggle_always_uv()  # no PIN yet: no token needed
         assert ctap2.get_info().options["alwaysUv"] is False
     finally:
-        assert stop(s) == 0
+        assert s.close() == 0
     s = start()
     try:
         ctap2 = Ctap2(s.device())
@@ -347,7 +328,7 @@ def test_a_key_with_always_uv_from_the_factory_keeps_a_toggle_until_reset(tmp_pa
         expect_ctap_error(ERR.PUAT_REQUIRED, ctap2.make_credential, os.urandom(32), RP, {"id": b"u", "name": "u"},
                           [{"type": "public-key", "alg": -7}])
     finally:
-        assert stop(s) == 0
+        assert s.close() == 0
 
 
 # --------------------------------------------------------------------------

@@ -12,11 +12,11 @@ import subprocess
 
 import pytest
 
-from conftest import fidosim_binary
+from fidosim import find_binary
 
 
 def serve(*args, timeout=20):
-    return subprocess.run([str(fidosim_binary()), "serve", "--flash", "memory", "--control", "off", *args],
+    return subprocess.run([str(find_binary()), "serve", "--flash", "memory", "--control", "off", *args],
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -16,8 +16,11 @@ from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin, PinProtocolV2
 
-from conftest import TRANSPORT
-from ctap_helpers import new_cdh, user
+from fidosim import find_binary
+from fidosim.testing import new_cdh, user
+from fidosim.udp import free_udp_port
+
+TRANSPORT = os.environ.get("FIDOSIM_TRANSPORT", "udp")
 
 RP = {"id": "keep.example", "name": "Keep"}
 ES256 = [{"type": "public-key", "alg": -7}]
@@ -25,7 +28,7 @@ ES256 = [{"type": "public-key", "alg": -7}]
 
 def device_address(sim) -> str:
     if TRANSPORT == "uhid":
-        desc = sim._hidraw_descriptor()
+        desc = sim.hidraw_descriptor()
         assert desc is not None
         return f"hid:{desc.path}"
     return f"udp:{sim.host}:{sim.port}"
@@ -80,7 +83,7 @@ def test_a_run_without_allow_destructive_keeps_credentials_and_pin(sim):
     assert "skip  client-pin.set " in out.stdout and "needs --allow-destructive" in out.stdout
     assert "pass  client-pin.auth-blocked" in out.stdout  # three wrong PINs, then a power cycle
 
-    sim._forget_devices()
+    sim.forget_devices()
     ctap = Ctap2(sim.device())
     client_pin = ClientPin(ctap, PinProtocolV2())
     assert client_pin.get_pin_retries()[0] == 8
@@ -157,11 +160,8 @@ PROFILE_OBSERVATIONS["always-uv"] = [o for o in PROFILE_OBSERVATIONS["fidosim"] 
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILE_OBSERVATIONS))
-def test_each_built_in_profile_passes_and_its_choices_are_observed(profile, tmp_path):
-    from conftest import _run_simulator
-
-    runner = _run_simulator(["--profile", profile])
-    key = next(runner)
+def test_each_built_in_profile_passes_and_its_choices_are_observed(profile, tmp_path, start_sim):
+    key = start_sim("--profile", profile)
     try:
         out = conform(key, "--allow-destructive", "--report", str(tmp_path))
         failures = PROFILE_FAILURES.get(profile, [])
@@ -174,7 +174,7 @@ def test_each_built_in_profile_passes_and_its_choices_are_observed(profile, tmp_
         assert sorted(report["observations"]) == observed
         assert "## Choices observed" in (tmp_path / "report.md").read_text()
     finally:
-        runner.close()
+        key.finish()
 
 
 @pytest.mark.sim_args("--profile", "u2f-only")
@@ -197,18 +197,17 @@ def test_bad_arguments_are_refused_clearly(sim):
 
 def test_a_key_that_goes_away_ends_the_run_quickly(tmp_path):
     """The key is killed during the run: the check under way fails, the rest are skipped, and the runner ends."""
-    from conftest import fidosim_binary, free_udp_port
 
     port = free_udp_port()
     control = str(tmp_path / "key.sock")
-    server = subprocess.Popen([str(fidosim_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash",
+    server = subprocess.Popen([str(find_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash",
                                "memory", "--control", control, "--presence", "approve"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         from fidosim.udp import wait_until_ready
         # Ready when it answers INIT (the control socket exists before the UDP port is bound).
         assert wait_until_ready("127.0.0.1", port, total=30, is_alive=lambda: server.poll() is None)
-        runner = subprocess.Popen([str(fidosim_binary()), "conform", "--device", f"udp:127.0.0.1:{port}", "--control",
+        runner = subprocess.Popen([str(find_binary()), "conform", "--device", f"udp:127.0.0.1:{port}", "--control",
                                    control, "--report", str(tmp_path)], stdout=subprocess.PIPE, text=True)
         lines = []
         for line in runner.stdout:

@@ -12,15 +12,13 @@ import threading
 
 import pytest
 
-from fidosim import FidosimServer
+from fidosim import FidosimServer, find_binary
 from fidosim.control import FidosimControl
-
-from conftest import fidosim_binary
 
 
 @pytest.fixture
 def prompting_key():
-    server = FidosimServer(binary=fidosim_binary(), presence="prompt", presence_delay_ms=None)
+    server = FidosimServer(binary=find_binary(), presence="prompt", presence_delay_ms=None)
     server.start()
     yield server
     assert server.stop() == 0, server.stderr()
@@ -41,7 +39,7 @@ def press_until_taken(path: str, what: str, stop: threading.Event, seconds: floa
 
 def test_a_stdio_json_harness_runs_the_destructive_groups_with_no_person(prompting_key, tmp_path):
     key = prompting_key.keys[0]
-    command = [str(fidosim_binary()), "conform", "--device", f"udp:127.0.0.1:{key.port}", "--allow-destructive",
+    command = [str(find_binary()), "conform", "--device", f"udp:127.0.0.1:{key.port}", "--allow-destructive",
                "--only", "make-credential,client-pin,reset", "--operator", "stdio-json", "--report", str(tmp_path)]
     conform = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, bufsize=1)
@@ -78,7 +76,7 @@ def test_uhubctl_is_called_with_the_hub_port_and_the_key_is_found_again(promptin
     """uhubctl stands in as a script on PATH that checks its arguments and power-cycles the key, as cutting a hub
     port's power would."""
     key = prompting_key.keys[0]
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     bindir = tmp_path / "bin"
     bindir.mkdir()
     calls = tmp_path / "uhubctl.calls"
@@ -111,7 +109,7 @@ def test_uhubctl_is_called_with_the_hub_port_and_the_key_is_found_again(promptin
 
 
 def test_rig_options_are_checked():
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     for args, message in [
         (["--uhubctl", "1-1"], "expected LOCATION:PORT"),
         (["--uhubctl", "1-1:2", "--replug-command", "true"], "give --uhubctl or --replug-command, not both"),
@@ -124,7 +122,7 @@ def test_rig_options_are_checked():
 
 
 def test_compare_says_where_two_keys_differ_and_that_two_runs_of_one_agree(tmp_path):
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     reports = {}
     for name, profile in [("a", "fidosim"), ("b", "fidosim"), ("c", "yubikey5")]:
         with FidosimServer(binary=binary, profile=profile) as server:

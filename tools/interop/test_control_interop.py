@@ -24,8 +24,7 @@ from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData
 
 from fidosim.control import ControlError, b64url
-
-from ctap_helpers import ORIGIN, RP, assert_signs_like, descriptor, expect_ctap_error, make_server, new_cdh, user
+from fidosim.testing import ORIGIN, RP, assert_signs_like, descriptor, expect_ctap_error, make_server, new_cdh, user
 
 # Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
 # stdlib-only scripts of the tests that connect as someone else.
@@ -243,10 +242,10 @@ def test_key_store_full_after_n_credentials(sim):
 
 
 @pytest.fixture
-def sim_with_flash(tmp_path):
-    from conftest import _run_simulator
-
-    yield from _run_simulator(["--flash", str(tmp_path / "key.img")])
+def sim_with_flash(tmp_path, start_sim):
+    key = start_sim("--flash", str(tmp_path / "key.img"))
+    yield key
+    key.finish()
 
 
 def test_a_failed_flash_write_keeps_the_old_state(sim_with_flash):
@@ -429,7 +428,7 @@ def register_both_kinds(sim):
     return made
 
 
-def test_webdriver_export_then_offline_import_into_an_image(sim, tmp_path):
+def test_webdriver_export_then_offline_import_into_an_image(sim, tmp_path, start_sim):
     made = register_both_kinds(sim)
     exported = tmp_path / "creds.json"
     printed = run_fidosim(sim, "credentials", "export", "--control", sim.control_path, "-o", str(exported)).stdout
@@ -444,20 +443,17 @@ def test_webdriver_export_then_offline_import_into_an_image(sim, tmp_path):
     image = tmp_path / "other.img"
     printed = run_fidosim(sim, "credentials", "import", "--flash", str(image), str(exported)).stdout
     assert "imported 2 of 2 credentials" in printed
-    from conftest import _run_simulator
-
-    runner = _run_simulator(["--flash", str(image)])
-    other = next(runner)
+    other = start_sim("--flash", str(image))
     try:
         assert_signs_like(other, made)
         # The discoverable one is discoverable there too.
         assertion = Ctap2(other.device()).get_assertion("example.com", new_cdh())
         assert assertion.credential["id"] in made
     finally:
-        runner.close()
+        other.finish()
 
 
-def test_cxf_export_and_import_into_a_running_key(sim, tmp_path):
+def test_cxf_export_and_import_into_a_running_key(sim, tmp_path, start_sim):
     made = register_both_kinds(sim)
     exported = tmp_path / "passkeys.cxf.json"
     printed = run_fidosim(sim, "credentials", "export", "--control", sim.control_path, "--format", "cxf",
@@ -469,10 +465,7 @@ def test_cxf_export_and_import_into_a_running_key(sim, tmp_path):
     assert [p["type"] for p in passkeys] == ["passkey"]
     assert set(passkeys[0]) >= {"credentialId", "rpId", "username", "userDisplayName", "userHandle", "key"}
 
-    from conftest import _run_simulator
-
-    runner = _run_simulator([])
-    other = next(runner)
+    other = start_sim()
     try:
         printed = run_fidosim(other, "credentials", "import", "--control", other.control_path, str(exported)).stdout
         assert "imported 1 of 1 credential" in printed
@@ -481,7 +474,7 @@ def test_cxf_export_and_import_into_a_running_key(sim, tmp_path):
         cred_id = assertion.credential["id"]
         made[cred_id].verify(bytes(assertion.auth_data) + cdh, assertion.signature)
     finally:
-        runner.close()
+        other.finish()
 
 
 def test_cxf_import_of_a_credential_manager_export(sim, tmp_path):

@@ -13,8 +13,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from fido2.ctap2 import Ctap2
 
-from ctap_helpers import ES256_PARAMS as ES256
-from ctap_helpers import RP, assert_signs_like, new_cdh, user
+from fidosim.testing import ES256_PARAMS as ES256
+from fidosim.testing import RP, assert_signs_like, new_cdh, user
 
 
 def fidosim(sim, *args, stdin=None, check=True):
@@ -55,12 +55,10 @@ def assert_signs_like_and_discoverable(other, made):
 
 
 @pytest.fixture
-def other():
-    from conftest import _run_simulator
-
-    runner = _run_simulator([])
-    yield next(runner)
-    next(runner, None)
+def other(start_sim):
+    key = start_sim()
+    yield key
+    key.finish()
 
 
 def strict_b64(text: str) -> bytes:

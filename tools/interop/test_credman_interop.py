@@ -16,7 +16,7 @@ from fido2.ctap2 import Ctap2
 from fido2.ctap2.credman import CredentialManagement
 from fido2.ctap2.pin import ClientPin
 
-from ctap_helpers import (
+from fidosim.testing import (
     CM,
     EDDSA_PARAMS,
     ERR,

@@ -28,8 +28,7 @@ from fido2.webauthn import (
     UserVerificationRequirement,
 )
 
-from conftest import Simulator
-from ctap_helpers import (  # noqa: E402
+from fidosim.testing import (  # noqa: E402
     ERR,
     ORIGIN,
     PERM,
@@ -211,24 +210,13 @@ def test_persistent_token_gives_read_only_credential_management(sim):
     assert CredentialManagement(ctap2, p1, ptok1).get_metadata()[CM.RESULT.EXISTING_CRED_COUNT] == 2
 
 
-def test_persistent_token_and_identifier_survive_power_cycles_and_flash_restarts(tmp_path):
+def test_persistent_token_and_identifier_survive_power_cycles_and_flash_restarts(tmp_path, image_key):
     image = tmp_path / "key.img"
-
-    def start():
-        s = Simulator(["--flash", str(image), "--presence-delay", "0"])
-        s.start()
-        return s
-
-    def stop(s):
-        code = s.stop()
-        s._stdout.close()
-        s._stderr.close()
-        return code
 
     def count(ctap2, proto, tok):
         return CredentialManagement(ctap2, proto, tok).get_metadata()[CM.RESULT.EXISTING_CRED_COUNT]
 
-    s = start()
+    s = image_key(image)
     try:
         ctap2 = Ctap2(s.device())
         ClientPin(ctap2).set_pin(PIN)
@@ -246,16 +234,16 @@ def test_persistent_token_and_identifier_survive_power_cycles_and_flash_restarts
         assert identifier(ctap2, ptok) == ident
         assert persistent(ctap2)[1] == ptok
     finally:
-        assert stop(s) == 0
+        assert s.close() == 0
 
-    s = start()
+    s = image_key(image)
     try:
         ctap2 = Ctap2(s.device())
         assert count(ctap2, proto, ptok) == 1
         assert identifier(ctap2, ptok) == ident
         assert persistent(ctap2)[1] == ptok
     finally:
-        assert stop(s) == 0
+        assert s.close() == 0
 
 
 def test_change_pin_and_reset_replace_persistent_token(sim):

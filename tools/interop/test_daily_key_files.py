@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fidosim_binary
+from fidosim import find_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def installed_unit(directory: Path) -> Path:
     text = (ROOT / "tools/systemd/fidosim.service").read_text()
     unit = directory / "fidosim.service"
-    unit.write_text(text.replace("@BIN@", str(fidosim_binary())).replace("@DOC@", str(ROOT)))
+    unit.write_text(text.replace("@BIN@", str(find_binary())).replace("@DOC@", str(ROOT)))
     return unit
 
 
@@ -39,7 +39,7 @@ def test_the_user_unit_starts_a_prompting_key_with_options_fidosim_accepts(tmp_p
     unit = installed_unit(tmp_path).read_text()
     exec_start = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
     argv = shlex.split(exec_start)
-    assert argv[0] == str(fidosim_binary()) and argv[1] == "serve"
+    assert argv[0] == str(find_binary()) and argv[1] == "serve"
     assert argv[argv.index("--presence") + 1] == "prompt"
     assert "--flash" not in argv  # the default image
     # Run as the unit would, on a machine without /dev/uhid: the options parse, and the error is about uhid.

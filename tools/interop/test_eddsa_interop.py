@@ -18,7 +18,7 @@ from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData
 
-from ctap_helpers import (
+from fidosim.testing import (
     EDDSA_PARAMS,
     ERR,
     ES256_PARAMS,

@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-from conftest import fidosim_binary
+from fidosim import find_binary
 
 NOWHERE = "/nonexistent-fidosim/key.sock"
 
 
 def run(*args, stdin=None, timeout=120):
-    return subprocess.run([str(fidosim_binary()), *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([str(find_binary()), *args], capture_output=True, text=True, timeout=timeout,
                           input=stdin)
 
 
@@ -34,7 +34,7 @@ def expect(out, code, *, says=None, usage=None):
 
 def test_serve(tmp_path):
     ready = tmp_path / "ready.json"
-    process = subprocess.Popen([str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash",
+    process = subprocess.Popen([str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash",
                                 "memory", "--control", "off", "--ready-file", str(ready)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 20
@@ -133,7 +133,7 @@ def test_bench():
 
 @pytest.mark.skipif(not shutil.which("script"), reason="script (util-linux) is missing")
 def test_long_commands_show_progress_on_a_terminal_only():
-    command = [str(fidosim_binary()), "bench", "--only", "get-assertion", "--seconds", "0.2"]
+    command = [str(find_binary()), "bench", "--only", "get-assertion", "--seconds", "0.2"]
     piped = subprocess.run(command, capture_output=True, timeout=120)  # bytes: text mode would turn \r into \n
     assert piped.returncode == 0 and b"\r" not in piped.stderr + piped.stdout
     # Under a pseudo-terminal (script(1)): the row being measured and its percentage, rewritten in place.

@@ -14,7 +14,7 @@ from fido2.ctap2.extensions import HmacSecretExtension, _prf_salt
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 
-from ctap_helpers import (
+from fidosim.testing import (
     ERR,
     ES256_PARAMS,
     OTHER_RP,

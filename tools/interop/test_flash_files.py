@@ -16,7 +16,8 @@ import zlib
 
 import pytest
 
-from conftest import fidosim_binary
+from fidosim import find_binary
+from fidosim.udp import free_udp_port
 
 
 def crafted_header(word: int, page: int, pages: int) -> bytes:
@@ -28,7 +29,7 @@ def crafted_header(word: int, page: int, pages: int) -> bytes:
 
 def commands(image) -> dict[str, list[str]]:
     """Every command that opens an image, with the image."""
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     return {
         "serve": [binary, "serve", "--transport", "udp", "--port", "0", "--control", "off", "--flash", str(image)],
         "inspect": [binary, "flash", "inspect", str(image)],
@@ -137,15 +138,13 @@ def test_durability_host_flushes_every_write_before_the_answer(tmp_path, durabil
     before the next answer leaves the key; with process (the default) nothing is flushed."""
     from fido2.ctap2 import Ctap2
 
+    from fidosim.testing import assert_by_id, make_cred
     from fidosim.udp import open_udp_device, wait_until_ready
-
-    from conftest import free_udp_port
-    from ctap_helpers import assert_by_id, make_cred
 
     image, trace, port = tmp_path / "key.img", tmp_path / "trace", free_udp_port()
     server = subprocess.Popen(
         ["strace", "-f", "-qq", "-e", "trace=pwrite64,fdatasync,sendto,sendmsg,sendmmsg", "-o", str(trace),
-         str(fidosim_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash", str(image),
+         str(find_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash", str(image),
          "--control", "off", "--presence-delay", "0", "--durability", durability],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -187,10 +186,8 @@ def test_a_write_the_disk_refuses_fails_the_request_and_loses_nothing(tmp_path):
     from fido2.ctap import CtapError
     from fido2.ctap2 import Ctap2
 
+    from fidosim.testing import RP_ID, make_cred, new_cdh
     from fidosim.udp import open_udp_device, wait_until_ready
-
-    from conftest import free_udp_port
-    from ctap_helpers import RP_ID, make_cred, new_cdh
 
     image = tmp_path / "key.img"
     assert run(commands(image)["inspect"]).returncode != 0  # no image yet
@@ -205,7 +202,7 @@ def test_a_write_the_disk_refuses_fails_the_request_and_loses_nothing(tmp_path):
                 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
         server = subprocess.Popen(
-            [str(fidosim_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash", str(image),
+            [str(find_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash", str(image),
              "--control", "off", "--presence-delay", "0"],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=small_disk)

@@ -12,34 +12,21 @@ import time
 import pytest
 from fido2.ctap2 import Ctap2
 
-from conftest import Simulator, fidosim_binary
-from ctap_helpers import RP_ID, assert_by_id, make_cred, new_cdh
+from fidosim import find_binary
+from fidosim.testing import RP_ID, assert_by_id, make_cred, new_cdh
 
 
-def start(image, *extra) -> Simulator:
-    sim = Simulator(["--flash", str(image), "--presence-delay", "0", *extra])
-    sim.start()
-    return sim
-
-
-def stop(sim: Simulator) -> int | None:
-    code = sim.stop()
-    sim._stdout.close()
-    sim._stderr.close()
-    return code
-
-
-def test_restart_keeps_credentials_and_counter(tmp_path):
+def test_restart_keeps_credentials_and_counter(tmp_path, image_key):
     image = tmp_path / "key.img"
-    sim = start(image)
+    sim = image_key(image)
     ctap2 = Ctap2(sim.device())
     _, rk = make_cred(ctap2, os.urandom(16), rk=True)
     _, plain = make_cred(ctap2, os.urandom(16), rk=False)
     before = assert_by_id(ctap2, plain).auth_data.counter
     assert ctap2.get_info().remaining_disc_creds is not None
-    assert stop(sim) == 0
+    assert sim.close() == 0
 
-    sim = start(image)
+    sim = image_key(image)
     try:
         ctap2 = Ctap2(sim.device())
         a = ctap2.get_assertion(RP_ID, new_cdh())  # discoverable, from flash
@@ -49,11 +36,11 @@ def test_restart_keeps_credentials_and_counter(tmp_path):
         info = ctap2.get_info()
         assert info.remaining_disc_creds > 0
     finally:
-        assert stop(sim) == 0
+        assert sim.close() == 0
 
 
-def test_remaining_discoverable_credentials_counts_down(tmp_path):
-    sim = start(tmp_path / "key.img")
+def test_remaining_discoverable_credentials_counts_down(tmp_path, image_key):
+    sim = image_key(tmp_path / "key.img")
     try:
         ctap2 = Ctap2(sim.device())
         first = ctap2.get_info().remaining_disc_creds
@@ -62,17 +49,17 @@ def test_remaining_discoverable_credentials_counts_down(tmp_path):
             make_cred(ctap2, os.urandom(64), rk=True, name="n" * 64)
         assert first - 4 <= ctap2.get_info().remaining_disc_creds <= first - 2
     finally:
-        stop(sim)
+        sim.close()
 
 
-def test_sigkill_never_loses_an_acknowledged_credential_or_repeats_a_counter(tmp_path):
+def test_sigkill_never_loses_an_acknowledged_credential_or_repeats_a_counter(tmp_path, image_key):
     """Kills `fidosim serve` with SIGKILL 50 times during a workload of registrations and assertions."""
     image = tmp_path / "key.img"
     rng = random.Random(1234)
     acknowledged: dict[bytes, object] = {}  # user id -> credential
     highest_counter = 0
     for round_ in range(50):
-        sim = start(image)
+        sim = image_key(image)
         try:
             ctap2 = Ctap2(sim.device())
             # Everything acknowledged before the last kill is still there, and the counter moved on.
@@ -107,9 +94,9 @@ def test_sigkill_never_loses_an_acknowledged_credential_or_repeats_a_counter(tmp
             if sim.process.poll() is None:
                 sim.process.kill()
             sim.process.wait()
-            stop(sim)
+            sim.close()
     # A last check over every credential ever acknowledged.
-    sim = start(image)
+    sim = image_key(image)
     try:
         ctap2 = Ctap2(sim.device())
         # A registration killed before its answer may be stored too: never fewer than acknowledged.
@@ -119,7 +106,7 @@ def test_sigkill_never_loses_an_acknowledged_credential_or_repeats_a_counter(tmp
             assert counter > highest_counter
             highest_counter = counter
     finally:
-        assert stop(sim) == 0
+        assert sim.close() == 0
 
 
 @pytest.mark.parametrize("content", [b"", b"not a flash image at all" * 100, os.urandom(86016)],
@@ -128,7 +115,7 @@ def test_foreign_image_is_refused_with_a_message(tmp_path, content):
     image = tmp_path / "foreign.img"
     image.write_bytes(content)
     result = subprocess.run(
-        [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", str(image)],
+        [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", str(image)],
         capture_output=True, timeout=30,
     )
     assert result.returncode == 1
@@ -137,12 +124,12 @@ def test_foreign_image_is_refused_with_a_message(tmp_path, content):
     assert image.read_bytes() == content  # nothing was written
 
 
-def test_image_of_another_geometry_is_refused(tmp_path):
+def test_image_of_another_geometry_is_refused(tmp_path, image_key):
     image = tmp_path / "key.img"
-    sim = start(image, "--flash-geometry", "stm32l4")
-    stop(sim)
+    sim = image_key(image, "--flash-geometry", "stm32l4")
+    sim.close()
     result = subprocess.run(
-        [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", str(image),
+        [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", str(image),
          "--flash-geometry", "nrf52840"],
         capture_output=True, timeout=30,
     )
@@ -150,14 +137,14 @@ def test_image_of_another_geometry_is_refused(tmp_path):
     assert "not nrf52840" in result.stderr.decode()
 
 
-def test_flash_inspect_shows_credentials_per_rp_but_no_secrets(tmp_path):
+def test_flash_inspect_shows_credentials_per_rp_but_no_secrets(tmp_path, image_key):
     image = tmp_path / "key.img"
-    sim = start(image)
+    sim = image_key(image)
     ctap2 = Ctap2(sim.device())
     make_cred(ctap2, os.urandom(16), rk=True)
     make_cred(ctap2, os.urandom(16), rk=True)
-    stop(sim)
-    out = subprocess.run([str(fidosim_binary()), "flash", "inspect", str(image)], capture_output=True, timeout=30)
+    sim.close()
+    out = subprocess.run([str(find_binary()), "flash", "inspect", str(image)], capture_output=True, timeout=30)
     assert out.returncode == 0, out.stderr
     text = out.stdout.decode()
     assert "discoverable credentials: 2" in text
@@ -175,47 +162,45 @@ def record_headers(image_bytes: bytes, page: int = 0, page_size: int = 4096, ima
     return headers
 
 
-def count_discoverable(sim: Simulator) -> int:
+def count_discoverable(sim) -> int:
     return Ctap2(sim.device()).get_assertion(RP_ID, new_cdh()).number_of_credentials or 1
 
 
-def start_on(image, contents) -> tuple[int, list[str], str]:
+def start_on(image_key, image, contents) -> tuple[int, list[str], str]:
     """Writes `contents` to the image and starts the key on it: the discoverable credentials it finds, the damage its
     status lists and what it printed on stderr."""
     image.write_bytes(bytes(contents))
-    sim = start(image)
+    sim = image_key(image)
     try:
         found = count_discoverable(sim)
         damage = sim.control().request("status")["storage"]["damage"]
     finally:
         code = sim.stop()
-        sim._stderr.seek(0)
-        errors = sim._stderr.read().decode()
-        sim._stdout.close()
-        sim._stderr.close()
+        errors = sim.stderr()
+        sim.close()
     assert code == 0
     return found, damage, errors
 
 
-def test_damaged_record_headers_cost_only_their_own_record(tmp_path):
+def test_damaged_record_headers_cost_only_their_own_record(tmp_path, image_key):
     """Issue #20's measurement from outside: one flipped bit in a record header had cost 15 of 20 credentials (the
     repair took it for a torn write and zeroed the rest of the page), silently."""
     image = tmp_path / "key.img"
-    sim = start(image)
+    sim = image_key(image)
     ctap2 = Ctap2(sim.device())
     for i in range(20):
         make_cred(ctap2, bytes([i]) * 32, rk=True, name="n" * 40)
-    assert stop(sim) == 0
+    assert sim.close() == 0
     clean = image.read_bytes()
     # Records of one credential each (their first descriptor's key is a credential key), not the counter's.
     headers = [h for h in record_headers(clean) if int.from_bytes(clean[h + 12:h + 14], "little") >= 0x1000]
     assert len(headers) >= 8
-    inspect = [fidosim_binary(), "flash", "inspect", str(image)]
+    inspect = [find_binary(), "flash", "inspect", str(image)]
 
     # One flipped bit in the header of a credential record in the middle of the page: corrected, reported.
     damaged = bytearray(clean)
     damaged[headers[6] + 2] ^= 0x04
-    found, damage, _ = start_on(image, damaged)
+    found, damage, _ = start_on(image_key, image, damaged)
     assert found == 20
     assert len(damage) == 1 and "corrected" in damage[0], damage
     shown = subprocess.run(inspect, capture_output=True, text=True, timeout=30)
@@ -227,7 +212,7 @@ def test_damaged_record_headers_cost_only_their_own_record(tmp_path):
     damaged = bytearray(image.read_bytes())
     damaged[headers[6] + 4] ^= 0xFF
     damaged[headers[6] + 5] ^= 0xFF
-    found, damage, errors = start_on(image, damaged)
+    found, damage, errors = start_on(image_key, image, damaged)
     assert found == 19
     assert any("header is damaged" in line for line in damage), damage
     assert "damage:" in errors and "header is damaged; its changes are not applied" in errors, errors

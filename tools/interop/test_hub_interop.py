@@ -16,11 +16,16 @@ from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 from fido2.hid import CAPABILITY
 
-from fidosim import FidosimServer, InvalidParamsError, NotFoundError, UnknownCommandError, VirtualAuthenticatorOptions
+from fidosim import (
+    FidosimServer,
+    InvalidParamsError,
+    NotFoundError,
+    UnknownCommandError,
+    VirtualAuthenticatorOptions,
+    find_binary,
+)
+from fidosim.testing import new_cdh, user
 from fidosim.udp import probe_init
-
-from conftest import fidosim_binary
-from ctap_helpers import new_cdh, user
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="keys of their own")
 OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
@@ -30,7 +35,7 @@ SWITCHED = {"largeBlobKey", "credBlob", "minPinLength", "hmac-secret", "hmac-sec
 
 @pytest.fixture
 def server():
-    with FidosimServer(binary=fidosim_binary(), keys=0, hub=True) as started:
+    with FidosimServer(binary=find_binary(), keys=0, hub=True) as started:
         yield started
 
 
@@ -144,7 +149,7 @@ def test_the_hub_and_the_keys_keep_to_their_own_commands(server):
 
 
 def test_keys_zero_needs_a_hub_and_the_hub_needs_a_hot_plug_transport():
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     done = subprocess.run([binary, "serve", "--keys", "0", "--transport", "udp"], capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2 and "--hub" in done.stderr
@@ -180,7 +185,7 @@ WATCHER = textwrap.dedent("""
 
 
 def test_a_running_program_sees_private_keys_come_and_go():
-    with FidosimServer(binary=fidosim_binary(), transport="private", keys=0, hub=True) as private:
+    with FidosimServer(binary=find_binary(), transport="private", keys=0, hub=True) as private:
         watcher = subprocess.Popen([sys.executable, "-c", WATCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    text=True, env=private.subprocess_env())
         try:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fidosim_binary
+from fidosim import find_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def serve_options() -> set[str]:
-    text = subprocess.run([str(fidosim_binary()), "serve", "--help"], capture_output=True, text=True).stdout
+    text = subprocess.run([str(find_binary()), "serve", "--help"], capture_output=True, text=True).stdout
     return set(re.findall(r"^\s+(--[a-z][a-z0-9-]*)", text, re.M)) - {"--help", "--version"}
 
 

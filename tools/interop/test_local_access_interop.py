@@ -17,10 +17,9 @@ import time
 import pytest
 from fido2.ctap2 import Ctap2
 
-from fidosim.udp import open_udp_device, wait_until_ready
-
-from conftest import fidosim_binary, free_udp_port
-from ctap_helpers import new_cdh, user
+from fidosim import find_binary
+from fidosim.testing import new_cdh, user
+from fidosim.udp import free_udp_port, open_udp_device, wait_until_ready
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]
@@ -31,7 +30,7 @@ class Key:
         self.dir = tempfile.mkdtemp(prefix="fidosim-local-")
         self.port = free_udp_port()
         self.control = os.path.join(self.dir, "key.sock")
-        command = [*prefix, str(fidosim_binary()), "serve", "--transport", "udp", "--port", str(self.port),
+        command = [*prefix, str(find_binary()), "serve", "--transport", "udp", "--port", str(self.port),
                    "--log-level", "warning", *args]
         if control and "--control" not in args:
             command += ["--control", self.control]
@@ -215,7 +214,7 @@ def test_traces_are_private_and_never_follow_a_symbolic_link():
     link = os.path.join(directory, "link.jsonl")
     os.symlink(target, link)
     result = subprocess.run(
-        [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+        [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
          "--control", "off", "--trace", link],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
     assert result.returncode != 0
@@ -248,7 +247,7 @@ def test_ctl_escapes_names_from_relying_parties():
         rp_id = "evil.example\x1b]0;owned\x07"
         key.ctap().make_credential(new_cdh(), {"id": rp_id, "name": "x"}, user("mallory\x1b[2J"), ES256,
                                    options={"rk": True})
-        out = subprocess.run([str(fidosim_binary()), "ctl", "--control", key.control, "getCredentials"],
+        out = subprocess.run([str(find_binary()), "ctl", "--control", key.control, "getCredentials"],
                              capture_output=True, text=True, timeout=20)
         assert out.returncode == 0, out.stderr
         assert "\x1b" not in out.stdout and "\x07" not in out.stdout

@@ -13,11 +13,10 @@ import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
+from fidosim import find_binary
 from fidosim.control import FidosimControl
+from fidosim.testing import RP, descriptor, expect_ctap_error, new_cdh, user
 from fidosim.udp import open_udp_device, wait_until_ready
-
-from conftest import fidosim_binary
-from ctap_helpers import RP, descriptor, expect_ctap_error, new_cdh, user
 
 ES256 = [{"type": "public-key", "alg": -7}]
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
@@ -29,7 +28,7 @@ class Keys:
     def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="fidosim-keys-")
         self.process = subprocess.Popen(
-            [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+            [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
              "--control", os.path.join(self.dir, "key.sock"), "--log-level", "warning", *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
@@ -116,12 +115,12 @@ def test_a_config_file_names_each_key(tmp_path):
         {"name": "backup", "presence": "deny", "control": str(tmp_path / "backup.sock"),
          "flash": str(tmp_path / "backup.img")},
     ]}))
-    both = subprocess.run([str(fidosim_binary()), "serve", "--config", str(config), "--keys", "2"],
+    both = subprocess.run([str(find_binary()), "serve", "--config", str(config), "--keys", "2"],
                           capture_output=True, text=True, timeout=30)
     assert both.returncode != 0 and "not both" in both.stderr
 
     process = subprocess.Popen(
-        [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+        [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
          "--config", str(config), "--presence-delay", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -162,7 +161,7 @@ def test_a_config_file_names_each_key(tmp_path):
 def test_bad_config_files_are_clear_errors(tmp_path, content, message):
     config = tmp_path / "keys.json"
     config.write_text(content)
-    out = subprocess.run([str(fidosim_binary()), "serve", "--transport", "udp", "--config", str(config)],
+    out = subprocess.run([str(find_binary()), "serve", "--transport", "udp", "--config", str(config)],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode != 0
     assert message in out.stderr

@@ -15,11 +15,11 @@ import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
+from fidosim import find_binary
 from fidosim.control import FidosimControl
+from fidosim.testing import in_background, make_credential
 from fidosim.udp import open_udp_device, wait_until_ready
 
-from conftest import fidosim_binary
-from ctap_helpers import in_background, make_credential
 from notifystack import notify_stack  # noqa: F401 - the fixture
 
 TOOLS = ("Xvfb", "dunst", "dbus-daemon", "busctl", "gdbus", "notify-send")
@@ -42,7 +42,7 @@ class DesktopKeys:
     def __init__(self, env, *args):
         self.dir = tempfile.mkdtemp(prefix="fidosim-notify-")
         self.process = subprocess.Popen(
-            [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+            [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
              "--presence", "prompt", "--control", os.path.join(self.dir, "key.sock"), "--log-level", "warning",
              *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

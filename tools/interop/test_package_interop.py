@@ -89,3 +89,14 @@ def _p256() -> bytes:
 
     return ec.generate_private_key(ec.SECP256R1()).private_bytes(
         serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def test_the_testing_module_checks_attestation_up_to_the_shared_root_of_this_tree():
+    """fidosim.testing ships fidosim's shared attestation root: the certificate of tools/attestation/shared-root.pem."""
+    import ssl
+    from pathlib import Path
+
+    from fidosim.testing import SHARED_ROOT
+
+    pem = (Path(__file__).resolve().parents[1] / "attestation" / "shared-root.pem").read_text()
+    assert SHARED_ROOT == ssl.PEM_cert_to_DER_cert(pem)

@@ -32,10 +32,8 @@ from fido2.webauthn import (
     UserVerificationRequirement,
 )
 
-from fidosim import FidosimServer
+from fidosim import FidosimServer, find_binary
 from fidosim.pcsc import PcscDaemon, PcscUnavailable
-
-from conftest import fidosim_binary
 
 smartcard = pytest.importorskip("smartcard", reason="pyscard is needed for python-fido2's PC/SC device")
 
@@ -61,7 +59,7 @@ def card(pcsc, request):
     """A fidosim key that is only a card (NFC), in the first vpcd reader."""
     marker = request.node.get_closest_marker("card_args")
     args = list(marker.args) if marker else []
-    server = FidosimServer(binary=fidosim_binary(), transport="pcsc", pcsc=pcsc, args=args)
+    server = FidosimServer(binary=find_binary(), transport="pcsc", pcsc=pcsc, args=args)
     server.start()
     yield server.key
     code = server.stop()
@@ -295,7 +293,7 @@ def test_the_card_comes_back_when_pcscd_restarts(card, pcsc):
     """pcscd restarting (an update, a crash) takes the reader away; the card reconnects and keeps its state."""
     dev = card.device()
     ClientPin(Ctap2(dev)).set_pin(PIN)
-    card._close_devices()
+    card.close_devices()
     pcsc.restart()
     ctap = Ctap2(card.device(timeout=20))
     assert ctap.get_info().options["clientPin"] is True
@@ -305,7 +303,7 @@ def test_the_card_comes_back_when_pcscd_restarts(card, pcsc):
 
 def test_one_key_on_usb_and_nfc(pcsc):
     """`--transport udp --transport pcsc`: a dual-interface key. A credential made over USB signs over NFC."""
-    server = FidosimServer(binary=fidosim_binary(), transport="udp", args=["--transport", "pcsc", "--vpcd-port",
+    server = FidosimServer(binary=find_binary(), transport="udp", args=["--transport", "pcsc", "--vpcd-port",
                                                                            str(pcsc.port)])
     server.pcsc = pcsc
     with server:
@@ -329,7 +327,7 @@ def test_one_key_on_usb_and_nfc(pcsc):
 def test_conform_runs_every_check_of_the_nfc_binding_hands_free(card, pcsc, tmp_path):
     """`fidosim conform --device pcsc:READER`: the NFC group and every CTAP2 and U2F group, 0 failures, driven
     through the control socket (a power cycle takes the card off the reader and puts it back)."""
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     listed = subprocess.run([binary, "conform", "--list-devices"], capture_output=True, text=True, timeout=60)
     assert f"pcsc:{pcsc.reader(0)}" in listed.stdout, listed.stdout
     out = subprocess.run([binary, "conform", "--device", f"pcsc:{pcsc.reader(0)}", "--control", card.control_path,
@@ -351,7 +349,7 @@ def test_conform_runs_every_check_of_the_nfc_binding_hands_free(card, pcsc, tmp_
 
 def test_conform_asks_a_person_to_keep_a_card_on_the_reader(card, pcsc):
     """Without a control socket the runner asks the person: for a card, no touch, the card stays on the reader."""
-    out = subprocess.run([str(fidosim_binary()), "conform", "--device", f"pcsc:{pcsc.reader(0)}", "--no-control",
+    out = subprocess.run([str(find_binary()), "conform", "--device", f"pcsc:{pcsc.reader(0)}", "--no-control",
                           "--only", "nfc,make-credential"],
                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -361,7 +359,7 @@ def test_conform_asks_a_person_to_keep_a_card_on_the_reader(card, pcsc):
 
 
 def test_conform_names_a_reader_that_is_not_there(pcsc):
-    out = subprocess.run([str(fidosim_binary()), "conform", "--device", "pcsc:no such reader", "--no-control"],
+    out = subprocess.run([str(find_binary()), "conform", "--device", "pcsc:no such reader", "--no-control"],
                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 3, out.stdout + out.stderr
     assert "no reader's name contains 'no such reader'" in out.stderr

@@ -17,10 +17,8 @@ import floods
 import pytest
 from fido2.ctap2 import Ctap2
 
-from fidosim import FidosimServer
+from fidosim import FidosimServer, find_binary
 from fidosim.udp import POWER_CYCLE, open_udp_device
-
-from conftest import fidosim_binary
 
 NOBODY = 65534
 # Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
@@ -42,7 +40,7 @@ def as_nobody(script: str, *args: str, timeout=30) -> str:
 
 
 def key(*args: str) -> FidosimServer:
-    return FidosimServer(binary=fidosim_binary(), args=["--log-level", "info", *args]).start()
+    return FidosimServer(binary=find_binary(), args=["--log-level", "info", *args]).start()
 
 
 def usbip_key(*args: str) -> tuple[FidosimServer, int]:
@@ -253,7 +251,7 @@ def test_a_program_of_another_user_on_vpcds_port_does_not_get_the_card(open_to_a
         ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", OTHER_USER_PYTHON, "-c", SQUAT_VPCD,
          str(port)], stdout=subprocess.PIPE, text=True)
     assert squatter.stdout.readline().strip() == "listening"
-    command = [str(fidosim_binary()), "serve", "--transport", "pcsc", "--vpcd-port", str(port), "--flash", "memory",
+    command = [str(find_binary()), "serve", "--transport", "pcsc", "--vpcd-port", str(port), "--flash", "memory",
                "--control", "off", "--log-level", "info"] + (["--any-local-user"] if open_to_all else [])
     card = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)

@@ -16,8 +16,7 @@ from fido2.ctap2 import Ctap2
 from fido2.ctap2.credman import CredentialManagement
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 
-from conftest import Simulator
-from ctap_helpers import (
+from fidosim.testing import (
     ERR,
     ES256_PARAMS,
     OTHER_RP,
@@ -355,19 +354,8 @@ def test_reset_clears_pin(sim):
     assert not att.auth_data.is_user_verified()
 
 
-def test_pin_state_survives_a_restart_from_a_flash_image(tmp_path):
-    def start():
-        s = Simulator(["--flash", str(tmp_path / "key.img"), "--presence-delay", "0"])
-        s.start()
-        return s
-
-    def stop(s):
-        code = s.stop()
-        s._stdout.close()
-        s._stderr.close()
-        return code
-
-    s = start()
+def test_pin_state_survives_a_restart_from_a_flash_image(tmp_path, image_key):
+    s = image_key(tmp_path / "key.img")
     try:
         ctap2 = Ctap2(s.device())
         ClientPin(ctap2, PinProtocolV1()).set_pin(PIN)
@@ -378,8 +366,8 @@ def test_pin_state_survives_a_restart_from_a_flash_image(tmp_path):
         expect_ctap_error(ERR.PIN_INVALID, ClientPin(ctap2).get_pin_token, "wrong-pin", PERM.GET_ASSERTION, RP_ID)
         assert retries(ctap2) == 7
     finally:
-        assert stop(s) == 0
-    s = start()
+        assert s.close() == 0
+    s = image_key(tmp_path / "key.img")
     try:
         ctap2 = Ctap2(s.device())
         info = ctap2.get_info()
@@ -393,7 +381,7 @@ def test_pin_state_survives_a_restart_from_a_flash_image(tmp_path):
         a.verify(cdh, cred.public_key)
         assert retries(ctap2) == 8
     finally:
-        assert stop(s) == 0
+        assert s.close() == 0
 
 
 def test_reset_only_within_ten_seconds_of_power_up(sim):

@@ -16,10 +16,9 @@ import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
+from fidosim import find_binary
+from fidosim.testing import in_background, make_credential
 from fidosim.udp import open_udp_device, wait_until_ready
-
-from conftest import fidosim_binary
-from ctap_helpers import in_background, make_credential
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 
@@ -30,7 +29,7 @@ class Terminal:
     def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="fidosim-prompt-")
         self.process = subprocess.Popen(
-            [str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+            [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
              "--control", os.path.join(self.dir, "key.sock"), "--log-level", "warning", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
         )

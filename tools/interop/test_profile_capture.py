@@ -16,23 +16,21 @@ from fido2 import cbor
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
-from fidosim import FidosimServer
-
-from conftest import fidosim_binary
+from fidosim import FidosimServer, find_binary
 
 ROUNDTRIP = Path(__file__).resolve().parent.parent / "profile-roundtrip"
 
 
 def capture(server: FidosimServer, out: Path) -> dict:
     key = server.keys[0]
-    run = subprocess.run([str(fidosim_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}",
+    run = subprocess.run([str(find_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}",
                           "-o", str(out), "--name", "copy"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     return json.loads(out.read_text())
 
 
 def test_the_capture_holds_what_python_fido2_reads_and_a_copy_shows_the_same(tmp_path):
-    with FidosimServer(binary=fidosim_binary(), profile="yubikey5") as original:
+    with FidosimServer(binary=find_binary(), profile="yubikey5") as original:
         document = capture(original, tmp_path / "key.json")
         device = original.keys[0].device()
         info = Ctap2(device).send_cbor(0x04)
@@ -50,7 +48,7 @@ def test_the_capture_holds_what_python_fido2_reads_and_a_copy_shows_the_same(tmp
     assert document["behaviour"] == {"pinRetriesWithoutPin": "pinNotSet"}
     assert {probe["name"] for probe in captured["probes"]} >= {"unknown command 0x3f", "getNextAssertion with nothing pending"}
     assert captured["timing"]["getInfoMs"] > 0
-    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "key.json")) as copy:
+    with FidosimServer(binary=find_binary(), profile=str(tmp_path / "key.json")) as copy:
         device = copy.keys[0].device()
         copied = Ctap2(device).send_cbor(0x04)
         assert {k: v for k, v in copied.items() if k != 0x19} == stable and len(copied[0x19]) == 32
@@ -60,14 +58,14 @@ def test_the_capture_holds_what_python_fido2_reads_and_a_copy_shows_the_same(tmp
 
 def test_a_replayed_probe_answers_what_the_capture_says(tmp_path):
     """A real key's answer to an unknown command differs from fidosim's: the copy answers as the capture says."""
-    with FidosimServer(binary=fidosim_binary()) as original:
+    with FidosimServer(binary=find_binary()) as original:
         document = capture(original, tmp_path / "key.json")
     for probe in document["capture"]["probes"]:
         if probe["name"] == "unknown command 0x3f":
             assert probe["response"] == "01" and probe["replay"] is True  # CTAP1_ERR_INVALID_COMMAND
             probe["response"] = "7f"  # what the imagined real key answered (CTAP2_ERR_VENDOR_FIRST)
     (tmp_path / "quirky.json").write_text(json.dumps(document))
-    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "quirky.json")) as copy:
+    with FidosimServer(binary=find_binary(), profile=str(tmp_path / "quirky.json")) as copy:
         ctap = Ctap2(copy.keys[0].device())
         with pytest.raises(CtapError) as error:
             ctap.send_cbor(0x3F)
@@ -78,11 +76,11 @@ def test_a_replayed_probe_answers_what_the_capture_says(tmp_path):
 
 
 def test_a_u2f_only_key_is_captured_and_copied(tmp_path):
-    with FidosimServer(binary=fidosim_binary(), profile="u2f-only") as original:
+    with FidosimServer(binary=find_binary(), profile="u2f-only") as original:
         document = capture(original, tmp_path / "key.json")
     assert document["versions"] == ["U2F_V2"] and "getInfo" not in document["capture"]
     assert document["capture"]["probes"] == [] and len(document["capture"]["u2f"]) == 7
-    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "key.json")) as copy:
+    with FidosimServer(binary=find_binary(), profile=str(tmp_path / "key.json")) as copy:
         device = copy.keys[0].device()
         assert device.capabilities == document["capture"]["ctaphid"]["capabilities"]
 
@@ -92,7 +90,7 @@ def test_a_u2f_only_key_is_captured_and_copied(tmp_path):
 def test_the_round_trip_finds_no_difference(profile):
     run = subprocess.run([sys.executable, str(ROUNDTRIP / "roundtrip.py"), "--quick", profile],
                          capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
-                                                                              "FIDOSIM_BIN": str(fidosim_binary())})
+                                                                              "FIDOSIM_BIN": str(find_binary())})
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.startswith("same  ")
 
@@ -113,7 +111,7 @@ def test_bad_captures_are_refused_with_the_member_named(tmp_path):
         document["capture"].update(change)
         path = tmp_path / "bad.json"
         path.write_text(json.dumps(document))
-        out = subprocess.run([str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash",
+        out = subprocess.run([str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash",
                               "memory", "--control", "off", "--profile", str(path)], capture_output=True, text=True,
                              timeout=30)
         assert out.returncode != 0 and message in out.stderr, (change, out.stderr)
@@ -122,11 +120,11 @@ def test_bad_captures_are_refused_with_the_member_named(tmp_path):
 def test_a_slower_key_is_copied_with_its_timing(tmp_path):
     """A capture says the key took 20 ms for INIT and 30 ms for getInfo: the copy is no faster (the capture of the
     copy measures it, within a tolerance of 25% or 2 ms)."""
-    with FidosimServer(binary=fidosim_binary()) as original:
+    with FidosimServer(binary=find_binary()) as original:
         document = capture(original, tmp_path / "key.json")
     document["capture"]["timing"] = {"initMs": 20.0, "getInfoMs": 30.0}
     (tmp_path / "slow.json").write_text(json.dumps(document))
-    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "slow.json")) as copy:
+    with FidosimServer(binary=find_binary(), profile=str(tmp_path / "slow.json")) as copy:
         timing = capture(copy, tmp_path / "copy.json")["capture"]["timing"]
     for name, want in (("initMs", 20.0), ("getInfoMs", 30.0)):
         assert abs(timing[name] - want) <= max(2.0, want * 0.25), timing
@@ -134,7 +132,7 @@ def test_a_slower_key_is_copied_with_its_timing(tmp_path):
 
 def capture_with_touch(server: FidosimServer, out: Path) -> dict:
     key = server.keys[0]
-    run = subprocess.run([str(fidosim_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}",
+    run = subprocess.run([str(find_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}",
                           "-o", str(out), "--touch", "--touch-command", "true"], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stderr
@@ -144,19 +142,19 @@ def capture_with_touch(server: FidosimServer, out: Path) -> dict:
 def test_the_keepalive_cadence_during_a_touch_is_captured_and_copied(tmp_path):
     """The key approves after 600 ms (a person who takes that long): its keepalives come every 75 ms (fidosim's
     cadence); a capture that says 150 ms makes a copy whose keepalives come every 150 ms."""
-    with FidosimServer(binary=fidosim_binary(), presence_delay_ms=600) as original:
+    with FidosimServer(binary=find_binary(), presence_delay_ms=600) as original:
         document = capture_with_touch(original, tmp_path / "key.json")
     assert 60 <= document["capture"]["timing"]["keepaliveMs"] <= 100, document["capture"]["timing"]
     document["capture"]["timing"]["keepaliveMs"] = 150.0
     (tmp_path / "slow.json").write_text(json.dumps(document))
-    with FidosimServer(binary=fidosim_binary(), presence_delay_ms=600, profile=str(tmp_path / "slow.json")) as copy:
+    with FidosimServer(binary=find_binary(), presence_delay_ms=600, profile=str(tmp_path / "slow.json")) as copy:
         timing = capture_with_touch(copy, tmp_path / "copy.json")["capture"]["timing"]
     assert abs(timing["keepaliveMs"] - 150) <= 150 * 0.25, timing
 
 
 def capture_destructive(server: FidosimServer, out: Path, *extra: str, control: bool = True) -> tuple[dict, str]:
     key = server.keys[0]
-    args = [str(fidosim_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}", "-o", str(out),
+    args = [str(find_binary()), "profile", "capture", "--device", f"udp:127.0.0.1:{key.port}", "-o", str(out),
             "--allow-destructive", *extra]
     if control:
         args += ["--control", key.control_path]
@@ -171,7 +169,7 @@ def test_a_destructive_capture_records_what_python_fido2_finds_on_the_key(tmp_pa
     from fido2.ctap2 import ClientPin, CredentialManagement
     from fido2.ctap2.pin import PinProtocolV2
 
-    with FidosimServer(binary=fidosim_binary(), profile="tiny-storage") as key:
+    with FidosimServer(binary=find_binary(), profile="tiny-storage") as key:
         document, _ = capture_destructive(key, tmp_path / "key.json")
         record = document["capture"]["destructive"]
         assert record["reset"] == "00" and record["resetAtEnd"] == "00"
@@ -217,7 +215,7 @@ def test_a_rig_captures_destructively_with_nobody_asked(tmp_path):
     """The rig's commands (a relay script touching through the control socket, a replug command power-cycling)
     drive a key that waits for every touch; the capture is told nothing about the socket, asks nobody, and records
     what a capture through the socket records."""
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     with FidosimServer(binary=binary) as plain:
         through_socket, _ = capture_destructive(plain, tmp_path / "socket.json", "--capacity-limit", "12")
     server = FidosimServer(binary=binary, presence="prompt", presence_delay_ms=None)
@@ -239,11 +237,11 @@ def test_a_rig_captures_destructively_with_nobody_asked(tmp_path):
 
 
 def test_an_output_that_cannot_be_written_stops_the_capture_before_the_key_is_touched(tmp_path):
-    with FidosimServer(binary=fidosim_binary()) as key:
+    with FidosimServer(binary=find_binary()) as key:
         ctap = Ctap2(key.keys[0].device())
         from fido2.ctap2 import ClientPin
         ClientPin(ctap).set_pin("31415926")
-        out = subprocess.run([str(fidosim_binary()), "profile", "capture", "--device",
+        out = subprocess.run([str(find_binary()), "profile", "capture", "--device",
                               f"udp:127.0.0.1:{key.keys[0].port}", "-o", str(tmp_path / "no" / "such" / "key.json"),
                               "--allow-destructive", "--control", key.keys[0].control_path],
                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
@@ -252,7 +250,7 @@ def test_an_output_that_cannot_be_written_stops_the_capture_before_the_key_is_to
 
 
 def test_destructive_capture_options_are_checked(tmp_path):
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     cases = [
         (["--replug-command", "true"], "go with --allow-destructive"),
         (["--allow-destructive", "--capacity-limit", "0"], "--capacity-limit: 1 to 10000"),
@@ -268,7 +266,7 @@ def test_destructive_capture_options_are_checked(tmp_path):
 def test_a_key_that_refuses_the_reset_stops_the_capture_with_the_reason(tmp_path):
     """A key that does not take the reset (here: every touch denied) still has what it held: the capture says why
     and writes nothing, rather than recording a PIN rule of a key it could not clear."""
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     server = FidosimServer(binary=binary, presence="deny", presence_delay_ms=0)
     server.start()
     try:
@@ -288,8 +286,8 @@ def test_a_key_that_refuses_what_the_capture_needs_stops_it_with_the_request_nam
     """A key whose every clientPIN answer is CTAP2_ERR_PIN_INVALID (a forced status) is reached but cannot be
     captured destructively: exit 1, getKeyAgreement and its status named, nothing written."""
     (tmp_path / "broken.json").write_text(json.dumps({"name": "broken", "quirks": {"forcedStatus": {"clientPIN": 0x31}}}))
-    with FidosimServer(binary=fidosim_binary(), profile=str(tmp_path / "broken.json")) as key:
-        out = subprocess.run([str(fidosim_binary()), "profile", "capture", "--device",
+    with FidosimServer(binary=find_binary(), profile=str(tmp_path / "broken.json")) as key:
+        out = subprocess.run([str(find_binary()), "profile", "capture", "--device",
                               f"udp:127.0.0.1:{key.keys[0].port}", "-o", str(tmp_path / "x.json"),
                               "--allow-destructive", "--control", key.keys[0].control_path],
                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -304,7 +302,7 @@ def test_a_captured_usb_identity_yields_to_any_identity_option_given(tmp_path):
     import socket
     import struct
 
-    with FidosimServer(binary=fidosim_binary()) as original:
+    with FidosimServer(binary=find_binary()) as original:
         document = capture(original, tmp_path / "key.json")
     document["capture"]["usb"] = {"vendorId": 0x1050, "productId": 0x0407, "manufacturer": "Yubico",
                                   "product": "YubiKey OTP+FIDO+CCID", "serial": {"length": 10, "alphabet": "digits"}}
@@ -314,7 +312,7 @@ def test_a_captured_usb_identity_yields_to_any_identity_option_given(tmp_path):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        server = FidosimServer(binary=fidosim_binary(), transport="usbip", profile=str(tmp_path / "usb.json"),
+        server = FidosimServer(binary=find_binary(), transport="usbip", profile=str(tmp_path / "usb.json"),
                                args=["--usbip-port", str(port), *options])
         server.start()
         try:

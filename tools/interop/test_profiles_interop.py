@@ -14,8 +14,8 @@ from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 from fido2.hid import CAPABILITY, CTAPHID
 
-from conftest import fidosim_binary
-from ctap_helpers import RP, descriptor, expect_ctap_error, make_server, new_cdh, sha256, user
+from fidosim import find_binary
+from fidosim.testing import RP, descriptor, expect_ctap_error, make_server, new_cdh, sha256, user
 
 ES256 = [{"type": "public-key", "alg": -7}]
 EDDSA = [{"type": "public-key", "alg": -8}]
@@ -214,14 +214,11 @@ def test_yubikey5_profile_makes_yubicos_choices(sim):
     assert pin.get_pin_retries()[0] == 8
 
 
-def test_behaviour_choices_in_a_profile_file(tmp_path):
-    from conftest import _run_simulator
-
+def test_behaviour_choices_in_a_profile_file(tmp_path, start_sim):
     profile = tmp_path / "choices.json"
     profile.write_text(json.dumps({"name": "choices", "behaviour": {
         "setPinWhenSet": "notAllowed", "pinRetriesWithoutPin": "pinNotSet", "makeCredUvNotRqd": False}}))
-    runner = _run_simulator(["--profile", str(profile), "--presence-delay", "0"])
-    key = next(runner)
+    key = start_sim("--profile", str(profile), "--presence-delay", "0")
     try:
         ctap2 = Ctap2(key.device())
         pin = ClientPin(ctap2)
@@ -231,21 +228,17 @@ def test_behaviour_choices_in_a_profile_file(tmp_path):
         assert ctap2.get_info().options.get("makeCredUvNotRqd") is False
         expect_ctap_error(CtapError.ERR.PUAT_REQUIRED, _mc, ctap2)
     finally:
-        runner.close()
+        key.finish()
 
 
-def test_openSK_like_choices_credblob_in_the_id_and_no_next_from_another_channel(tmp_path):
+def test_openSK_like_choices_credblob_in_the_id_and_no_next_from_another_channel(tmp_path, start_sim):
     """The two OpenSK choices as profile members: a non-discoverable credential's credBlob kept in its id (getInfo's
     maxCredentialIdLength 33 bytes longer), and getNextAssertion from another channel refused."""
-    from conftest import _run_simulator
-
     profile = tmp_path / "opensk-like.json"
     profile.write_text(json.dumps({"name": "opensk-like", "behaviour": {
         "credBlobNonDiscoverable": "inCredentialId", "nextFromAnotherChannel": "notAllowed"}}))
-    runner = _run_simulator(["--profile", str(profile), "--presence-delay", "0"])
-    key = next(runner)
-    default_runner = _run_simulator(["--presence-delay", "0"])
-    default_key = next(default_runner)
+    key = start_sim("--profile", str(profile), "--presence-delay", "0")
+    default_key = start_sim("--presence-delay", "0")
     try:
         ctap2 = Ctap2(key.device())
         default = Ctap2(default_key.device())
@@ -270,8 +263,8 @@ def test_openSK_like_choices_credblob_in_the_id_and_no_next_from_another_channel
             else:
                 assert other.get_next_assertion().credential["id"]
     finally:
-        runner.close()
-        default_runner.close()
+        key.finish()
+        default_key.finish()
 
 
 @pytest.mark.sim_args("--profile", "u2f-only", "--presence-delay", "0")
@@ -348,16 +341,13 @@ def test_legacy_quirks_profile(sim):
     assert stored and "userDisplayName" not in stored[0]
 
 
-def test_a_profile_file_of_ones_own(sim, tmp_path):
+def test_a_profile_file_of_ones_own(sim, tmp_path, start_sim):
     profile = tmp_path / "broken-key.json"
     profile.write_text(json.dumps({
         "name": "broken-key", "aaguid": "00112233-4455-6677-8899-aabbccddeeff",
         "quirks": {"forcedStatus": {"getAssertion": 0x31}},
     }))
-    from conftest import _run_simulator
-
-    runner = _run_simulator(["--profile", str(profile), "--presence-delay", "0"])
-    key = next(runner)
+    key = start_sim("--profile", str(profile), "--presence-delay", "0")
     try:
         ctap2 = Ctap2(key.device())
         assert ctap2.get_info().aaguid == bytes.fromhex("00112233445566778899aabbccddeeff")
@@ -365,7 +355,7 @@ def test_a_profile_file_of_ones_own(sim, tmp_path):
         expect_ctap_error(CtapError.ERR.PIN_INVALID, ctap2.get_assertion, "example.com", new_cdh(),
                           [descriptor(made.auth_data.credential_data.credential_id)])
     finally:
-        runner.close()
+        key.finish()
 
 
 @pytest.mark.parametrize("content, message", [
@@ -386,10 +376,10 @@ def test_a_profile_file_of_ones_own(sim, tmp_path):
 def test_bad_profiles_are_clear_errors(tmp_path, content, message):
     profile = tmp_path / "p.json"
     profile.write_text(content)
-    out = subprocess.run([str(fidosim_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
+    out = subprocess.run([str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
                           "--profile", str(profile)], capture_output=True, text=True, timeout=30)
     assert out.returncode != 0
     assert message in out.stderr
-    unknown = subprocess.run([str(fidosim_binary()), "serve", "--transport", "udp", "--profile", "no-such-key"],
+    unknown = subprocess.run([str(find_binary()), "serve", "--transport", "udp", "--profile", "no-such-key"],
                              capture_output=True, text=True, timeout=30)
     assert unknown.returncode != 0 and "no profile named no-such-key" in unknown.stderr

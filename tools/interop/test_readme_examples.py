@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from fidosim import find_binary
 from fidosim.udp import wait_until_ready
-
-from conftest import fidosim_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -40,7 +39,7 @@ def reader(tmp_path_factory):
     home = tmp_path_factory.mktemp("reader")
     bin_dir = home / "bin"
     bin_dir.mkdir()
-    (bin_dir / "fidosim").symlink_to(fidosim_binary())
+    (bin_dir / "fidosim").symlink_to(find_binary())
     runtime = home / "run"
     runtime.mkdir(mode=0o700)
     # python3 is this suite's (the venv make test installs the package into): its own bin directory, so that
@@ -62,7 +61,7 @@ def reader(tmp_path_factory):
 
 
 def test_every_option_of_serve_is_in_the_options_table():
-    text = subprocess.run([str(fidosim_binary()), "serve", "--help"], capture_output=True, text=True).stdout
+    text = subprocess.run([str(find_binary()), "serve", "--help"], capture_output=True, text=True).stdout
     options = set(re.findall(r"^\s+(--[a-z][a-z0-9-]*)", text, re.M))
     table = README.read_text().split("## Options of `fidosim serve`", 1)[1].split("\n## ", 1)[0]
     missing = sorted(o for o in options if f"`{o}" not in table)

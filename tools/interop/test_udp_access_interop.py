@@ -16,10 +16,11 @@ import time
 import pytest
 from fido2.ctap2 import Ctap2
 
-from fidosim.udp import POWER_CYCLE, open_udp_device
+from fidosim import find_binary
+from fidosim.testing import RP, new_cdh, user
+from fidosim.udp import POWER_CYCLE, free_udp_port, open_udp_device
 
-from conftest import HOST, fidosim_binary, free_udp_port
-from ctap_helpers import RP, new_cdh, user
+HOST = "127.0.0.1"
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]
@@ -164,7 +165,7 @@ def test_the_power_cycle_datagram_can_be_turned_off(sim):
 
 def serve_once(*args, timeout=10):
     return subprocess.run(
-        [str(fidosim_binary()), "serve", "--transport", "udp", "--flash", "memory", "--control", "off", *args],
+        [str(find_binary()), "serve", "--transport", "udp", "--flash", "memory", "--control", "off", *args],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
 
@@ -175,7 +176,7 @@ def test_a_host_other_machines_reach_needs_allow_remote():
     assert "--allow-remote" in refused.stderr
     port = free_udp_port()
     process = subprocess.Popen(
-        [str(fidosim_binary()), "serve", "--transport", "udp", "--flash", "memory", "--control", "off",
+        [str(find_binary()), "serve", "--transport", "udp", "--flash", "memory", "--control", "off",
          "--host", "0.0.0.0", "--port", str(port), "--allow-remote"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

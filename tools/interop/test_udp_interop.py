@@ -17,7 +17,7 @@ from fido2.ctap2 import Ctap2
 from fido2.hid import CAPABILITY
 from fido2.webauthn import ResidentKeyRequirement
 
-from ctap_helpers import (
+from fidosim.testing import (
     ERR,
     ES256_PARAMS,
     RP,

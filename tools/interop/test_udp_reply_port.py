@@ -11,19 +11,18 @@ import socket
 import subprocess
 import threading
 
-from fidosim import FidosimServer
-
-from conftest import fidosim_binary, free_udp_port
+from fidosim import FidosimServer, find_binary
+from fidosim.udp import free_udp_port
 
 
 def conform(*args, timeout=300):
-    return subprocess.run([str(fidosim_binary()), "conform", *args], capture_output=True, text=True,
+    return subprocess.run([str(find_binary()), "conform", *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def test_fidosim_with_a_fixed_reply_port_passes_through_reply_port(tmp_path):
     reply = free_udp_port()
-    server = FidosimServer(binary=fidosim_binary(), args=["--udp-reply-port", str(reply)])
+    server = FidosimServer(binary=find_binary(), args=["--udp-reply-port", str(reply)])
     server.start()
     try:
         port = server.keys[0].port
@@ -90,18 +89,18 @@ class SoloConventionKey:
 
 
 def test_a_key_that_hangs_mid_run_is_reported_power_cycled_and_the_run_goes_on(tmp_path):
-    server = FidosimServer(binary=fidosim_binary(), presence="prompt", presence_delay_ms=None)
+    server = FidosimServer(binary=find_binary(), presence="prompt", presence_delay_ms=None)
     server.start()
     reply = free_udp_port()
     key = SoloConventionKey(server.keys[0].port, reply)
     control = server.keys[0].control_path
     touch = tmp_path / "touch.sh"
-    touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {fidosim_binary()} ctl --control {control} touch "
+    touch.write_text(f"#!/bin/sh\nfor i in $(seq 100); do {find_binary()} ctl --control {control} touch "
                      ">/dev/null 2>&1 && exit 0; sleep 0.1; done\nexit 1\n")
     touch.chmod(0o755)
     try:
         replug = (f"python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'resume', "
-                  f"('127.0.0.1', {key.port}))\" && {fidosim_binary()} ctl --control {server.keys[0].control_path} "
+                  f"('127.0.0.1', {key.port}))\" && {find_binary()} ctl --control {server.keys[0].control_path} "
                   "power-cycle >/dev/null")
         out = conform("--device", f"udp:127.0.0.1:{key.port}?reply-port={reply}", "--only", "hid,info",
                       "--touch-command", str(touch), "--replug-command", replug, "--report", str(tmp_path))
@@ -127,6 +126,6 @@ def test_reply_port_addresses_are_checked():
     for bad in ["udp:127.0.0.1:8111?reply=7112", "udp:127.0.0.1:8111?reply-port=0", "udp:127.0.0.1:8111?reply-port=x"]:
         out = conform("--device", bad, timeout=30)
         assert out.returncode == 2 and "?reply-port=N" in out.stderr, (bad, out.stderr)
-    out = subprocess.run([str(fidosim_binary()), "serve", "--transport", "uhid", "--udp-reply-port", "7112"],
+    out = subprocess.run([str(find_binary()), "serve", "--transport", "uhid", "--udp-reply-port", "7112"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "--udp-reply-port is for --transport udp" in out.stderr

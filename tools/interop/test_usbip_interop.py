@@ -18,10 +18,8 @@ from fido2.hid import CtapHidConnection, CtapHidDevice, HidDescriptor
 from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 from floods import free_tcp_port, read_exactly, submit
 
-from fidosim import FidosimServer
-
-from conftest import fidosim_binary
-from ctap_helpers import authenticate, make_client, make_server, register, web_user
+from fidosim import FidosimServer, find_binary
+from fidosim.testing import authenticate, make_client, make_server, register, web_user
 
 DEVID = 0x00010002
 
@@ -29,7 +27,7 @@ DEVID = 0x00010002
 @pytest.fixture
 def usbip_key():
     port = free_tcp_port()
-    server = FidosimServer(binary=fidosim_binary(), transport="usbip",
+    server = FidosimServer(binary=find_binary(), transport="usbip",
                            args=["--usbip-port", str(port), "--serial", "USBIPTEST1"])
     server.start()
     yield server, port
@@ -106,7 +104,7 @@ def open_usbip_device(port: int) -> CtapHidDevice:
 
 def test_one_key_on_udp_and_usbip_at_once_signs_on_one_what_the_other_made():
     port = free_tcp_port()
-    server = FidosimServer(binary=fidosim_binary(), transport="udp",
+    server = FidosimServer(binary=find_binary(), transport="udp",
                            args=["--transport", "usbip", "--usbip-port", str(port), "--log-level", "info"])
     server.start()
     try:
@@ -143,7 +141,7 @@ def test_one_key_on_udp_and_usbip_at_once_signs_on_one_what_the_other_made():
 def udp_and_usbip_key():
     """One key on UDP and USB/IP at once: python-fido2's device over UDP, and the USB/IP port."""
     port = free_tcp_port()
-    server = FidosimServer(binary=fidosim_binary(), transport="udp", args=["--transport", "usbip", "--usbip-port",
+    server = FidosimServer(binary=find_binary(), transport="udp", args=["--transport", "usbip", "--usbip-port",
                                                                            str(port)])
     server.start()
     try:
@@ -263,7 +261,7 @@ def test_malformed_clients_are_disconnected_and_the_key_serves_on(usbip_key):
 
 
 def test_usbip_options_are_checked():
-    binary = str(fidosim_binary())
+    binary = str(find_binary())
     remote = subprocess.run([binary, "serve", "--transport", "usbip", "--usbip-host", "0.0.0.0"],
                             capture_output=True, text=True, timeout=30)
     assert remote.returncode == 2 and "--allow-remote" in remote.stderr

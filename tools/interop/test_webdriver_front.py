@@ -18,9 +18,7 @@ import time
 
 import pytest
 
-from fidosim import FidosimHub
-
-from conftest import fidosim_binary
+from fidosim import FidosimHub, find_binary
 
 OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 
@@ -52,7 +50,7 @@ def front():
         f.write(f"#!{sys.executable}\n" + STAND_IN_DRIVER)
     os.chmod(driver, 0o755)
     ready = os.path.join(directory, "ready.json")
-    process = subprocess.Popen([str(fidosim_binary()), "webdriver", "--webdriver-port", "0", "--driver", driver,
+    process = subprocess.Popen([str(find_binary()), "webdriver", "--webdriver-port", "0", "--driver", driver,
                                 "--ready-file", ready, "--log-level", "warning"],
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30

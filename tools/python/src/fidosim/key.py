@@ -211,10 +211,12 @@ class Key:
 
     def power_cycle(self) -> None:
         """Unplugs and replugs the key (through its control socket); devices opened before are closed."""
-        self._close_devices()
+        self.close_devices()
         self.control.power_cycle()
 
-    def _close_devices(self) -> None:
+    def close_devices(self) -> None:
+        """Closes the python-fido2 devices opened for this key (a PC/SC one also gives back its context); the next
+        ``device()`` opens a new one."""
         for dev in self._devices:
             try:
                 # A PC/SC device also gives back its PC/SC context, while pcscd is still there to take it.
@@ -228,7 +230,7 @@ class Key:
         self._hidraw = None
 
     def close(self) -> None:
-        self._close_devices()
+        self.close_devices()
         if self._joined:
             # Back to the tree this process was in before (that of `fidosim run`, or none).
             if self._outer_tree is None:
@@ -335,7 +337,7 @@ class FidosimServer:
                 from fido2.ctap2.pin import ClientPin
 
                 ClientPin(Ctap2(key.device())).set_pin(self.pin)
-                key._close_devices()
+                key.close_devices()
         return self
 
     def _import(self, key: Key, path: str | os.PathLike) -> None:
@@ -418,9 +420,14 @@ class FidosimServer:
     def __enter__(self) -> "FidosimServer":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def close(self) -> int | None:
+        """Stops the server (as ``stop``) and frees its captured standard error; read ``stderr()`` before."""
+        code = self.stop()
         self._stderr.close()
+        return code
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class start_key:

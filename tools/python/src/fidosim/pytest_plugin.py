@@ -47,7 +47,7 @@ def _finish(server: FidosimServer) -> None:
     alive = server.process is not None and server.process.poll() is None
     code = server.stop()
     stderr = server.stderr()
-    server._stderr.close()
+    server.close()
     if not alive:
         pytest.fail(f"fidosim died during the test (exit code {code})\nstderr:\n{stderr}", pytrace=False)
     if code != 0:

@@ -1,5 +1,12 @@
-"""What the interop test files share: constants, hashes, request pieces, error expectations, PIN tokens, and the
-python-fido2 client and relying-party server every WebAuthn-level test uses."""
+"""What tests of a key share (the interop suite's helpers, needs the fido2 extra and pytest): constants, hashes,
+request pieces, error expectations, PIN tokens, and the python-fido2 client and relying-party server every
+WebAuthn-level test uses.
+
+    from fidosim.testing import RP, make_client, make_server, register, authenticate, expect_ctap_error
+
+``make_server()`` verifies packed attestation by fidosim's shared batch up to its root (``SHARED_ROOT``, the
+certificate of tools/attestation/shared-root.pem, shipped with the package).
+"""
 
 from __future__ import annotations
 
@@ -79,8 +86,8 @@ def expect_apdu_error(sw: int, fn, *args, **kwargs) -> ApduError:
 
 
 # fidosim's shared batch attestation root (tools/attestation/shared-root.pem), DER.
-SHARED_ROOT = ssl.PEM_cert_to_DER_cert(
-    open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "attestation", "shared-root.pem")).read())
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "shared-root.pem")) as _pem:
+    SHARED_ROOT = ssl.PEM_cert_to_DER_cert(_pem.read())
 
 
 def assert_shared_batch(att_stmt, auth_data, client_data_hash) -> None:
