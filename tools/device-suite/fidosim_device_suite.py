@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import http.server
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -39,8 +37,9 @@ REPO = HERE.parents[1]
 import fido2.hid  # noqa: E402
 from fido2.hid.base import HidDescriptor  # noqa: E402
 
+from fidosim import FidosimServer, KeyStartError  # noqa: E402
 from fidosim.control import FidosimControl  # noqa: E402
-from fidosim.udp import REPORT_SIZE, UdpCtapHidConnection, free_udp_port  # noqa: E402
+from fidosim.udp import REPORT_SIZE, UdpCtapHidConnection  # noqa: E402
 
 EP_RP_ID = "ep.example.com"
 
@@ -84,60 +83,48 @@ def pytest_addoption(parser):
 # -- the key ------------------------------------------------------------------------------------------------------
 
 
-def fidosim_binary() -> str:
-    return os.environ.get("FIDOSIM_BIN", str(REPO / ".build" / "debug" / "fidosim"))
-
-
 class Key:
     """The key under test: its control connection, and over UDP its process and port."""
 
     def __init__(self):
-        self.process: subprocess.Popen | None = None
-        self.directory: str | None = None
+        self.server: FidosimServer | None = None  # over UDP or PC/SC: the package's launcher
         self.port = 0
         self.socket_path = ""
         self.plugged = True
         self.generation = 0  # changes at every replug, so the device's path does
         self.udp = True
         self.serial: str | None = None  # over hidraw: the key's USB serial number
-        self.log = None
         self.pcsc = None  # the PcscDaemon whose reader holds the card (--fidosim-pcsc)
         self.ccid = False  # --fidosim-pcsc ccid: the reader is the key's own, gone while it is unplugged
         self.reader = ""  # the PC/SC reader the card is in
 
     def start(self, config: dict):
-        self.directory = tempfile.mkdtemp(prefix="fidosim-device-suite-")
-        self.socket_path = os.path.join(self.directory, "key.sock")
-        self.port = free_udp_port()
+        options = {"presence": config.get("presence", "prompt"), "presence_delay_ms": None, "notify": None,
+                   "args": config["args"]}
         if self.pcsc is not None:
             self.udp = False
             index = int(os.environ.get("FIDOSIM_PCSC_READER", "0"))
             self.reader = self.pcsc.reader(index)
-            where = ["--transport", "pcsc", "--vpcd-port", str(self.pcsc.port + index)]
             if self.ccid:
                 # A USB key whose card interface is CCID: on USB (HID) too, so reset is allowed over USB.
-                where += ["--transport", "udp", "--port", str(self.port)]
-        else:
-            where = ["--transport", "udp", "--port", str(self.port)]
-        ready = os.path.join(self.directory, "ready.json")
-        args = [fidosim_binary(), "serve", *where, "--flash", "memory", "--ready-file", ready,
-                "--control", self.socket_path, "--presence", config.get("presence", "prompt")] + config["args"]
-        self.log = open(os.path.join(self.directory, "serve.log"), "w+")
-        self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(ready) and self.process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not os.path.exists(ready):
-            self.log.seek(0)
-            raise pytest.UsageError(f"fidosim did not start: {' '.join(args)}\n{self.log.read()}")
+                options["args"] = ["--transport", "pcsc", "--vpcd-port", str(self.pcsc.port + index), *config["args"]]
+            else:
+                options.update(transport="pcsc", pcsc=self.pcsc, pcsc_reader=index)
+        try:
+            self.server = FidosimServer(**options).start()
+        except KeyStartError as error:
+            raise pytest.UsageError(f"fidosim did not start: {error}") from None
+        key = self.server.key
+        self.socket_path = key.control_path
+        self.port = key.port or 0
         if self.pcsc is not None:
             # Wait until the card is in the reader, so the suite's first connection finds it.
             from fidosim.pcsc import open_pcsc_device
 
             open_pcsc_device(self.reader, timeout=20).close(release=True)
         if config.get("batch"):
-            subprocess.run([fidosim_binary(), "attestation", "provision", "--control", self.socket_path,
-                            "--root-out", os.path.join(self.directory, "root.pem")],
+            subprocess.run([str(self.server.binary), "attestation", "provision", "--control", self.socket_path,
+                            "--root-out", os.path.join(self.server.directory, "root.pem")],
                            check=True, stdout=subprocess.DEVNULL)
 
     def attach(self, socket_path: str, serial: str | None):
@@ -150,19 +137,10 @@ class Key:
             return control.request(command, **params)
 
     def stop(self):
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.log is not None:
-            self.log.close()
+        if self.server is not None:
+            self.server.close()
         if self.pcsc is not None:
             self.pcsc.stop()
-        if self.directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- discovery over UDP, as fido2.hid's functions --------------------------------------------------------
 

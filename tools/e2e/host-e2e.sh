@@ -13,6 +13,7 @@ chmod 0755 "$stage"
 mkdir -p "$stage/repo/.build" "$stage/results"
 cp "$bin" "$stage/fidosim"
 cp -r "$repo/tools" "$stage/repo/tools"
+cp "$repo/pyproject.toml" "$stage/repo/pyproject.toml"  # the interop suite's pytest settings (its markers)
 # Debian's python3 with the clients' Python packages, readable by every user (the project's venv may live under a
 # home directory only its owner enters).
 pylib=$repo/.build/other-user-python

@@ -5,9 +5,7 @@ context menu, called over D-Bus, answered by a stand-in for dmenu); dunst then e
 Standard library only.  Needs: Xvfb (xvfb), dunst (dunst), dbus-daemon
 (dbus-daemon), busctl (systemd), gdbus (libglib2.0-bin).
 
-Usage as a pytest fixture:
-
-    from notifystack import notify_stack   # noqa: F401  (re-export the fixture)
+Usage as a pytest fixture (tools/interop/conftest.py makes it one of the suite's fixtures):
 
     def test_x(notify_stack):
         p = subprocess.Popen([...], env=notify_stack.env)

@@ -34,7 +34,7 @@ from fidosim.testing import (
     token,
     user,
     web_user,
-)  # noqa: E402
+)
 
 try:
     from cryptography.hazmat.primitives.asymmetric import mldsa

@@ -17,7 +17,7 @@ from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData, ResidentKeyRequirement, UserVerificationRequirement
 
-from fidosim.control import ControlError  # noqa: E402
+from fidosim.control import ControlError
 from fidosim.testing import (
     PIN,
     RP,
@@ -30,7 +30,7 @@ from fidosim.testing import (
     register,
     user,
     web_user,
-)  # noqa: E402
+)
 
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
 DISCOURAGED = UserVerificationRequirement.DISCOURAGED

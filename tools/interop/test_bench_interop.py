@@ -11,9 +11,10 @@ import pytest
 from fido2.ctap2 import Ctap2
 from fido2.webauthn import ResidentKeyRequirement
 
+from fidosim import find_binary
 from fidosim.testing import RP_ID, make_client, make_server, new_cdh, new_user, web_authenticate, web_register
 
-BIN = os.environ.get("FIDOSIM_BIN", ".build/debug/fidosim")
+BIN = str(find_binary())
 
 
 def test_bench_udp_rows_measure_answered_requests():

@@ -40,7 +40,7 @@ from fidosim.testing import (
     make_server,
     new_cdh,
     user,
-)  # noqa: E402
+)
 
 # The sensor on, no 200 ms wait for each simulated touch or finger. Tests with their own sim_args repeat it.
 FP = ("--presence-delay", "0", "--uv", "fingerprint")

@@ -42,7 +42,7 @@ from fidosim.testing import (
     token,
     user,
     web_user,
-)  # noqa: E402
+)
 
 # No 200 ms wait for each simulated touch: keeps the file fast. Tests with their own sim_args repeat it.
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")

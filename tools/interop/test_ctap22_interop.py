@@ -28,7 +28,7 @@ from fido2.webauthn import (
     UserVerificationRequirement,
 )
 
-from fidosim.testing import (  # noqa: E402
+from fidosim.testing import (
     ERR,
     ORIGIN,
     PERM,

@@ -21,7 +21,7 @@ from fido2.ctap2.config import Config
 from fido2.ctap2.credman import CredentialManagement
 from fido2.ctap2.pin import ClientPin
 
-from fidosim.testing import ERR, PERM, PIN, RP, RP_ID, expect_ctap_error, new_cdh, sha256, token, user  # noqa: E402
+from fidosim.testing import ERR, PERM, PIN, RP, RP_ID, expect_ctap_error, new_cdh, sha256, token, user
 
 pytestmark = pytest.mark.sim_args("--presence-delay", "0")
 

@@ -6,14 +6,13 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import threading
 
 import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
-from fidosim import find_binary
+from fidosim import FidosimServer, find_binary
 from fidosim.control import FidosimControl
 from fidosim.testing import RP, descriptor, expect_ctap_error, new_cdh, user
 from fidosim.udp import open_udp_device, wait_until_ready
@@ -23,30 +22,12 @@ pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "u
 
 
 class Keys:
-    """`fidosim serve` with several keys; .ports and .sockets in key order."""
+    """The package's FidosimServer with several keys; .ports and .sockets in key order."""
 
-    def __init__(self, *args):
-        self.dir = tempfile.mkdtemp(prefix="fidosim-keys-")
-        self.process = subprocess.Popen(
-            [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
-             "--control", os.path.join(self.dir, "key.sock"), "--log-level", "warning", *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        self.ports, self.sockets = [], []
-        for line in self.process.stdout:
-            if line.startswith("fidosim: control socket "):
-                self.sockets.append(line.split("fidosim: control socket ", 1)[1].strip())
-            match = re.search(r"serving a virtual key on udp 127\.0\.0\.1:(\d+)", line)
-            if match:
-                self.ports.append(int(match.group(1)))
-            if len(self.ports) == self.expected(args):
-                break
-        for port in self.ports:
-            assert wait_until_ready("127.0.0.1", port, total=10, is_alive=lambda: self.process.poll() is None)
-
-    @staticmethod
-    def expected(args):
-        return int(args[args.index("--keys") + 1]) if "--keys" in args else 1
+    def __init__(self, keys: int, presence: str):
+        self.server = FidosimServer(keys=keys, presence=presence, presence_delay_ms=None, notify=None).start()
+        self.ports = [key.port for key in self.server.keys]
+        self.sockets = [key.control_path for key in self.server.keys]
 
     def device(self, i):
         return open_udp_device("127.0.0.1", self.ports[i])
@@ -55,13 +36,15 @@ class Keys:
         return FidosimControl(path=self.sockets[i])
 
     def stop(self):
-        self.process.terminate()
-        assert self.process.wait(10) == 0, self.process.stderr.read()
+        code = self.server.stop()
+        stderr = self.server.stderr()
+        self.server.close()
+        assert code == 0, stderr
 
 
 @pytest.fixture
 def two_keys():
-    keys = Keys("--keys", "2", "--presence", "prompt")
+    keys = Keys(2, "prompt")
     yield keys
     keys.stop()
 

@@ -20,8 +20,6 @@ from fidosim.control import FidosimControl
 from fidosim.testing import in_background, make_credential
 from fidosim.udp import open_udp_device, wait_until_ready
 
-from notifystack import notify_stack  # noqa: F401 - the fixture
-
 TOOLS = ("Xvfb", "dunst", "dbus-daemon", "busctl", "gdbus", "notify-send")
 pytestmark = [
     pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys"),
@@ -32,7 +30,7 @@ pytestmark = [
 
 
 @pytest.fixture
-def desktop(notify_stack):  # noqa: F811 - the fixture imported above
+def desktop(notify_stack):
     return notify_stack
 
 

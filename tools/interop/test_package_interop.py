@@ -100,3 +100,17 @@ def test_the_testing_module_checks_attestation_up_to_the_shared_root_of_this_tre
 
     pem = (Path(__file__).resolve().parents[1] / "attestation" / "shared-root.pem").read_text()
     assert SHARED_ROOT == ssl.PEM_cert_to_DER_cert(pem)
+
+
+def test_a_server_restarted_on_its_flash_image_keeps_what_its_keys_stored(fidosim_server, tmp_path):
+    from fido2.ctap2 import Ctap2
+
+    from fidosim.testing import ES256_PARAMS, RP, new_cdh, user
+
+    server = fidosim_server(flash=tmp_path / "key.img")
+    made = Ctap2(server.key.device()).make_credential(new_cdh(), RP, user("alice"), ES256_PARAMS, options={"rk": True})
+    first_pid = server.process.pid
+    assert server.restart() == 0
+    assert server.process.pid != first_pid
+    assertion = Ctap2(server.key.device()).get_assertion(RP["id"], new_cdh())
+    assert assertion.credential["id"] == made.auth_data.credential_data.credential_id

@@ -36,7 +36,7 @@ from fidosim.testing import (
     sha256,
     web_authenticate,
     web_register,
-)  # noqa: E402
+)
 
 APP_ID = "https://example.com/appid.json"
 

@@ -96,6 +96,16 @@ def tree_environment(umockdev_dir: str) -> dict[str, str]:
     return {"LD_PRELOAD": ":".join([PRELOAD_LIBRARY, *preload]), "UMOCKDEV_DIR": umockdev_dir}
 
 
+def hid_device_of(path: str | bytes) -> str | None:
+    """The kernel's HID device (e.g. ``0003:1209:F1D0.0007``) behind a /dev/hidrawN node; None when the node is gone.
+    hidraw numbers are reused after an unplug, HID device names are not: a replugged key has a new one."""
+    name = os.path.basename(path.decode() if isinstance(path, bytes) else str(path))
+    try:
+        return os.path.basename(os.path.realpath(f"/sys/class/hidraw/{name}/device", strict=True))
+    except OSError:
+        return None
+
+
 class Key:
     """One virtual key of a running `fidosim serve`: where it is, its control socket and its events."""
 
@@ -117,6 +127,7 @@ class Key:
         self._hidraw = None
         self._joined = False
         self._outer_tree: str | None = None
+        self._hid_device: str | None = None  # uhid and private: the HID device of the node last found
 
     @property
     def control(self) -> FidosimControl:
@@ -179,7 +190,8 @@ class Key:
 
             if self.server.pcsc is None:
                 raise RuntimeError("a pcsc key needs the PcscDaemon it was started with (pcsc=...)")
-            dev = open_pcsc_device(self.server.pcsc.reader(self.server.keys.index(self)), timeout=timeout)
+            reader = self.server.pcsc_reader + self.server.keys.index(self)
+            dev = open_pcsc_device(self.server.pcsc.reader(reader), timeout=timeout)
         elif self.transport in ("uhid", "private"):
             if self.transport == "private":
                 self.join_tree()
@@ -196,23 +208,69 @@ class Key:
         self._devices.append(dev)
         return dev
 
-    def hidraw_path(self, timeout: float = 10.0) -> str:
-        """uhid and private: the /dev/hidrawN node of this key (found by its serial number)."""
+    def hidraw_descriptor(self):
+        """uhid and private: python-fido2's descriptor of this key's hidraw node (found by its serial number), or
+        None while there is none. A private key makes this process join its tree (``join_tree``)."""
         from fido2.hid import linux
 
+        if self.transport == "private":
+            self.join_tree()
+        for desc in linux.list_descriptors():
+            if desc.serial_number == self.serial:
+                return desc
+        return None
+
+    def hidraw_path(self, timeout: float = 10.0) -> str:
+        """uhid and private: the /dev/hidrawN node of this key (found by its serial number), waiting up to timeout
+        seconds for it to appear."""
         deadline = time.monotonic() + timeout
         while True:
-            for desc in linux.list_descriptors():
-                if desc.serial_number == self.serial:
-                    return desc.path
-            if time.monotonic() >= deadline:
+            desc = self.hidraw_descriptor()
+            if desc is not None:
+                if self._hid_device is None:
+                    self._hid_device = hid_device_of(desc.path)
+                return desc.path
+            if time.monotonic() >= deadline or not self.server.running:
                 raise TimeoutError(f"no hidraw node with serial {self.serial} within {timeout} s")
             time.sleep(0.05)
 
-    def power_cycle(self) -> None:
-        """Unplugs and replugs the key (through its control socket); devices opened before are closed."""
+    def wait_for_replug(self, timeout: float = 30.0) -> None:
+        """uhid and private, after a power cycle made any way (``power_cycle``, the control socket, a signal): closes
+        the devices opened before and waits until the key's serial number names a HID device other than the one
+        before (a node still listed while it is torn down is the old one). Raises TimeoutError when the key is not
+        back within timeout seconds or the server exited."""
         self.close_devices()
-        self.control.power_cycle()
+        old = self._hid_device
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.server.running:
+            desc = self.hidraw_descriptor()
+            device = hid_device_of(desc.path) if desc is not None else None
+            if device not in (None, old):
+                self._hid_device = device
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"key {self.serial} did not come back within {timeout} s after a power cycle")
+
+    def power_cycle(self, how: str = "control") -> None:
+        """Unplugs and replugs the key; devices opened before are closed. ``how``: "control" (the control socket),
+        "signal" (SIGUSR1 to the server, which power-cycles each of its keys) or "udp" (the power-cycle datagram of
+        a UDP key, from this process's user; returns once the key answers CTAPHID_INIT again). Over uhid and
+        private it returns once the node is back (``wait_for_replug``)."""
+        if self.transport in ("uhid", "private") and self._hid_device is None:
+            self.hidraw_path()  # the node before the cycle, to tell the new one from it
+        self.close_devices()
+        if how == "control":
+            self.control.power_cycle()
+        elif how == "signal":
+            self.server.process.send_signal(signal.SIGUSR1)
+        elif how == "udp":
+            from .udp import power_cycle
+
+            power_cycle(self.host, self.port)
+        else:
+            raise ValueError(f"how: control, signal or udp, not {how!r}")
+        if self.transport in ("uhid", "private"):
+            self.wait_for_replug()
 
     def close_devices(self) -> None:
         """Closes the python-fido2 devices opened for this key (a PC/SC one also gives back its context); the next
@@ -267,7 +325,9 @@ class FidosimServer:
         args: Sequence[str] = (),
         startup_timeout: float = STARTUP_TIMEOUT,
         pcsc=None,
+        pcsc_reader: int = 0,
         hub: bool = False,
+        notify: str | None = "off",
     ):
         self.binary = find_binary(binary)
         self.directory = tempfile.mkdtemp(prefix="fidosim-key-")
@@ -275,14 +335,19 @@ class FidosimServer:
         self.startup_timeout = startup_timeout
         command = [str(self.binary), "serve", "--transport", transport, "--flash", str(flash),
                    "--control", os.path.join(self.directory, "key.sock"), "--ready-file", self.ready_path,
-                   "--presence", presence, "--log-level", "warning", "--notify", "off"]
+                   "--presence", presence, "--log-level", "warning"]
+        # Desktop notifications of prompts: off unless asked for (None: serve's default).
+        if notify is not None:
+            command += ["--notify", notify]
         if transport == "udp":
             command += ["--port", "0"]
         self.pcsc = pcsc
+        # The first of the daemon's readers the keys go into (``--vpcd-port`` counts from the daemon's port).
+        self.pcsc_reader = pcsc_reader
         if transport == "pcsc":
             if pcsc is None:
                 raise ValueError("transport='pcsc' needs pcsc=PcscDaemon() (fidosim.pcsc), whose reader the card joins")
-            command += ["--vpcd-port", str(pcsc.port)]
+            command += ["--vpcd-port", str(pcsc.port + pcsc_reader)]
         if transport in ("uhid", "private"):
             command += ["--serial", serial or "T" + os.urandom(6).hex().upper()]
         if transport == "private":
@@ -311,6 +376,30 @@ class FidosimServer:
         self._stderr = tempfile.TemporaryFile()
 
     def start(self) -> "FidosimServer":
+        """Starts `serve`, waits for its ready file, then imports ``credentials`` and sets ``pin`` on each key."""
+        self._launch()
+        for key in self.keys:
+            if self.credentials is not None:
+                self._import(key, self.credentials)
+            if self.pin is not None:
+                from fido2.ctap2 import Ctap2
+                from fido2.ctap2.pin import ClientPin
+
+                ClientPin(Ctap2(key.device())).set_pin(self.pin)
+                key.close_devices()
+        return self
+
+    def restart(self) -> int | None:
+        """Stops the server and starts the same command line again, as when a key is unplugged and plugged back in:
+        with a flash image (``flash=path``) each key comes back with what it stored (credentials, PIN, counters);
+        on ``memory`` it comes back empty. Credentials and PIN are not given again; keys added through the hub are
+        gone. ``keys`` are new ``Key`` objects. Returns the exit code of the stop (0: a clean SIGTERM)."""
+        code = self.stop()
+        os.makedirs(self.directory, exist_ok=True)
+        self._launch()
+        return code
+
+    def _launch(self) -> None:
         # A private key makes a testbed of its own, also when this process is inside another's tree.
         env = {k: v for k, v in os.environ.items() if k != "UMOCKDEV_DIR"}
         self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -329,16 +418,6 @@ class FidosimServer:
             record = json.loads(f.readline())
         self.record = record
         self.keys = [Key(self, entry) for entry in record["keys"]]
-        for key in self.keys:
-            if self.credentials is not None:
-                self._import(key, self.credentials)
-            if self.pin is not None:
-                from fido2.ctap2 import Ctap2
-                from fido2.ctap2.pin import ClientPin
-
-                ClientPin(Ctap2(key.device())).set_pin(self.pin)
-                key.close_devices()
-        return self
 
     def _import(self, key: Key, path: str | os.PathLike) -> None:
         """`fidosim credentials import` into a running key."""
@@ -351,6 +430,11 @@ class FidosimServer:
     @property
     def key(self) -> Key:
         return self.keys[0]
+
+    @property
+    def running(self) -> bool:
+        """Whether the `serve` process runs."""
+        return self.process is not None and self.process.poll() is None
 
     @property
     def hub(self) -> FidosimHub:
