@@ -24,11 +24,20 @@ from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData
 
 from fidosim.control import ControlError, b64url
-from fidosim.testing import ORIGIN, RP, assert_signs_like, descriptor, expect_ctap_error, make_server, new_cdh, user
+from fidosim.testing import (
+    ORIGIN,
+    RP,
+    assert_signs_like,
+    control_lines_as_nobody,
+    descriptor,
+    expect_ctap_error,
+    make_server,
+    new_cdh,
+    user,
+)
 
 # Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
 # stdlib-only scripts of the tests that connect as someone else.
-OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 
 ES256 = [{"type": "public-key", "alg": -7}]
 
@@ -299,17 +308,7 @@ def test_another_user_is_refused(sim):
     # Open the file-system permissions so the check of the peer's uid is what refuses.
     os.chmod(os.path.dirname(sim.control_path), 0o755)
     os.chmod(sim.control_path, 0o666)
-    script = (
-        "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
-        "s.sendall(b'{\"id\":1,\"command\":\"status\"}\\n');s.settimeout(5);"
-        "d=b''\nwhile True:\n c=s.recv(4096)\n if not c: break\n d+=c\nsys.stdout.write(d.decode())"
-    )
-    out = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", OTHER_USER_PYTHON, "-c", script, sim.control_path],
-        capture_output=True, text=True, timeout=20,
-    )
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.strip().splitlines()
+    lines = control_lines_as_nobody(sim.control_path, '{"id":1,"command":"status"}')
     assert len(lines) == 1, "the refused peer gets one error line and then end of stream"
     message = json.loads(lines[0])
     assert message["ok"] is False and message["error"]["code"] == "permission-denied"

@@ -24,11 +24,10 @@ from fidosim import (
     VirtualAuthenticatorOptions,
     find_binary,
 )
-from fidosim.testing import new_cdh, user
+from fidosim.testing import control_lines_as_nobody, new_cdh, user
 from fidosim.udp import probe_init
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="keys of their own")
-OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 ES256 = [{"type": "public-key", "alg": -7}]
 SWITCHED = {"largeBlobKey", "credBlob", "minPinLength", "hmac-secret", "hmac-secret-mc"}
 
@@ -215,15 +214,7 @@ def test_another_user_is_refused_by_the_hub(server):
     # Open the file-system permissions so that the check of the peer's uid is what refuses.
     os.chmod(os.path.dirname(server.hub_path), 0o755)
     os.chmod(server.hub_path, 0o666)
-    script = (
-        "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
-        "s.sendall(b'{\"id\":1,\"command\":\"addVirtualAuthenticator\"}\\n');s.settimeout(5);"
-        "d=b''\nwhile True:\n c=s.recv(4096)\n if not c: break\n d+=c\nsys.stdout.write(d.decode())"
-    )
-    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", OTHER_USER_PYTHON, "-c",
-                          script, server.hub_path], capture_output=True, text=True, timeout=20)
-    assert out.returncode == 0, out.stderr
-    [line] = out.stdout.strip().splitlines()
+    [line] = control_lines_as_nobody(server.hub_path, '{"id":1,"command":"addVirtualAuthenticator"}')
     message = json.loads(line)
     assert message["ok"] is False and message["error"]["code"] == "permission-denied"
     assert server.hub.list_virtual_authenticators() == [], "the refused request added no key"

@@ -18,25 +18,13 @@ import pytest
 from fido2.ctap2 import Ctap2
 
 from fidosim import FidosimServer, find_binary
+from fidosim.testing import NOBODY, as_nobody, as_nobody_command
 from fidosim.udp import POWER_CYCLE, open_udp_device
-
-NOBODY = 65534
-# Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
-# stdlib-only scripts that connect as someone else.
-OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="setpriv to another uid needs root"),
     pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP and USB/IP keys"),
 ]
-
-
-def as_nobody(script: str, *args: str, timeout=30) -> str:
-    result = subprocess.run(
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", OTHER_USER_PYTHON, "-c", script,
-         *args], capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
 
 
 def key(*args: str) -> FidosimServer:
@@ -248,8 +236,7 @@ print("atr" if len(got) > 2 else "refused")
 def test_a_program_of_another_user_on_vpcds_port_does_not_get_the_card(open_to_all):
     port = floods.free_tcp_port()
     squatter = subprocess.Popen(
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", OTHER_USER_PYTHON, "-c", SQUAT_VPCD,
-         str(port)], stdout=subprocess.PIPE, text=True)
+        as_nobody_command(SQUAT_VPCD, str(port)), stdout=subprocess.PIPE, text=True)
     assert squatter.stdout.readline().strip() == "listening"
     command = [str(find_binary()), "serve", "--transport", "pcsc", "--vpcd-port", str(port), "--flash", "memory",
                "--control", "off", "--log-level", "info"] + (["--any-local-user"] if open_to_all else [])

@@ -17,17 +17,15 @@ import pytest
 from fido2.ctap2 import Ctap2
 
 from fidosim import find_binary
-from fidosim.testing import RP, new_cdh, user
+from fidosim.testing import RP, as_nobody, new_cdh, user
 from fidosim.udp import POWER_CYCLE, free_udp_port, open_udp_device
 
 HOST = "127.0.0.1"
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]
-NOBODY = 65534
 # Another user cannot run the interpreter under /root (pyenv's, this suite's venv): the system's python3 runs the
 # stdlib-only scripts of the tests that connect as someone else.
-OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 
 
 def raw_socket(timeout=0.3):
@@ -101,15 +99,6 @@ def test_a_flood_of_garbage_from_another_socket_costs_the_owner_nothing(sim):
         stop.set()
         thread.join(5)
     assert done == 20
-
-
-def as_nobody(script: str, *args: str, timeout=20) -> str:
-    """Runs a Python snippet as uid/gid 65534 (another local user) and returns its standard output."""
-    result = subprocess.run(
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", OTHER_USER_PYTHON, "-c", script, *args],
-        capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
 
 
 ANOTHER_USER_CLIENT = r"""

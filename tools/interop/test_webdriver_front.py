@@ -19,8 +19,7 @@ import time
 import pytest
 
 from fidosim import FidosimHub, find_binary
-
-OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
+from fidosim.testing import as_nobody
 
 STAND_IN_DRIVER = textwrap.dedent("""
     import json, sys
@@ -117,9 +116,6 @@ def test_bad_http_gets_a_clear_error(front):
 def test_another_user_is_refused(front):
     script = ("import http.client,sys;c=http.client.HTTPConnection('127.0.0.1',int(sys.argv[1]),timeout=10);"
               "c.request('GET','/status');r=c.getresponse();print(r.status, r.read().decode())")
-    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", OTHER_USER_PYTHON, "-c",
-                          script, str(front["port"])], capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
-    status, body = out.stdout.split(" ", 1)
+    status, body = as_nobody(script, str(front["port"])).split(" ", 1)
     assert status == "403" and "permission denied" in json.loads(body)["value"]["message"]
     assert call(front, "GET", "/status")[0] == 200, "the owner still gets in"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import ssl
+import subprocess
 import threading
 
 import pytest
@@ -333,3 +334,35 @@ def assert_signs_like(sim, made: dict) -> None:
         cdh = new_cdh()
         assertion = ctap2.get_assertion("example.com", cdh, [descriptor(cred_id)])
         cose.verify(bytes(assertion.auth_data) + cdh, assertion.signature)
+
+
+# Another local user (uid/gid 65534), for the tests of who may reach the key. That user cannot run an interpreter
+# under /root (pyenv's, the suite's venv): the system's python3 runs the standard-library snippets.
+NOBODY = 65534
+OTHER_USER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
+
+
+def as_nobody_command(script: str, *args: str) -> list[str]:
+    """The command that runs a Python snippet as the other user (setpriv: needs root)."""
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", OTHER_USER_PYTHON, "-c", script,
+            *args]
+
+
+def as_nobody(script: str, *args: str, timeout: float = 30) -> str:
+    """Runs a Python snippet as the other user and returns its standard output (stripped)."""
+    result = subprocess.run(as_nobody_command(script, *args), capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+_SEND_LINE = (
+    "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+    "s.sendall(sys.argv[2].encode()+b'\\n');s.settimeout(5);"
+    "d=b''\nwhile True:\n c=s.recv(4096)\n if not c: break\n d+=c\nsys.stdout.write(d.decode())"
+)
+
+
+def control_lines_as_nobody(path: str, line: str) -> list[str]:
+    """Sends one line to a control socket (a key's or the hub's) as the other user; the lines that came back until
+    the key closed the connection. The socket's file permissions must let that user connect."""
+    return as_nobody(_SEND_LINE, path, line, timeout=20).splitlines()
