@@ -90,21 +90,12 @@ struct WebDriverCommand: ParsableCommand {
 
     /// A free TCP port on 127.0.0.1 for the driver.
     static func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard fd >= 0, ok else {
+        let fd = IPv4.streamSocket()
+        defer { if fd >= 0 { close(fd) } }
+        guard fd >= 0, IPv4.bindTo(fd, IPv4.address("127.0.0.1", port: 0)) else {
             printError("fidosim webdriver: no free port for the driver")
             throw Exit.failed
         }
-        return UInt16(bigEndian: address.sin_port)
+        return IPv4.localPort(fd)
     }
 }

@@ -34,31 +34,17 @@ package final class WebDriverFront: Sendable {
 
     /// Listens on 127.0.0.1:`port` (0: a free one); requests for the driver go to 127.0.0.1:`driverPort`.
     package init(port: UInt16, driverPort: UInt16, hubPath: String, access: PeerAccess) throws(WebDriverFrontError) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = IPv4.streamSocket()
         guard fd >= 0 else { throw .errno("socket") }
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 64) == 0 else {
+        guard IPv4.bindTo(fd, IPv4.address("127.0.0.1", port: port)), listen(fd, 64) == 0 else {
             let error = WebDriverFrontError.errno("cannot listen on 127.0.0.1:\(port)")
             close(fd)
             throw error
         }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
         listener = fd
-        self.port = UInt16(bigEndian: actual.sin_port)
+        self.port = IPv4.localPort(fd)
         self.driverPort = driverPort
         self.hubPath = hubPath
         self.access = access
@@ -83,7 +69,7 @@ package final class WebDriverFront: Sendable {
 
     /// Whether the driver answers on its port (the command waits for it before it says the front is ready).
     package static func driverAnswers(port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = IPv4.streamSocket()
         guard fd >= 0 else { return false }
         defer { close(fd) }
         return connectLoopback(fd, port: port)
@@ -251,7 +237,7 @@ package final class WebDriverFront: Sendable {
         var outgoing = request
         outgoing.headers.removeAll { $0.name.lowercased() == "host" }
         outgoing.headers.insert(("Host", "127.0.0.1:\(driverPort)"), at: 0)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = IPv4.streamSocket()
         defer { if fd >= 0 { close(fd) } }
         var timeout = timeval(tv_sec: 600, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -271,15 +257,7 @@ package final class WebDriverFront: Sendable {
     }
 
     static func connectLoopback(_ fd: Int32, port: UInt16) -> Bool {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        } == 0
+        IPv4.connectTo(fd, IPv4.address("127.0.0.1", port: port))
     }
 
     /// Reads one whole message from `fd`.

@@ -1,14 +1,15 @@
 package import VirtualKey
 
 #if canImport(Glibc)
-import Glibc
+package import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
 /// The IPv4 socket steps the UDP, USB/IP and vpcd transports share: a host given as a dotted quad or `localhost`,
-/// a close-on-exec socket, bind or connect, the port the kernel chose, and errno as text.
-enum IPv4 {
+/// a close-on-exec socket, bind or connect, the port the kernel chose, and errno as text (and the WebDriver front's
+/// TCP sockets).
+package enum IPv4 {
     /// `host` as a numeric address (`localhost` is 127.0.0.1); nil when it is not an IPv4 address.
     static func numericHost(_ host: String) -> String? {
         let numeric = host == "localhost" ? "127.0.0.1" : host
@@ -17,7 +18,7 @@ enum IPv4 {
     }
 
     /// The socket address of a numeric host and a port.
-    static func address(_ numeric: String, port: UInt16) -> sockaddr_in {
+    package static func address(_ numeric: String, port: UInt16) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
@@ -35,7 +36,7 @@ enum IPv4 {
     }
 
     /// A close-on-exec TCP socket, or -1 (errno says why).
-    static func streamSocket() -> Int32 {
+    package static func streamSocket() -> Int32 {
         #if canImport(Glibc)
         socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
@@ -44,7 +45,7 @@ enum IPv4 {
     }
 
     /// bind(2) to `address`; false when it failed (errno says why).
-    static func bindTo(_ fd: Int32, _ address: sockaddr_in) -> Bool {
+    package static func bindTo(_ fd: Int32, _ address: sockaddr_in) -> Bool {
         var address = address
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -54,7 +55,7 @@ enum IPv4 {
     }
 
     /// connect(2) to `address`; false when it failed (errno says why).
-    static func connectTo(_ fd: Int32, _ address: sockaddr_in) -> Bool {
+    package static func connectTo(_ fd: Int32, _ address: sockaddr_in) -> Bool {
         var address = address
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -64,7 +65,7 @@ enum IPv4 {
     }
 
     /// The port a bound socket has (the one the kernel chose for port 0).
-    static func localPort(_ fd: Int32) -> UInt16 {
+    package static func localPort(_ fd: Int32) -> UInt16 {
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &actual) {

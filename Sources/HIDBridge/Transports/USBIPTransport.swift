@@ -165,13 +165,13 @@ package final class USBIPTransport: ReportTransport {
                     refuse(peer: name, why: "too many connections (at most \(Self.maxConnections))")
                     continue
                 }
-                if let why = refusal(fd, peer: peer, tables: &tables) {
+                if let why = refusal(fd, tables: &tables) {
                     close(fd)
                     refuse(peer: name, why: why)
                     continue
                 }
                 drop(idle, why: "closed: idle while another host needed the place")
-            } else if let why = refusal(fd, peer: peer, tables: &tables) {
+            } else if let why = refusal(fd, tables: &tables) {
                 close(fd)
                 refuse(peer: name, why: why)
                 continue
@@ -186,23 +186,17 @@ package final class USBIPTransport: ReportTransport {
 
     /// Why the peer of a new connection may not use the key (``PeerAccess``), if it may not. `tables`: the kernel's
     /// TCP tables, read here the first time a connection needs them (nil inside when they cannot be read).
-    func refusal(_ fd: Int32, peer: UDPPeer?, tables: inout (tcp: String, tcp6: String)??) -> String? {
-        guard let peer, let server = IPv4.localEndpoint(fd) else {
-            return "its address cannot be read"
-        }
-        if access.admitsWithoutLookup(loopback: peer.isLoopback) { return nil }
-        if tables == nil {
-            if let tcp = procTCP.read(), let tcp6 = procTCP6.read() {
-                tables = (tcp, tcp6)
-            } else {
-                tables = .some(nil)
+    func refusal(_ fd: Int32, tables: inout (tcp: String, tcp6: String)??) -> String? {
+        StreamPeer.judge(fd, access: access, door: .transport) {
+            if tables == nil {
+                if let tcp = procTCP.read(), let tcp6 = procTCP6.read() {
+                    tables = (tcp, tcp6)
+                } else {
+                    tables = .some(nil)
+                }
             }
-        }
-        guard let read = tables ?? nil else {
-            return access.refusal(of: .ip(loopback: peer.isLoopback, socketOwners: [], tableRead: false))
-        }
-        let owners = SocketTables.streamOwners(of: peer, server: server, tcp: read.tcp, tcp6: read.tcp6)
-        return access.refusal(of: .ip(loopback: peer.isLoopback, socketOwners: owners))
+            return tables ?? nil
+        }.refusal
     }
 
     /// Logs a refusal (at most one line a second).
