@@ -28,6 +28,24 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 OTHER_USER_LIB = REPO / ".build" / "other-user-python"
 
 
+_readable: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def readable_binary():
+    """The binary where every user can run it: the clone may be in a directory only its owner enters (a fresh clone
+    in `mktemp -d`), and these tests run it as another user."""
+    directory = tempfile.mkdtemp(prefix="fidosim-bin-")
+    os.chmod(directory, 0o755)
+    _readable["binary"] = readable_copy(find_binary(), directory)
+    yield
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def binary() -> str:
+    return _readable["binary"]
+
+
 @pytest.fixture(scope="module")
 def nobody_home():
     home = tempfile.mkdtemp(prefix="fidosim-nobody-")
@@ -51,7 +69,13 @@ def other_user_python():
     """PYTHONPATH with python-fido2 for Debian's python3, readable by every user."""
     subprocess.run(["bash", str(REPO / "tools" / "e2e" / "other-user-python.sh"), str(OTHER_USER_LIB), str(REPO)],
                    check=True)
-    return str(OTHER_USER_LIB)
+    # A copy outside the clone, which may be in a directory only its owner enters.
+    directory = tempfile.mkdtemp(prefix="fidosim-other-python-")
+    os.chmod(directory, 0o755)
+    shutil.copytree(OTHER_USER_LIB, directory, dirs_exist_ok=True)
+    subprocess.run(["chmod", "-R", "a+rX", directory], check=True)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def as_nobody(home: str, *command: str, extra_env: dict | None = None) -> list[str]:
@@ -61,12 +85,12 @@ def as_nobody(home: str, *command: str, extra_env: dict | None = None) -> list[s
 
 
 def run_key(*options: str) -> list[str]:
-    return [str(find_binary()), "run", "--flash", "memory", "--control", "off", "--log-level", "warning",
+    return [binary(), "run", "--flash", "memory", "--control", "off", "--log-level", "warning",
             *options, "--"]
 
 
-def readable_copy(path: Path, home: str) -> str:
-    target = Path(home) / path.name
+def readable_copy(path: Path | str, home: str) -> str:
+    target = Path(home) / Path(path).name
     shutil.copy(path, target)
     os.chmod(target, 0o755)
     return str(target)
@@ -232,13 +256,13 @@ def test_a_power_cycle_removes_the_node_and_plugs_a_new_one_with_uevents(nobody_
 {SYSTEM_PYTHON} {monitor} 4 > {nobody_dir}/events &
 sleep 1
 fido2-token -L
-{find_binary()} ctl --control {socket_path} power-cycle
+{binary()} ctl --control {socket_path} power-cycle
 sleep 0.5
 fido2-token -L
 wait
 cat {nobody_dir}/events
 """)
-    command = [str(find_binary()), "run", "--flash", "memory", "--control", str(socket_path), "--log-level",
+    command = [binary(), "run", "--flash", "memory", "--control", str(socket_path), "--log-level",
                "warning", "--", "sh", str(script)]
     done = subprocess.run(as_nobody(nobody_home, *command), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -255,7 +279,7 @@ cat {nobody_dir}/events
 
 def test_serve_writes_an_environment_file_that_other_programs_source(nobody_home, nobody_dir):
     env_file, ready = nobody_dir / "key.env", nobody_dir / "ready.json"
-    serve = subprocess.Popen(as_nobody(nobody_home, str(find_binary()), "serve", "--transport", "private",
+    serve = subprocess.Popen(as_nobody(nobody_home, binary(), "serve", "--transport", "private",
                                        "--flash", "memory", "--control", "off", "--serial", "ENVFILE",
                                        "--env-file", str(env_file), "--ready-file", str(ready)),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -285,11 +309,11 @@ def test_without_umockdev_the_error_names_the_packages(nobody_home, tmp_path):
     fake = tmp_path / "lib"
     fake.mkdir()
     (fake / "libumockdev.so.0").write_text("not a library")
-    done = subprocess.run([str(find_binary()), "run", "--flash", "memory", "--control", "off", "--", "true"],
+    done = subprocess.run([binary(), "run", "--flash", "memory", "--control", "off", "--", "true"],
                           capture_output=True, text=True, timeout=30, env={**os.environ, "LD_LIBRARY_PATH": str(fake)})
     assert done.returncode != 0
     assert "install umockdev and libumockdev0" in done.stderr
-    assert subprocess.run([str(find_binary()), "--version"], env={**os.environ, "LD_LIBRARY_PATH": str(fake)},
+    assert subprocess.run([binary(), "--version"], env={**os.environ, "LD_LIBRARY_PATH": str(fake)},
                           capture_output=True).returncode == 0
 
 
@@ -297,7 +321,7 @@ def test_another_user_given_the_environment_sees_no_key(nobody_home, tmp_path):
     """The owner's tree is the owner's: its directory is 0700, so another local user who learns (or is handed)
     LD_PRELOAD and UMOCKDEV_DIR finds no key, no node and no sysfs device, and cannot drive the key."""
     ready = tmp_path / "ready.json"
-    serve = subprocess.Popen([str(find_binary()), "serve", "--transport", "private", "--flash", "memory",
+    serve = subprocess.Popen([binary(), "serve", "--transport", "private", "--flash", "memory",
                               "--control", "off", "--serial", "OWNERS", "--env-file", str(tmp_path / "key.env"),
                               "--ready-file", str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -330,7 +354,7 @@ def test_the_ready_and_environment_files_never_write_through_a_planted_link(nobo
     for link in (ready, environment, Path(f"{ready}.tmp"), Path(f"{environment}.tmp")):
         subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "ln", "-s",
                         str(victim), str(link)], check=True)
-    serve = subprocess.Popen([str(find_binary()), "serve", "--transport", "private", "--flash", "memory",
+    serve = subprocess.Popen([binary(), "serve", "--transport", "private", "--flash", "memory",
                               "--control", "off", "--env-file", str(environment), "--ready-file", str(ready)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -356,19 +380,19 @@ def test_a_prompt_in_run_is_answered_through_the_control_socket_not_the_terminal
 cd {nobody_dir}
 printf '%s\\n%s\\n%s\\n%s\\n' "$(head -c 32 /dev/urandom | base64)" example.com alice \\
     "$(head -c 16 /dev/urandom | base64)" > cred.in
-{find_binary()} ctl --control {socket_path} events --json --timeout 30 > events.json &
+{binary()} ctl --control {socket_path} events --json --timeout 30 > events.json &
 sleep 0.5
 fido2-cred -M -i cred.in -o cred.out /dev/hidraw0 es256 &
 made=$!
 until grep -q '"event":"prompt"' events.json; do sleep 0.05; done
 grep '"event":"prompt"' events.json > prompt.json
 read -r typed   # the program reads its own terminal: the key takes nothing from it
-{find_binary()} ctl --control {socket_path} touch
+{binary()} ctl --control {socket_path} touch
 wait $made
 cat prompt.json
 echo "typed: $typed"
 """)
-    command = [str(find_binary()), "run", "--flash", "memory", "--control", str(socket_path), "--presence",
+    command = [binary(), "run", "--flash", "memory", "--control", str(socket_path), "--presence",
                "prompt", "--notify", "off", "--log-level", "warning", "--", "sh", str(script)]
     done = subprocess.run(as_nobody(nobody_home, *command), input="y\n", capture_output=True, text=True,
                           timeout=60)
