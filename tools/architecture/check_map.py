@@ -5,8 +5,8 @@ sources import, exactly.
     check_map.py [REPO]     exit 0 when the map is true; else each difference, and exit 1
 
 A row is a Markdown table row whose first cell is the target's name in backticks (or several, comma-separated, that
-import the same) and whose last cell lists the modules it imports, each in backticks ("nothing" for none). The toolchain's own modules (Glibc, Foundation, Testing, ...)
-are left out of both sides.
+import the same) and whose last cell lists the modules it imports, each in backticks ("nothing" for none). The
+toolchain's own modules (Glibc, Foundation, Testing, ...) are left out of both sides.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def differences(repo: Path) -> list[str]:
         if actual != written:
             missing, extra = sorted(actual - written), sorted(written - actual)
             problems.append(f"{name}: the map says {sorted(written)}, its sources import {sorted(actual)}"
-                            + (f" (missing {missing})" if missing else "") + (f" (not imported {extra})" if extra else ""))
+                            + (f" (missing {missing})" if missing else "")
+                            + (f" (not imported {extra})" if extra else ""))
     return problems
 
 

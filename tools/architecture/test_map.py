@@ -27,7 +27,8 @@ def test_a_target_without_a_row_fails(tmp_path):
     repo = copy_of_the_map(tmp_path)
     package = repo / "Package.swift"
     package.write_text(package.read_text().replace(
-        '.target(name: "CTAPCBOR"', '.target(name: "Unmapped", dependencies: ["CTAPCBOR"]),\n        .target(name: "CTAPCBOR"'))
+        '.target(name: "CTAPCBOR"',
+        '.target(name: "Unmapped", dependencies: ["CTAPCBOR"]),\n        .target(name: "CTAPCBOR"'))
     (repo / "Sources" / "Unmapped").mkdir()
     (repo / "Sources" / "Unmapped" / "Unmapped.swift").write_text("import CTAPCBOR\n")
     assert differences(repo) == ["Unmapped: no row in docs/architecture.md"]

@@ -53,7 +53,8 @@ def event(kind: int, body: bytes) -> bytes:
 
 def create2(name: str, serial: str, vendor: int, product: int, usage_page: int) -> bytes:
     rd = descriptor(usage_page)
-    body = (name.encode()[:127].ljust(128, b"\0") + b"bridge-board".ljust(64, b"\0") + serial.encode()[:63].ljust(64, b"\0")
+    body = (name.encode()[:127].ljust(128, b"\0") + b"bridge-board".ljust(64, b"\0")
+            + serial.encode()[:63].ljust(64, b"\0")
             + struct.pack("<HHIIII", len(rd), BUS_USB, vendor, product, 0x0100, 0) + rd)
     return event(UHID_CREATE2, body)
 
@@ -258,7 +259,8 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    board = (GadgetSide if args.board_usb else Side)("fidosim bridge board (board side)", "BOARD0001", board_vid, board_pid, 0xFF00)
+    board = (GadgetSide if args.board_usb else Side)("fidosim bridge board (board side)", "BOARD0001", board_vid,
+                                                     board_pid, 0xFF00)
     try:
         host = Side("fidosim bridge board (host side)", "BRIDGE0001", host_vid, host_pid, 0xF1D0)
     except BaseException:

@@ -199,7 +199,8 @@ def page_websocket(http_base: str, url: str, timeout: float) -> str:
         # Just after start-up, under emulation, Chromium can take longer than one request's timeout to answer
         # (it did, in CI: 30 s): a request that times out is asked again until the deadline.
         try:
-            with urllib.request.urlopen(f"{http_base}/json/list", timeout=min(30.0, max(1.0, deadline - time.monotonic()))) as r:
+            timeout = min(30.0, max(1.0, deadline - time.monotonic()))
+            with urllib.request.urlopen(f"{http_base}/json/list", timeout=timeout) as r:
                 targets = json.load(r)
         except (OSError, http.client.HTTPException, ValueError) as e:
             # Timeouts, refused or reset connections, a cut-off answer (URLError, RemoteDisconnected and

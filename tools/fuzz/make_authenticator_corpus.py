@@ -59,7 +59,8 @@ seeds = {
     "mc_rk_signed": op(2, ctap(0x01, make_credential(rk=True))) + APPROVE,
     "mc_rk_unsigned_puat": op(0, ctap(0x01, make_credential(rk=True))),
     "mc_eddsa_ext": op(2, ctap(0x01, make_credential(rk=True, alg=-8, ext={
-        "credProtect": 3, "hmac-secret": True, "credBlob": b"blob", "largeBlobKey": True, "minPinLength": True}))) + APPROVE,
+        "credProtect": 3, "hmac-secret": True, "credBlob": b"blob", "largeBlobKey": True,
+        "minPinLength": True}))) + APPROVE,
     "mc_deny": op(0, ctap(0x01, make_credential())) + DENY,
     "mc_probe": op(0, ctap(0x01, {**make_credential(), 8: b"", 9: 2})) + APPROVE,
     "ga_discoverable": op(0, ctap(0x02, get_assertion())) + APPROVE + op(0, ctap(0x08)),

@@ -51,7 +51,8 @@ def measure(binary: str, transport: str, count: int) -> None:
         print(f"{transport}: {count} keys added through the hub")
         print(f"  resident memory: {rss0 / 1024:.1f} MiB with none, {rss1 / 1024:.1f} MiB with {count}: "
               f"{(rss1 - rss0) / count:.0f} KiB per key; {rss2 / 1024:.1f} MiB after removing them all")
-        print(f"  add: median {statistics.median(times):.1f} ms, 95th percentile {times[int(0.95 * (count - 1))]:.1f} ms, "
+        print(f"  add: median {statistics.median(times):.1f} ms, "
+              f"95th percentile {times[int(0.95 * (count - 1))]:.1f} ms, "
               f"slowest {times[-1]:.1f} ms; remove: {removing:.1f} ms each")
         print(f"  descriptors: {per_fd:.1f} per key ({fd0} with none, {fd1} with {count}, {fd2} after removing); "
               f"with this process's limit of {limit} the hub holds about {int((limit - fd0 - 16) / per_fd)} keys")

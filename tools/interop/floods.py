@@ -1,6 +1,6 @@
-"""A raw USB/IP host (also test_usbip_interop.py's), and USB/IP floods against a key that is also on UDP, measured from outside: while a host opens hundreds of
-connections, leaves transfers waiting without end, or never reads what the key sends, the owner's getInfo over UDP
-goes on, and the key's descriptors and memory stay bounded (issue 42).
+"""A raw USB/IP host (also test_usbip_interop.py's), and USB/IP floods against a key that is also on UDP, measured
+from outside: while a host opens hundreds of connections, leaves transfers waiting without end, or never reads what
+the key sends, the owner's getInfo over UDP goes on, and the key's descriptors and memory stay bounded (issue 42).
 
 `python tools/interop/floods.py` (or `make flood-figures`) prints the figures; test_peer_access.py runs the same
 floods and checks the bounds.
@@ -206,8 +206,8 @@ def silent_host_flood(port: int, seconds: float, sample) -> str:
     s.settimeout(seconds)
     try:
         while time.monotonic() < deadline:
-            s.sendall(b"".join(submit(10 + sent + 2 * i, False, 1, 64, data=ping) + submit(11 + sent + 2 * i, True, 1, 64)
-                               for i in range(100)))
+            s.sendall(b"".join(submit(10 + sent + 2 * i, False, 1, 64, data=ping)
+                               + submit(11 + sent + 2 * i, True, 1, 64) for i in range(100)))
             sent += 200
             sample()
     except (BrokenPipeError, ConnectionResetError, socket.timeout, TimeoutError):

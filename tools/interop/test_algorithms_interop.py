@@ -78,7 +78,8 @@ def openssl_verifier(cose: dict, alg: int):
         ).public_key()
         return lambda sig, msg: key.verify(sig, msg, ec.ECDSA(hash_type()))
     if kty == 3:
-        assert set(cose) == {1, 3, -1, -2} and len(cose[-1]) == size and cose[-1][0] != 0 and cose[-2] == b"\x01\x00\x01"
+        assert set(cose) == {1, 3, -1, -2} and len(cose[-1]) == size and cose[-1][0] != 0
+        assert cose[-2] == b"\x01\x00\x01"
         key = rsa.RSAPublicNumbers(int.from_bytes(cose[-2], "big"), int.from_bytes(cose[-1], "big")).public_key()
         if alg == -257:
             return lambda sig, msg: key.verify(sig, msg, padding.PKCS1v15(), hashes.SHA256())

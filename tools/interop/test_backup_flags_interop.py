@@ -5,7 +5,8 @@ BE (backup eligible) and BS (backed up) as Fido2Server's AuthenticatorData reads
 credential parameters of addCredential and getCredentials; and the response overrides (a zero signature, UP or UV
 cleared) that a relying party must refuse.
 
-Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q tools/interop/test_backup_flags_interop.py
+Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q \\
+          tools/interop/test_backup_flags_interop.py
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ def test_bench_udp_rows_measure_answered_requests():
         assert re.search(r"udp server pid \d+ \(--busy-poll\); client on CPU \d+, server on CPU \d+$", run.stdout,
                          re.M), run.stdout
     # What the hypervisor took from this machine during the run, which the UDP rows depend on.
-    assert re.search(r"^CPU time the hypervisor gave to others during the run \(steal\): \d+%$", run.stdout, re.M), run.stdout
+    assert re.search(r"^CPU time the hypervisor gave to others during the run \(steal\): \d+%$", run.stdout,
+                     re.M), run.stdout
     # The children are gone after the run (SIGTERM and waitpid).
     pids = [int(p) for p in re.findall(r"udp server pid (\d+)", run.stdout)]
     assert len(pids) == 2, run.stdout

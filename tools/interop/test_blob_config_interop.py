@@ -5,7 +5,8 @@ checksum, the per-blob AES-GCM + DEFLATE and the pinUvAuthParam over 32x0xff || 
 configuration goes through its `Config`; the WebAuthn largeBlob and minPinLength extensions go through `Fido2Client`,
 and the assertions through `Fido2Server`. Nothing on the client side comes from the device.
 
-Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q tools/interop/test_blob_config_interop.py
+Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q \\
+          tools/interop/test_blob_config_interop.py
 """
 
 from __future__ import annotations

@@ -89,7 +89,8 @@ def test_a_run_without_allow_destructive_keeps_credentials_and_pin(sim):
     assert client_pin.get_pin_retries()[0] == 8
     token = client_pin.get_pin_token("55555555", ClientPin.PERMISSION.GET_ASSERTION, RP["id"])
     cdh = new_cdh()
-    assertion = ctap.get_assertion(RP["id"], cdh, pin_uv_param=PinProtocolV2().authenticate(token, cdh), pin_uv_protocol=2)
+    assertion = ctap.get_assertion(RP["id"], cdh, pin_uv_param=PinProtocolV2().authenticate(token, cdh),
+                                   pin_uv_protocol=2)
     assert assertion.credential["id"] == kept_id
     assertion.verify(cdh, made.auth_data.credential_data.public_key)
 
@@ -109,7 +110,8 @@ def test_a_broken_key_fails_with_expected_and_actual(sim, tmp_path):
 
 def test_packed_batch_attestation_is_verified(sim, tmp_path):
     out = subprocess.run(
-        [str(sim.binary), "attestation", "provision", "--control", sim.control_path, "--root-out", str(tmp_path / "root.pem")],
+        [str(sim.binary), "attestation", "provision", "--control", sim.control_path,
+         "--root-out", str(tmp_path / "root.pem")],
         capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     out = conform(sim, "--only", "make-credential", "--report", str(tmp_path))
@@ -188,10 +190,13 @@ def test_a_u2f_only_key_runs_the_u2f_checks(sim):
 def test_bad_arguments_are_refused_clearly(sim):
     binary = str(sim.binary)
     out = subprocess.run([binary, "conform", "--device", "usb:whatever"], capture_output=True, text=True)
-    assert out.returncode != 0 and "expected hid:/dev/hidrawN, hid:VID:PID, hid:auto, udp:HOST:PORT or pcsc:READER" in out.stderr
-    out = subprocess.run([binary, "conform", "--device", device_address(sim), "--only", "nosuch"], capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "expected hid:/dev/hidrawN, hid:VID:PID, hid:auto, udp:HOST:PORT or pcsc:READER" in out.stderr
+    out = subprocess.run([binary, "conform", "--device", device_address(sim), "--only", "nosuch"], capture_output=True,
+                         text=True)
     assert out.returncode != 0 and "unknown group 'nosuch'" in out.stderr
-    out = subprocess.run([binary, "conform", "--device", "udp:127.0.0.1:1", "--no-control"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([binary, "conform", "--device", "udp:127.0.0.1:1", "--no-control"], capture_output=True,
+                         text=True, timeout=60)
     assert out.returncode == 3 and "cannot reach the key" in out.stderr
 
 

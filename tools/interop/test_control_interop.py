@@ -107,7 +107,8 @@ def test_registered_credentials_export_their_private_keys(sim):
         assert exported["rpId"] == "example.com"
         private = serialization.load_der_private_key(exported["privateKey"], None)
         numbers = private.public_key().public_numbers()
-        assert (numbers.x.to_bytes(32, "big"), numbers.y.to_bytes(32, "big")) == (data.public_key[-2], data.public_key[-3])
+        assert (numbers.x.to_bytes(32, "big"), numbers.y.to_bytes(32, "big")) == (data.public_key[-2],
+                                                                                 data.public_key[-3])
 
 
 def test_remove_credential_and_remove_all(sim):

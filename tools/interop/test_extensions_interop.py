@@ -1,8 +1,10 @@
-"""CTAP 2.1 extensions: credProtect, hmac-secret and PRF, credBlob, largeBlobKey and minPinLength, checked with python-fido2's own code.
+"""CTAP 2.1 extensions: credProtect, hmac-secret and PRF, credBlob, largeBlobKey and minPinLength, checked with
+python-fido2's own code.
 
 Everything on the client side comes from python-fido2 2.x and `cryptography`, not from the device.
 
-Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q tools/interop/test_extensions_interop.py
+Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q \\
+          tools/interop/test_extensions_interop.py
 """
 
 from __future__ import annotations

@@ -227,8 +227,8 @@ def test_traces_are_private_and_never_follow_a_symbolic_link():
 def test_the_key_process_is_not_dumpable():
     # The kernel makes /proc/PID files of a process that is not dumpable belong to root: a key run as uid 65534
     # shows it (the same uid could otherwise read the key's memory through /proc/PID/mem or ptrace).
-    key = Key("--control", "off", "--any-local-user", prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"),
-              control=False)
+    key = Key("--control", "off", "--any-local-user",
+              prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"), control=False)
     try:
         info = os.stat(f"/proc/{key.process.pid}/mem")
         assert info.st_uid == 0

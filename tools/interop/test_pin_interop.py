@@ -1,8 +1,10 @@
-"""CTAP 2.1 PIN/UV: getInfo, setting and changing the PIN, retries and blocks, tokens and their permissions, reset, and the WebAuthn client with a PIN, checked with python-fido2's own code.
+"""CTAP 2.1 PIN/UV: getInfo, setting and changing the PIN, retries and blocks, tokens and their permissions, reset,
+and the WebAuthn client with a PIN, checked with python-fido2's own code.
 
 Everything on the client side comes from python-fido2 2.x and `cryptography`, not from the device.
 
-Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q tools/interop/test_pin_interop.py
+Run:  FIDOSIM_BIN=.build/debug/fidosim python3 -m pytest -p no:cacheprovider -q \\
+          tools/interop/test_pin_interop.py
 """
 
 from __future__ import annotations
@@ -194,7 +196,8 @@ def test_token_permissions(sim):
     ClientPin(ctap2, PinProtocolV2()).set_pin(PIN)
     cp = ClientPin(ctap2, PinProtocolV2())
     # be needs the fingerprint sensor (off here); pcmr (0x40) only comes alone.
-    for refused in (PERM.BIO_ENROLL, PERM.MAKE_CREDENTIAL | PERM.BIO_ENROLL, PERM.MAKE_CREDENTIAL | ClientPin.PERMISSION(0x40)):
+    for refused in (PERM.BIO_ENROLL, PERM.MAKE_CREDENTIAL | PERM.BIO_ENROLL,
+                    PERM.MAKE_CREDENTIAL | ClientPin.PERMISSION(0x40)):
         expect_ctap_error(ERR.UNAUTHORIZED_PERMISSION, cp.get_pin_token, PIN, refused, RP_ID)
     # permissions 0 is an invalid parameter (python-fido2 would drop it, so send it raw).
     key_agreement, shared = cp._get_shared_secret()

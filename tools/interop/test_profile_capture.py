@@ -46,7 +46,8 @@ def test_the_capture_holds_what_python_fido2_reads_and_a_copy_shows_the_same(tmp
     assert "usb" not in captured  # over UDP a key has no USB identity
     assert document["aaguid"] == "a25342c03cdc44148e46f4807fca511c"
     assert document["behaviour"] == {"pinRetriesWithoutPin": "pinNotSet"}
-    assert {probe["name"] for probe in captured["probes"]} >= {"unknown command 0x3f", "getNextAssertion with nothing pending"}
+    assert {probe["name"] for probe in captured["probes"]} >= {"unknown command 0x3f",
+                                                                "getNextAssertion with nothing pending"}
     assert captured["timing"]["getInfoMs"] > 0
     with FidosimServer(binary=find_binary(), profile=str(tmp_path / "key.json")) as copy:
         device = copy.keys[0].device()
@@ -202,7 +203,8 @@ def test_a_destructive_capture_records_what_python_fido2_finds_on_the_key(tmp_pa
             try:
                 ctap.make_credential(client_data_hash, {"id": "capacity.fidosim.test"},
                                      {"id": made.to_bytes(4, "big"), "name": "u"}, [{"type": "public-key", "alg": -7}],
-                                     options={"rk": True}, pin_uv_param=pin.protocol.authenticate(token, client_data_hash),
+                                     options={"rk": True},
+                                     pin_uv_param=pin.protocol.authenticate(token, client_data_hash),
                                      pin_uv_protocol=pin.protocol.VERSION)
             except CtapError as error:
                 assert f"{error.code:02x}" == record["capacity"]["refused"] == "28"
@@ -285,7 +287,8 @@ def test_a_key_that_refuses_the_reset_stops_the_capture_with_the_reason(tmp_path
 def test_a_key_that_refuses_what_the_capture_needs_stops_it_with_the_request_named(tmp_path):
     """A key whose every clientPIN answer is CTAP2_ERR_PIN_INVALID (a forced status) is reached but cannot be
     captured destructively: exit 1, getKeyAgreement and its status named, nothing written."""
-    (tmp_path / "broken.json").write_text(json.dumps({"name": "broken", "quirks": {"forcedStatus": {"clientPIN": 0x31}}}))
+    broken = {"name": "broken", "quirks": {"forcedStatus": {"clientPIN": 0x31}}}
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
     with FidosimServer(binary=find_binary(), profile=str(tmp_path / "broken.json")) as key:
         out = subprocess.run([str(find_binary()), "profile", "capture", "--device",
                               f"udp:127.0.0.1:{key.keys[0].port}", "-o", str(tmp_path / "x.json"),

@@ -85,8 +85,10 @@ def verdict(driver, text: str) -> dict:
 GET_WITH = """
 const [id, giveUpMs, done] = arguments.length > 2 ? arguments : [arguments[0], 0, arguments[1]];
 const b64 = s => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/')), c => c.charCodeAt(0));
-const enc = b => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\\+/g, '-').replace(/\\//g, '_').replace(/=+$/, '');
-navigator.credentials.get({signal: giveUpMs ? AbortSignal.timeout(giveUpMs) : undefined, publicKey: {challenge: new Uint8Array(32), rpId: 'localhost', timeout: 20000,
+const enc = b => btoa(String.fromCharCode(...new Uint8Array(b)))
+    .replace(/\\+/g, '-').replace(/\\//g, '_').replace(/=+$/, '');
+navigator.credentials.get({signal: giveUpMs ? AbortSignal.timeout(giveUpMs) : undefined,
+  publicKey: {challenge: new Uint8Array(32), rpId: 'localhost', timeout: 20000,
     allowCredentials: [{type: 'public-key', id: b64(id)}], userVerification: 'discouraged'}})
   .then(c => done({id: c.id, authenticatorData: enc(c.response.authenticatorData),
                    clientDataJSON: enc(c.response.clientDataJSON), signature: enc(c.response.signature)}))

@@ -92,7 +92,8 @@ class PcscDaemon:
         if not os.path.exists(self.pcscd):
             raise PcscUnavailable("pcscd not found (Debian: apt install pcscd)")
         if not os.path.exists(VPCD_DRIVER):
-            raise PcscUnavailable(f"the vpcd reader driver {VPCD_DRIVER} is missing (Debian: apt install vsmartcard-vpcd)")
+            raise PcscUnavailable(f"the vpcd reader driver {VPCD_DRIVER} is missing "
+                                  "(Debian: apt install vsmartcard-vpcd)")
         if _socket_live(PCSCD_SOCKET):
             raise PcscUnavailable(
                 f"a pcscd runs already ({PCSCD_SOCKET} answers); pcscd has one socket per machine, so this test "
