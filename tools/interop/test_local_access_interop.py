@@ -17,29 +17,26 @@ import time
 import pytest
 from fido2.ctap2 import Ctap2
 
-from fidosim import find_binary
-from fidosim.testing import new_cdh, user
-from fidosim.udp import free_udp_port, open_udp_device, wait_until_ready
+from fidosim import FidosimServer, find_binary
+from fidosim.testing import NOBODY, new_cdh, user
+from fidosim.udp import open_udp_device
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
 ES256 = [{"type": "public-key", "alg": -7}]
 
 
 class Key:
-    def __init__(self, *args, cwd=None, prefix=(), control=True):
-        self.dir = tempfile.mkdtemp(prefix="fidosim-local-")
-        self.port = free_udp_port()
-        self.control = os.path.join(self.dir, "key.sock")
-        command = [*prefix, str(find_binary()), "serve", "--transport", "udp", "--port", str(self.port),
-                   "--log-level", "warning", *args]
-        if control and "--control" not in args:
-            command += ["--control", self.control]
-        if "--flash" not in args:
-            command += ["--flash", "memory"]
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, cwd=cwd)
-        assert wait_until_ready("127.0.0.1", self.port, total=15, is_alive=lambda: self.process.poll() is None), \
-            self.process.stderr.read() if self.process.poll() is not None else "no answer"
+    """A UDP key with serve's own presence and notifications (the package's FidosimServer): ``control`` its control
+    socket's path (None: the server's; "off"), ``flash`` its image, ``cwd`` serve's directory, ``prefix`` a command
+    that runs serve, ``user`` another user to run it as."""
+
+    def __init__(self, *args, cwd=None, prefix=(), control=None, flash="memory", user=None):
+        self.server = FidosimServer(presence=None, presence_delay_ms=None, notify=None, control=control, flash=flash,
+                                    cwd=cwd, prefix=prefix, user=user, group=user, args=args,
+                                    startup_timeout=15).start()
+        self.process = self.server.process
+        self.port = self.server.key.port
+        self.control = self.server.key.control_path
 
     def ctap(self):
         return Ctap2(open_udp_device("127.0.0.1", self.port))
@@ -57,9 +54,7 @@ class Key:
             return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
     def stop(self):
-        self.process.terminate()
-        out, err = self.process.communicate(timeout=10)
-        return out, err
+        self.server.close()
 
 
 @pytest.fixture
@@ -171,14 +166,14 @@ def test_a_subscriber_that_never_reads_is_dropped_and_the_others_are_told(more_f
 def test_an_existing_socket_directory_keeps_its_mode_and_a_new_one_is_private():
     shared = tempfile.mkdtemp(prefix="fidosim-shared-")
     os.chmod(shared, 0o1777)
-    key = Key("--control", os.path.join(shared, "key.sock"))
+    key = Key(control=os.path.join(shared, "key.sock"))
     try:
         assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
         assert stat.S_IMODE(os.stat(os.path.join(shared, "key.sock")).st_mode) == 0o600
     finally:
         key.stop()
     fresh = os.path.join(tempfile.mkdtemp(prefix="fidosim-parent-"), "new", "dir")
-    key = Key("--control", os.path.join(fresh, "key.sock"))
+    key = Key(control=os.path.join(fresh, "key.sock"))
     try:
         assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o700
     finally:
@@ -187,7 +182,7 @@ def test_an_existing_socket_directory_keeps_its_mode_and_a_new_one_is_private():
 
 def test_relative_paths_are_relative_to_the_current_directory():
     cwd = tempfile.mkdtemp(prefix="fidosim-cwd-")
-    key = Key("--flash", "rel/key.img", "--control", "rel/key.sock", "--trace", "rel/trace.jsonl", cwd=cwd)
+    key = Key("--trace", "rel/trace.jsonl", flash="rel/key.img", control="rel/key.sock", cwd=cwd)
     try:
         for name in ("key.img", "key.sock", "trace.jsonl"):
             assert os.path.exists(os.path.join(cwd, "rel", name)), name
@@ -227,8 +222,7 @@ def test_traces_are_private_and_never_follow_a_symbolic_link():
 def test_the_key_process_is_not_dumpable():
     # The kernel makes /proc/PID files of a process that is not dumpable belong to root: a key run as uid 65534
     # shows it (the same uid could otherwise read the key's memory through /proc/PID/mem or ptrace).
-    key = Key("--control", "off", "--any-local-user",
-              prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"), control=False)
+    key = Key("--any-local-user", control="off", user=NOBODY)
     try:
         info = os.stat(f"/proc/{key.process.pid}/mem")
         assert info.st_uid == 0

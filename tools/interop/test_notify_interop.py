@@ -5,17 +5,15 @@ action through dunst answers the key, and a request answered elsewhere closes it
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
-import tempfile
 import threading
 
 import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
-from fidosim import find_binary
+from fidosim import FidosimServer
 from fidosim.control import FidosimControl
 from fidosim.testing import in_background, make_credential
 from fidosim.udp import open_udp_device, wait_until_ready
@@ -35,25 +33,20 @@ def desktop(notify_stack):
 
 
 class DesktopKeys:
-    """`fidosim serve` with prompts, started inside the private desktop session."""
+    """`fidosim serve` with prompts (the package's FidosimServer, with serve's own presence delay and
+    notifications), started inside the private desktop session."""
 
     def __init__(self, env, *args):
-        self.dir = tempfile.mkdtemp(prefix="fidosim-notify-")
-        self.process = subprocess.Popen(
-            [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
-             "--presence", "prompt", "--control", os.path.join(self.dir, "key.sock"), "--log-level", "warning",
-             *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        self.ports, self.sockets, self.lines = [], [], []
-        expected = int(args[args.index("--keys") + 1]) if "--keys" in args else 1
+        self.server = FidosimServer(presence="prompt", presence_delay_ms=None, notify=None, args=args, env=env,
+                                    stdout=subprocess.PIPE).start()
+        self.process = self.server.process
+        self.ports = [key.port for key in self.server.keys]
+        self.sockets = [key.control_path for key in self.server.keys]
+        self.lines = []
+        # What serve said when it started: a line for each key it serves.
         for line in self.process.stdout:
             self.lines.append(line)
-            if line.startswith("fidosim: control socket "):
-                self.sockets.append(line.split("fidosim: control socket ", 1)[1].strip())
-            match = re.search(r"serving a virtual key on udp 127\.0\.0\.1:(\d+)", line)
-            if match:
-                self.ports.append(int(match.group(1)))
-            if len(self.ports) == expected:
+            if len([s for s in self.lines if "serving a virtual key" in s]) == len(self.ports):
                 break
         threading.Thread(target=lambda: [self.lines.append(x) for x in self.process.stdout], daemon=True).start()
         for port in self.ports:
@@ -63,9 +56,7 @@ class DesktopKeys:
         return Ctap2(open_udp_device("127.0.0.1", self.ports[i]))
 
     def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.server.close()
 
 
 

@@ -114,3 +114,52 @@ def test_a_server_restarted_on_its_flash_image_keeps_what_its_keys_stored(fidosi
     assert server.process.pid != first_pid
     assertion = Ctap2(server.key.device()).get_assertion(RP["id"], new_cdh())
     assert assertion.credential["id"] == made.auth_data.credential_data.credential_id
+
+
+def test_serve_can_keep_its_own_defaults_and_talk_on_pipes():
+    """presence, its delay and notify None: serve's defaults; stdin and stdout PIPE: text pipes, line by line."""
+    with FidosimServer(presence=None, presence_delay_ms=None, notify=None, stdin=subprocess.PIPE,
+                       stdout=subprocess.PIPE) as server:
+        assert "--presence" not in server.command and "--notify" not in server.command
+        started = next(line for line in server.process.stdout if "serving a virtual key" in line)
+        assert started.startswith(f"fidosim: serving a virtual key on udp 127.0.0.1:{server.key.port}")
+        assert "presence: approve after 0.2 seconds)" in started
+        server.process.stdin.write("\n")  # nothing waits for a touch: the answer is dropped
+        server.process.stdin.flush()
+        assert probe_init(server.key.host, server.key.port, timeout=1.0)
+
+
+def test_the_control_socket_the_directory_and_the_environment_are_the_callers(tmp_path):
+    with FidosimServer(control="off", flash="rel/key.img", cwd=tmp_path,
+                       env={**os.environ, "FIDOSIM_PACKAGE_TEST": "1"}) as server:
+        assert server.key.control_path is None and server.key.record["control"] is None
+        assert (tmp_path / "rel" / "key.img").exists()
+        with open(f"/proc/{server.pid}/environ", "rb") as f:
+            assert b"FIDOSIM_PACKAGE_TEST=1" in f.read().split(b"\0")
+    socket = tmp_path / "mine.sock"
+    with FidosimServer(control=socket) as server:
+        assert server.key.control_path == str(socket)
+        assert server.key.control.status()["transport"] == f"udp 127.0.0.1:{server.key.port}"
+
+
+def test_signals_go_to_serve_itself_under_a_prefix_that_forks(tmp_path):
+    """A prefix that runs serve as its child (sh, which waits for it): stop's SIGTERM reaches serve, and the prefix's
+    exit code is serve's."""
+    ran = tmp_path / "prefix-ran"
+    with FidosimServer(prefix=("sh", "-c", f'touch {ran}; "$@"; exit $?', "sh")) as server:
+        assert ran.exists()
+        assert server.pid == server.record["pid"] != server.process.pid
+        assert server.running
+        assert server.stop() == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs serve as another user")
+def test_serve_runs_as_another_user_with_no_groups_of_ours():
+    from fidosim.testing import NOBODY
+
+    with FidosimServer(user=NOBODY, group=NOBODY, control="off") as server:
+        with open(f"/proc/{server.pid}/status") as f:
+            status = {line.split(":")[0]: line.split()[1:] for line in f}
+        assert status["Uid"][0] == str(NOBODY) and status["Gid"][0] == str(NOBODY) and status["Groups"] == []
+        assert probe_init(server.key.host, server.key.port, timeout=1.0)
+        assert server.stop() == 0

@@ -8,7 +8,6 @@ import os
 import queue
 import re
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -16,7 +15,7 @@ import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
-from fidosim import find_binary
+from fidosim import FidosimServer
 from fidosim.testing import in_background, make_credential
 from fidosim.udp import open_udp_device, wait_until_ready
 
@@ -24,25 +23,20 @@ pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "u
 
 
 class Terminal:
-    """`fidosim serve` with its standard input and output as a person's terminal."""
+    """`fidosim serve` (the package's FidosimServer, with serve's own presence and notifications) with its standard
+    input and output as a person's terminal."""
 
     def __init__(self, *args):
-        self.dir = tempfile.mkdtemp(prefix="fidosim-prompt-")
-        self.process = subprocess.Popen(
-            [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
-             "--control", os.path.join(self.dir, "key.sock"), "--log-level", "warning", *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-        )
+        self.server = FidosimServer(presence=None, presence_delay_ms=None, notify=None, args=args,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE).start()
+        self.process = self.server.process
         self.lines: queue.Queue[str] = queue.Queue()
-        self.ports = []
+        self.ports = [key.port for key in self.server.keys]
         self.start_lines = []
-        expected = int(args[args.index("--keys") + 1]) if "--keys" in args else 1
+        # What serve said when it started: a line for each key it serves.
         for line in self.process.stdout:
             self.start_lines.append(line)
-            match = re.search(r"serving a virtual key on udp 127\.0\.0\.1:(\d+)", line)
-            if match:
-                self.ports.append(int(match.group(1)))
-            if len(self.ports) == expected:
+            if len([s for s in self.start_lines if "serving a virtual key" in s]) == len(self.ports):
                 break
         threading.Thread(target=self._read, daemon=True).start()
         for port in self.ports:
@@ -73,12 +67,7 @@ class Terminal:
         return Ctap2(open_udp_device("127.0.0.1", self.ports[i]))
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.server.close()
 
 
 @pytest.fixture

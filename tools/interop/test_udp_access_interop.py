@@ -16,7 +16,7 @@ import time
 import pytest
 from fido2.ctap2 import Ctap2
 
-from fidosim import find_binary
+from fidosim import FidosimServer, find_binary
 from fidosim.testing import RP, as_nobody, new_cdh, user
 from fidosim.udp import POWER_CYCLE, free_udp_port, open_udp_device
 
@@ -164,10 +164,8 @@ def test_a_host_other_machines_reach_needs_allow_remote():
     assert "--host 0.0.0.0 can be reached from other machines" in refused.stderr
     assert "--allow-remote" in refused.stderr
     port = free_udp_port()
-    process = subprocess.Popen(
-        [str(find_binary()), "serve", "--transport", "udp", "--flash", "memory", "--control", "off",
-         "--host", "0.0.0.0", "--port", str(port), "--allow-remote"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = FidosimServer(presence=None, presence_delay_ms=None, notify=None, control="off",
+                           args=("--host", "0.0.0.0", "--port", str(port), "--allow-remote")).start()
     try:
         deadline = time.monotonic() + 10
         sock = raw_socket()
@@ -181,6 +179,7 @@ def test_a_host_other_machines_reach_needs_allow_remote():
         else:
             pytest.fail("the key on 0.0.0.0 did not answer")
     finally:
-        process.terminate()
-        _, err = process.communicate(timeout=10)
+        server.stop()
+        err = server.stderr()
+        server.close()
     assert f"warning: listening on udp 0.0.0.0:{port}: any machine that reaches this address can use the key" in err

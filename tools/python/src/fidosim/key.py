@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .control import FidosimControl
 from .hub import FidosimHub, VirtualAuthenticatorOptions
@@ -262,7 +262,7 @@ class Key:
         if how == "control":
             self.control.power_cycle()
         elif how == "signal":
-            self.server.process.send_signal(signal.SIGUSR1)
+            self.server.send_signal(signal.SIGUSR1)
         elif how == "udp":
             from .udp import power_cycle
 
@@ -306,7 +306,15 @@ class Key:
 
 
 class FidosimServer:
-    """A `fidosim serve` process and its keys. Use ``start_key`` (a context manager) or start()/stop()."""
+    """A `fidosim serve` process and its keys. Use ``start_key`` (a context manager) or start()/stop().
+
+    How serve runs, for tests of the process itself: ``presence``, ``presence_delay_ms`` and ``notify`` None leave
+    serve's defaults; ``control`` is the control socket's path ("off": none; default: in the server's directory);
+    ``env`` its whole environment (default: this process's), ``cwd`` its directory; ``stdin`` and ``stdout``
+    ``subprocess.PIPE`` make them text pipes, line by line (``process.stdin``, ``process.stdout``: a terminal's
+    person); ``user`` and ``group`` run it as another user (root only; the server's directory becomes that user's);
+    ``prefix`` is a command that runs serve (``prlimit ...``, ``strace ...``) and ``preexec_fn`` runs in the child
+    before serve. Signals go to serve itself (the ready file's pid), also under a prefix."""
 
     def __init__(
         self,
@@ -314,7 +322,7 @@ class FidosimServer:
         binary: str | os.PathLike | None = None,
         transport: str = "udp",
         profile: str | None = None,
-        presence: str = "approve",
+        presence: str | None = "approve",
         presence_delay_ms: int | None = 0,
         uv: str | None = None,
         flash: str | os.PathLike = "memory",
@@ -328,14 +336,25 @@ class FidosimServer:
         pcsc_reader: int = 0,
         hub: bool = False,
         notify: str | None = "off",
+        control: str | os.PathLike | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike | None = None,
+        stdin: int | None = subprocess.DEVNULL,
+        stdout: int | None = subprocess.DEVNULL,
+        user: int | str | None = None,
+        group: int | str | None = None,
+        prefix: Sequence[str] = (),
+        preexec_fn: Callable[[], Any] | None = None,
     ):
         self.binary = find_binary(binary)
         self.directory = tempfile.mkdtemp(prefix="fidosim-key-")
         self.ready_path = os.path.join(self.directory, "ready.json")
         self.startup_timeout = startup_timeout
-        command = [str(self.binary), "serve", "--transport", transport, "--flash", str(flash),
-                   "--control", os.path.join(self.directory, "key.sock"), "--ready-file", self.ready_path,
-                   "--presence", presence, "--log-level", "warning"]
+        command = [*prefix, str(self.binary), "serve", "--transport", transport, "--flash", str(flash),
+                   "--control", str(control or os.path.join(self.directory, "key.sock")),
+                   "--ready-file", self.ready_path, "--log-level", "warning"]
+        if presence is not None:
+            command += ["--presence", presence]
         # Desktop notifications of prompts: off unless asked for (None: serve's default).
         if notify is not None:
             command += ["--notify", notify]
@@ -374,6 +393,13 @@ class FidosimServer:
         self.keys: list[Key] = []
         self.record: dict = {}
         self._stderr = tempfile.TemporaryFile()
+        self.env = env
+        self.cwd = cwd
+        self.stdin, self.stdout = stdin, stdout
+        self.user, self.group = user, group
+        self.preexec_fn = preexec_fn
+        if user is not None:
+            shutil.chown(self.directory, user, group)
 
     def start(self) -> "FidosimServer":
         """Starts `serve`, waits for its ready file, then imports ``credentials`` and sets ``pin`` on each key."""
@@ -396,14 +422,20 @@ class FidosimServer:
         gone. ``keys`` are new ``Key`` objects. Returns the exit code of the stop (0: a clean SIGTERM)."""
         code = self.stop()
         os.makedirs(self.directory, exist_ok=True)
+        if self.user is not None:
+            shutil.chown(self.directory, self.user, self.group)
         self._launch()
         return code
 
     def _launch(self) -> None:
         # A private key makes a testbed of its own, also when this process is inside another's tree.
-        env = {k: v for k, v in os.environ.items() if k != "UMOCKDEV_DIR"}
-        self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=self._stderr, env=env)
+        env = {k: v for k, v in (os.environ if self.env is None else self.env).items() if k != "UMOCKDEV_DIR"}
+        # Another user's serve: no groups of this process's (user=None leaves them as they are).
+        as_user = {} if self.user is None else {"user": self.user, "group": self.group, "extra_groups": []}
+        self.record = {}
+        self.process = subprocess.Popen(self.command, stdin=self.stdin, stdout=self.stdout, stderr=self._stderr,
+                                        env=env, cwd=self.cwd, text=True, bufsize=1, preexec_fn=self.preexec_fn,
+                                        **as_user)
         deadline = time.monotonic() + self.startup_timeout
         while not os.path.exists(self.ready_path):
             if self.process.poll() is not None:
@@ -430,6 +462,17 @@ class FidosimServer:
     @property
     def key(self) -> Key:
         return self.keys[0]
+
+    @property
+    def pid(self) -> int | None:
+        """serve's process id: the ready file's once it is written (under a ``prefix`` not the prefix's)."""
+        if self.record.get("pid"):
+            return self.record["pid"]
+        return self.process.pid if self.process is not None else None
+
+    def send_signal(self, signum: int) -> None:
+        """Sends a signal to serve itself."""
+        os.kill(self.pid, signum)
 
     @property
     def running(self) -> bool:
@@ -492,7 +535,10 @@ class FidosimServer:
             if self.process.poll() is not None:
                 code = self.process.returncode
             else:
-                self.process.send_signal(signal.SIGTERM)
+                try:
+                    self.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
                 try:
                     code = self.process.wait(timeout=SHUTDOWN_TIMEOUT)
                 except subprocess.TimeoutExpired:
