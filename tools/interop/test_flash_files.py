@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import os
 import resource
-import select
 import shutil
 import signal
 import struct
 import subprocess
-import time
 import zlib
 
 import pytest
 
-from fidosim import find_binary
-from fidosim.udp import free_udp_port
+from fidosim import FidosimServer, KeyStartError, find_binary
 
 
 def crafted_header(word: int, page: int, pages: int) -> bytes:
@@ -58,24 +55,22 @@ def test_a_crafted_header_gets_a_clear_error_from_every_command(tmp_path, word, 
     assert image.read_bytes()[:64] == crafted_header(word, page, pages), "a refused image is left as it was"
 
 
+def image_server(image, *args, **options) -> FidosimServer:
+    """A UDP key on ``image`` with no control socket, serve's own presence and notifications (the package's
+    FidosimServer, not started)."""
+    options = {"presence_delay_ms": None, **options}
+    return FidosimServer(flash=image, control="off", presence=None, notify=None, args=args, startup_timeout=60,
+                         **options)
+
+
 def make_image(tmp_path):
     """A fresh image made by `serve` (which creates it), stopped cleanly."""
     image = tmp_path / "key.img"
-    server = subprocess.Popen(commands(image)["serve"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            ready, _, _ = select.select([server.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, "serve did not start within 30 s"
-            line = server.stdout.readline()
-            assert line, "serve ended before it served"
-            if "serving a virtual key" in line:
-                break
-    finally:
-        server.send_signal(signal.SIGTERM)
-        _, err = server.communicate(timeout=30)
-    assert server.returncode == 0, err
+    server = image_server(image).start()
+    code = server.stop()
+    err = server.stderr()
+    server.close()
+    assert code == 0, err
     assert image.exists()
     return image
 
@@ -139,31 +134,27 @@ def test_durability_host_flushes_every_write_before_the_answer(tmp_path, durabil
     from fido2.ctap2 import Ctap2
 
     from fidosim.testing import assert_by_id, make_cred
-    from fidosim.udp import open_udp_device, wait_until_ready
 
-    image, trace, port = tmp_path / "key.img", tmp_path / "trace", free_udp_port()
-    server = subprocess.Popen(
-        ["strace", "-f", "-qq", "-e", "trace=pwrite64,fdatasync,sendto,sendmsg,sendmmsg", "-o", str(trace),
-         str(find_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash", str(image),
-         "--control", "off", "--presence-delay", "0", "--durability", durability],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    image, trace = tmp_path / "key.img", tmp_path / "trace"
+    # SIGTERM goes to fidosim itself (strace, told to stop, would detach and leave it running); strace then exits.
+    server = image_server(image, "--durability", durability, presence_delay_ms=0, stdout=subprocess.PIPE,
+                          prefix=("strace", "-f", "-qq", "-e", "trace=pwrite64,fdatasync,sendto,sendmsg,sendmmsg",
+                                  "-o", str(trace)))
     try:
-        if not wait_until_ready("127.0.0.1", port, total=60, is_alive=lambda: server.poll() is None):
-            server.kill()
-            _, err = server.communicate(timeout=30)
-            if "ptrace" in err or "Operation not permitted" in err:
-                pytest.skip(f"strace cannot trace here: {err.strip()}")
-            pytest.fail(f"serve under strace did not start: {err}")
-        ctap2 = Ctap2(open_udp_device("127.0.0.1", port))
+        server.start()
+    except KeyStartError as error:
+        if "ptrace" in str(error) or "Operation not permitted" in str(error):
+            pytest.skip(f"strace cannot trace here: {server.stderr().strip()}")
+        pytest.fail(f"serve under strace did not start: {error}")
+    try:
+        ctap2 = Ctap2(server.key.device())
         _, cred = make_cred(ctap2, os.urandom(16), rk=True)
         for _ in range(3):
             assert_by_id(ctap2, cred)
     finally:
-        # SIGTERM to fidosim itself (strace, told to stop, would detach and leave it running); strace then exits.
-        with open(f"/proc/{server.pid}/task/{server.pid}/children") as f:
-            for child in f.read().split():
-                os.kill(int(child), signal.SIGTERM)
-        out, err = server.communicate(timeout=30)
+        server.stop()
+        out = server.process.stdout.read()
+        server.close()
     assert f"durability {durability}" in out, out
     calls = [line.split("(", 1)[0].split()[-1] for line in trace.read_text().splitlines() if "(" in line]
     writes = [i for i, name in enumerate(calls) if name == "pwrite64"]
@@ -187,27 +178,19 @@ def test_a_write_the_disk_refuses_fails_the_request_and_loses_nothing(tmp_path):
     from fido2.ctap2 import Ctap2
 
     from fidosim.testing import RP_ID, make_cred, new_cdh
-    from fidosim.udp import open_udp_device, wait_until_ready
 
     image = tmp_path / "key.img"
     assert run(commands(image)["inspect"]).returncode != 0  # no image yet
     make_image(tmp_path)
 
     def serve(limit: int | None):
-        port = free_udp_port()
-
         def small_disk():
             if limit is not None:
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
                 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
-        server = subprocess.Popen(
-            [str(find_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash", str(image),
-             "--control", "off", "--presence-delay", "0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=small_disk)
-        assert wait_until_ready("127.0.0.1", port, total=60, is_alive=lambda: server.poll() is None)
-        return server, Ctap2(open_udp_device("127.0.0.1", port))
+        server = image_server(image, presence_delay_ms=0, preexec_fn=small_disk).start()
+        return server, Ctap2(server.key.device())
 
     # The image's first flash page starts at 4096: only it may be written.
     server, ctap2 = serve(limit=2 * 4096)
@@ -228,13 +211,13 @@ def test_a_write_the_disk_refuses_fails_the_request_and_loses_nothing(tmp_path):
         make_cred(ctap2, b"\xEE" * 32, rk=True)
         acknowledged += 1
     finally:
-        server.terminate()
-        _, err = server.communicate(timeout=30)
+        server.stop()
+        err = server.stderr()
+        server.close()
     assert "File too large" in err and "fails, as after a power cut" in err, err
 
     server, ctap2 = serve(limit=None)
     try:
         assert ctap2.get_assertion(RP_ID, new_cdh()).number_of_credentials == acknowledged
     finally:
-        server.terminate()
-        server.communicate(timeout=30)
+        server.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import threading
 
@@ -102,23 +101,14 @@ def test_a_config_file_names_each_key(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert both.returncode != 0 and "not both" in both.stderr
 
-    process = subprocess.Popen(
-        [str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash", "memory",
-         "--config", str(config), "--presence-delay", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    ports, flashes = [], {}
-    for line in process.stdout:
-        match = re.search(r"serving a virtual key on udp 127\.0\.0\.1:(\d+) \(key (\w+), flash: ([^,]+),", line)
-        if match:
-            ports.append((match.group(2), int(match.group(1))))
-            flashes[match.group(2)] = match.group(3)
-        if len(ports) == 2:
-            break
+    # The keys' presence and control sockets are the file's; the one without an image takes the command line's.
+    server = FidosimServer(presence=None, notify=None, args=("--config", str(config))).start()
+    ports = [(key.name, key.port) for key in server.keys]
+    flashes = {key.name: key.record["flash"] for key in server.keys}
     try:
         assert [name for name, _ in ports] == ["primary", "backup"]
         for _, port in ports:
-            assert wait_until_ready("127.0.0.1", port, total=10, is_alive=lambda: process.poll() is None)
+            assert wait_until_ready("127.0.0.1", port, total=10, is_alive=lambda: server.running)
         Ctap2(open_udp_device("127.0.0.1", ports[0][1])).make_credential(new_cdh(), RP, user("a"), ES256)
         expect_ctap_error(CtapError.ERR.OPERATION_DENIED,
                           Ctap2(open_udp_device("127.0.0.1", ports[1][1])).make_credential,
@@ -129,8 +119,7 @@ def test_a_config_file_names_each_key(tmp_path):
         with FidosimControl(path=str(tmp_path / "backup.sock")) as backup:
             assert backup.status()["presence"].startswith("deny")
     finally:
-        process.terminate()
-        assert process.wait(10) == 0
+        assert server.close() == 0
 
 
 @pytest.mark.parametrize("content, message", [
