@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 
 import pytest
@@ -16,9 +17,8 @@ from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin, PinProtocolV2
 
-from fidosim import find_binary
+from fidosim import FidosimServer, find_binary
 from fidosim.testing import new_cdh, user
-from fidosim.udp import free_udp_port
 
 TRANSPORT = os.environ.get("FIDOSIM_TRANSPORT", "udp")
 
@@ -203,26 +203,19 @@ def test_bad_arguments_are_refused_clearly(sim):
 def test_a_key_that_goes_away_ends_the_run_quickly(tmp_path):
     """The key is killed during the run: the check under way fails, the rest are skipped, and the runner ends."""
 
-    port = free_udp_port()
-    control = str(tmp_path / "key.sock")
-    server = subprocess.Popen([str(find_binary()), "serve", "--transport", "udp", "--port", str(port), "--flash",
-                               "memory", "--control", control, "--presence", "approve"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = FidosimServer(presence_delay_ms=None, notify=None, startup_timeout=30).start()
+    port, control = server.key.port, server.key.control_path
     try:
-        from fidosim.udp import wait_until_ready
-        # Ready when it answers INIT (the control socket exists before the UDP port is bound).
-        assert wait_until_ready("127.0.0.1", port, total=30, is_alive=lambda: server.poll() is None)
         runner = subprocess.Popen([str(find_binary()), "conform", "--device", f"udp:127.0.0.1:{port}", "--control",
                                    control, "--report", str(tmp_path)], stdout=subprocess.PIPE, text=True)
         lines = []
         for line in runner.stdout:
             lines.append(line)
             if line.startswith("pass  hid.ping.sizes"):
-                server.kill()
+                server.send_signal(signal.SIGKILL)
         runner.wait(timeout=120)
     finally:
-        server.kill()
-        server.wait()
+        server.close()
     assert runner.returncode == 3, "".join(lines)  # the key could not be reached
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["stoppedAnswering"] is True

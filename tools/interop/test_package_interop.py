@@ -163,3 +163,12 @@ def test_serve_runs_as_another_user_with_no_groups_of_ours():
         assert status["Uid"][0] == str(NOBODY) and status["Gid"][0] == str(NOBODY) and status["Groups"] == []
         assert probe_init(server.key.host, server.key.port, timeout=1.0)
         assert server.stop() == 0
+
+
+def test_a_card_can_go_to_a_vpcd_reader_of_the_tests_own():
+    """transport pcsc with vpcd_port instead of a PcscDaemon: the card looks for a reader on that port."""
+    with pytest.raises(ValueError):
+        FidosimServer(transport="pcsc")
+    with FidosimServer(transport="pcsc", vpcd_port=1, control="off") as card:
+        assert (card.record["vpcdHost"], card.record["vpcdPort"]) == ("127.0.0.1", 1)
+        assert card.running

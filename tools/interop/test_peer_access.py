@@ -238,16 +238,16 @@ def test_a_program_of_another_user_on_vpcds_port_does_not_get_the_card(open_to_a
     squatter = subprocess.Popen(
         as_nobody_command(SQUAT_VPCD, str(port)), stdout=subprocess.PIPE, text=True)
     assert squatter.stdout.readline().strip() == "listening"
-    command = [str(find_binary()), "serve", "--transport", "pcsc", "--vpcd-port", str(port), "--flash", "memory",
-               "--control", "off", "--log-level", "info"] + (["--any-local-user"] if open_to_all else [])
-    card = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    card = FidosimServer(transport="pcsc", vpcd_port=port, control="off", presence=None, presence_delay_ms=None,
+                         notify=None, args=["--log-level", "info"] + (["--any-local-user"] if open_to_all else []))
+    card.start()
     try:
         said = squatter.communicate(timeout=20)[0].strip()
         assert said == ("atr" if open_to_all else "refused")
     finally:
-        card.terminate()
-        log = card.communicate(timeout=10)[1]
-    assert card.returncode == 0, log
+        code = card.stop()
+        log = card.stderr()
+        card.close()
+    assert code == 0, log
     if not open_to_all:
         assert f"pcsc: refused the listener on 127.0.0.1:{port}: uid {NOBODY} is not the key's user" in log

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fidosim import find_binary
+from fidosim import FidosimServer, find_binary
 
 HERE = Path(__file__).resolve().parent
 TOOLS = HERE.parent / "private-key"
@@ -278,19 +278,16 @@ cat {nobody_dir}/events
 
 
 def test_serve_writes_an_environment_file_that_other_programs_source(nobody_home, nobody_dir):
-    env_file, ready = nobody_dir / "key.env", nobody_dir / "ready.json"
-    serve = subprocess.Popen(as_nobody(nobody_home, binary(), "serve", "--transport", "private",
-                                       "--flash", "memory", "--control", "off", "--serial", "ENVFILE",
-                                       "--env-file", str(env_file), "--ready-file", str(ready)),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env_file = nobody_dir / "key.env"
+    serve = FidosimServer(binary=binary(), transport="private", control="off", serial="ENVFILE", presence=None,
+                          presence_delay_ms=None, notify=None, stdout=subprocess.PIPE, user=NOBODY, group=NOBODY,
+                          env={"HOME": nobody_home, "PATH": "/usr/local/bin:/usr/bin:/bin", "TMPDIR": "/tmp"},
+                          args=("--env-file", str(env_file)), startup_timeout=30).start()
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        record = json.loads(ready.read_text())
+        record = serve.record
         assert record["envFile"] == str(env_file) and record["transport"] == "private"
         assert (env_file.stat().st_mode & 0o777) == 0o600
-        assert "presence: approve" in serve.stdout.readline()
+        assert "presence: approve" in serve.process.stdout.readline()
         done = subprocess.run(as_nobody(nobody_home, "sh", "-c", f". {env_file} && fido2-token -L"),
                               capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
@@ -298,9 +295,8 @@ def test_serve_writes_an_environment_file_that_other_programs_source(nobody_home
         without = subprocess.run(as_nobody(nobody_home, "fido2-token", "-L"), capture_output=True, text=True)
         assert "0xf1d0" not in without.stdout
     finally:
-        serve.terminate()
-        serve.communicate(timeout=10)
-    assert serve.returncode == 0
+        code = serve.close()
+    assert code == 0
 
 
 def test_without_umockdev_the_error_names_the_packages(nobody_home, tmp_path):
@@ -320,15 +316,10 @@ def test_without_umockdev_the_error_names_the_packages(nobody_home, tmp_path):
 def test_another_user_given_the_environment_sees_no_key(nobody_home, tmp_path):
     """The owner's tree is the owner's: its directory is 0700, so another local user who learns (or is handed)
     LD_PRELOAD and UMOCKDEV_DIR finds no key, no node and no sysfs device, and cannot drive the key."""
-    ready = tmp_path / "ready.json"
-    serve = subprocess.Popen([binary(), "serve", "--transport", "private", "--flash", "memory",
-                              "--control", "off", "--serial", "OWNERS", "--env-file", str(tmp_path / "key.env"),
-                              "--ready-file", str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    serve = FidosimServer(binary=binary(), transport="private", control="off", serial="OWNERS", presence=None,
+                          presence_delay_ms=None, notify=None, startup_timeout=30).start()
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        tree = json.loads(ready.read_text())["umockdevDir"]
+        tree = serve.record["umockdevDir"]
         environment = {"LD_PRELOAD": "libumockdev-preload.so.0", "UMOCKDEV_DIR": tree}
         owner = subprocess.run(["fido2-token", "-L"], env={**os.environ, **environment}, capture_output=True,
                                text=True, timeout=30)
@@ -340,8 +331,7 @@ def test_another_user_given_the_environment_sees_no_key(nobody_home, tmp_path):
         assert "/dev/hidraw0: vendor" not in other.stdout
         assert "No such file or directory" in other.stdout or "Permission denied" in other.stdout, other.stdout
     finally:
-        serve.terminate()
-        serve.communicate(timeout=10)
+        serve.close()
 
 
 def test_the_ready_and_environment_files_never_write_through_a_planted_link(nobody_dir):

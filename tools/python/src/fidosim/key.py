@@ -334,6 +334,7 @@ class FidosimServer:
         startup_timeout: float = STARTUP_TIMEOUT,
         pcsc=None,
         pcsc_reader: int = 0,
+        vpcd_port: int | None = None,
         hub: bool = False,
         notify: str | None = "off",
         control: str | os.PathLike | None = None,
@@ -364,9 +365,10 @@ class FidosimServer:
         # The first of the daemon's readers the keys go into (``--vpcd-port`` counts from the daemon's port).
         self.pcsc_reader = pcsc_reader
         if transport == "pcsc":
-            if pcsc is None:
+            # vpcd_port: a reader that is not a PcscDaemon's (a test's own listener); key.device() needs pcsc.
+            if pcsc is None and vpcd_port is None:
                 raise ValueError("transport='pcsc' needs pcsc=PcscDaemon() (fidosim.pcsc), whose reader the card joins")
-            command += ["--vpcd-port", str(pcsc.port + pcsc_reader)]
+            command += ["--vpcd-port", str(vpcd_port if pcsc is None else pcsc.port + pcsc_reader)]
         if transport in ("uhid", "private"):
             command += ["--serial", serial or "T" + os.urandom(6).hex().upper()]
         if transport == "private":
