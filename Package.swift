@@ -113,6 +113,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "Capture",
+            dependencies: [
+                "Conformance", "Profiles", "FIDOClient", "HIDAPIDevice", "CTAPCBOR", "ControlProtocol",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "CTAPCoreTesting",
             dependencies: [
                 "CTAPCore", "CTAPCBOR", "FlashStore", .product(name: "Crypto", package: "swift-crypto"),
@@ -120,9 +127,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "Profiles",
+            dependencies: ["CTAPCBOR", "CTAPCore", "ControlProtocol"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "VirtualKey",
             dependencies: [
-                "CTAPCBOR", "CTAPHID", "CTAPNFC", "CTAPCore", "ControlProtocol",
+                "CTAPCBOR", "CTAPHID", "CTAPNFC", "CTAPCore", "ControlProtocol", "Profiles",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -130,6 +142,7 @@ let package = Package(
         .target(
             name: "HIDBridge",
             dependencies: [
+                "Profiles",
                 "VirtualKey",
                 "CTAPCBOR", "CTAPHID", "CTAPNFC", "USBIP", "CTAPCore", "CUHID", "CUMockdev", "CDatagrams",
                 "CProcessControl",
@@ -146,6 +159,7 @@ let package = Package(
         .target(
             name: "Benchmark",
             dependencies: [
+                "Profiles",
                 "CTAPCBOR", "CTAPCore", "CTAPHID", "CProcessControl", "Console", "ControlProtocol", "FlashImage",
                 "FlashStore",
                 "FIDOClient",
@@ -163,6 +177,7 @@ let package = Package(
         .target(
             name: "FidosimCommands",
             dependencies: [
+                "Capture", "Profiles",
                 "Benchmark", "HIDBridge", "WebDriverFront", "VirtualKey", "CTAPCore", "CTAPCBOR", "Console",
                 "FlashImage", "FlashStore",
                 "ControlProtocol",
@@ -209,7 +224,7 @@ let package = Package(
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], swiftSettings: swiftSettings),
         .testTarget(
             name: "ConformanceTests",
-            dependencies: ["Conformance", "ControlProtocol", "FIDOClient", "CTAPCore", "VirtualKey"],
+            dependencies: ["Profiles", "Conformance", "ControlProtocol", "FIDOClient", "CTAPCore", "VirtualKey"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -232,6 +247,7 @@ let package = Package(
         .testTarget(
             name: "HIDBridgeTests",
             dependencies: [
+                "Profiles",
                 "HIDBridge", "VirtualKey", "CTAPHID", "CTAPNFC", "CTAPCore", "CTAPCoreTesting", "ControlProtocol",
                 "WebDriverFront",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -241,6 +257,7 @@ let package = Package(
         .testTarget(
             name: "FidosimCommandsTests",
             dependencies: [
+                "Profiles",
                 "FidosimCommands", "VirtualKey",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

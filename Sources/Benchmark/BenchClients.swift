@@ -6,6 +6,7 @@ import FlashImage
 import FlashStore
 import HIDAPIDevice
 import HIDBridge
+import Profiles
 package import VirtualKey
 
 #if canImport(FoundationEssentials)

@@ -5,6 +5,7 @@ import Console
 import ControlClient
 import ControlProtocol
 import HIDBridge
+import Profiles
 import VirtualKey
 
 #if canImport(FoundationEssentials)

@@ -4,6 +4,7 @@ import ControlClient
 import ControlProtocol
 import Crypto
 import HIDBridge
+import Profiles
 import VirtualKey
 
 #if canImport(Glibc)

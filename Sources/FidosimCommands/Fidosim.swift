@@ -3,6 +3,7 @@ import CTAPCore
 import Console
 import ControlProtocol
 import HIDBridge
+import Profiles
 import VirtualKey
 
 /// The `fidosim` command and its subcommands (the executable's `main` runs it).

@@ -1,10 +1,12 @@
 import ArgumentParser
+import Capture
 import Conformance
 import Console
 import ControlProtocol
 import FIDOClient
 import HIDAPIDevice
 import HIDBridge
+import Profiles
 import VirtualKey
 
 #if canImport(Glibc)
@@ -179,7 +181,7 @@ struct ProfileCommand: ParsableCommand {
                     }
                 }
             }
-            let capture: JSONValue
+            let capture: CaptureRecord
             do {
                 capture = try KeyCapture(
                     open: open,

@@ -4,6 +4,7 @@ import ControlProtocol
 import HIDAPIDevice
 import HIDBridge
 import Logging
+import Profiles
 import VirtualKey
 
 #if canImport(Glibc)

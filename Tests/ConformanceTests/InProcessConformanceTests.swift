@@ -1,5 +1,6 @@
 import CTAPCore
 import FIDOClient
+import Profiles
 import Testing
 import VirtualKey
 

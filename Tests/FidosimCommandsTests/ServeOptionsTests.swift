@@ -1,4 +1,5 @@
 import ArgumentParser
+import Profiles
 import Testing
 import VirtualKey
 

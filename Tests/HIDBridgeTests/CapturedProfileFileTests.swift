@@ -1,6 +1,7 @@
 import CTAPCBOR
 import CTAPCore
 import ControlProtocol
+import Profiles
 import Testing
 
 @testable import HIDBridge
@@ -33,7 +34,7 @@ import Testing
     }
 
     @Test func theProfileMembersAreReadFromTheCaptureAndTheCaptureIsServed() throws {
-        let document = try ProfileFile.document(capture: Self.capture, name: "my-key")
+        let document = try ProfileFile.document(json: Self.capture, name: "my-key")
         #expect(document["versions"] == ["U2F_V2", "FIDO_2_0", "FIDO_2_1"])  // FIDO_2_9 is unknown to fidosim
         #expect(document["extensions"] == ["hmac-secret"])
         #expect(document["pinUvAuthProtocols"] == [1])
@@ -57,11 +58,32 @@ import Testing
         #expect(file.identity.serial(random: Array("some image serial".utf8)) == serial, "stable per image")
     }
 
+    @Test func aCaptureReadsBackAsItWasWritten() throws {
+        let record = try CaptureRecord(json: Self.capture)
+        #expect(record.json == Self.capture)
+        #expect(try CaptureRecord(json: record.json) == record)
+        #expect(record.ctaphid?.protocolVersion == 2 && record.usb?.serial?.length == 10)
+        #expect(record.probeAnswers["clientPIN getPINRetries"] == [0x35])
+        let shapes = ["": "none", "0123": "digits", "09AF": "upper-hex", "09af": "lower-hex", "AZ09": "upper-alnum"]
+        for (serial, alphabet) in shapes {
+            #expect(CaptureRecord.SerialShape(of: serial).alphabet == alphabet, "\(serial)")
+        }
+        #expect(CaptureRecord.SerialShape(of: "Az-9") == CaptureRecord.SerialShape(length: 4, alphabet: "alnum"))
+        var bad = record.json
+        if case .object(var fields) = bad {
+            fields["probes"] = [["name": "x", "request": "zz", "response": "00", "replay": true]]
+            bad = .object(fields)
+        }
+        #expect(throws: KeySetupError("each capture probe needs \"request\" and \"response\" in hex and \"replay\"")) {
+            try CaptureRecord(json: bad)
+        }
+    }
+
     @Test func theTimingIsReadAndAnImpossibleKeepaliveIsRefused() throws {
         func parse(_ timing: JSONValue) throws -> CapturedIdentity {
             guard case .object(var capture) = Self.capture else { throw KeySetupError("no capture") }
             capture["timing"] = timing
-            return try ProfileFile.parse(try ProfileFile.document(capture: .object(capture), name: "t")).identity
+            return try ProfileFile.parse(try ProfileFile.document(json: .object(capture), name: "t")).identity
         }
         let identity = try parse(["initMs": .number(1.5), "getInfoMs": 4, "keepaliveMs": .number(150)])
         #expect(identity.initMs == 1.5 && identity.getInfoMs == 4 && identity.keepaliveMs == 150)
@@ -76,7 +98,7 @@ import Testing
             fields["getInfo"] = nil
             capture = .object(fields)
         }
-        let document = try ProfileFile.document(capture: capture, name: "u2f")
+        let document = try ProfileFile.document(json: capture, name: "u2f")
         #expect(document["versions"] == ["U2F_V2"])
         #expect(try ProfileFile.parse(document).profile.capturedInfo == nil)
     }
@@ -118,7 +140,7 @@ import Testing
             "user": ["getAssertion": "00", "numberOfCredentials": 2, "user": ["id": true, "name": 80]],
             "capacity": ["limit": 256, "existing": 2, "made": 23, "refused": "28"],
         ]
-        let document = try ProfileFile.document(capture: Self.destructiveCapture(record), name: "real")
+        let document = try ProfileFile.document(json: Self.destructiveCapture(record), name: "real")
         #expect(
             document["behaviour"] == [
                 "setPinWhenSet": "notAllowed", "pinToken": "withoutPermissions", "makeCredUvNotRqd": false,
@@ -130,7 +152,7 @@ import Testing
         let profile = try ProfileFile.parse(document).profile
         #expect(profile.behaviour.setPINWhenSet == .notAllowed && profile.behaviour.pinToken == .withoutPermissions)
         #expect(profile.behaviour.clientPINSubcommands == [1, 2, 3, 4, 5, 6, 7] && profile.dropsDisplayName)
-        #expect(ProfileFile.unreproduced(Self.destructiveCapture(record)).isEmpty)
+        #expect(try ProfileFile.unreproduced(json: Self.destructiveCapture(record)).isEmpty)
     }
 
     @Test func aKeyOfFidosimsOwnChoicesAddsNoBehaviourAndAPreviewTokenRuleIsRead() throws {
@@ -144,7 +166,7 @@ import Testing
             "user": ["user": ["id": true, "name": 80, "displayName": 80]],
             "capacity": ["limit": 30, "existing": 2, "made": 30],
         ]
-        let document = try ProfileFile.document(capture: Self.destructiveCapture(record), name: "k")
+        let document = try ProfileFile.document(json: Self.destructiveCapture(record), name: "k")
         #expect(document["behaviour"] == ["previewAcceptsPinToken": true])
         #expect(document["quirks"] == nil)
         #expect(document["maxResidentCredentials"] == 40, "the limit was reached: getInfo's count stands")
@@ -159,7 +181,7 @@ import Testing
             "token": ["getPinTokenTwice": "different", "sameTokenTwice": ["00", "00"]],
             "user": ["user": ["id": true, "name": 64, "displayName": 64]],
         ]
-        let lines = ProfileFile.unreproduced(Self.destructiveCapture(record, versions: ["FIDO_2_0"]))
+        let lines = try ProfileFile.unreproduced(json: Self.destructiveCapture(record, versions: ["FIDO_2_0"]))
         #expect(
             lines == [
                 #"pin.setShort: "00" (fidosim: "37")"#, "pin.retries: 6 (fidosim: 8)", "user.name: 64 (fidosim: 80)",
@@ -169,11 +191,11 @@ import Testing
         )
         // The profile is still made: the members it can express.
         let document = try ProfileFile.document(
-            capture: Self.destructiveCapture(record, versions: ["FIDO_2_0"]),
+            json: Self.destructiveCapture(record, versions: ["FIDO_2_0"]),
             name: "o"
         )
         #expect(document["behaviour"] == nil)
-        #expect(ProfileFile.unreproduced(Self.capture).isEmpty, "nothing destructive recorded")
+        #expect(try ProfileFile.unreproduced(json: Self.capture).isEmpty, "nothing destructive recorded")
     }
 }
 
@@ -201,5 +223,16 @@ import Testing
         #expect(CapturedIdentity.extra(nil) == .zero)
         #expect(CapturedIdentity.extra(0.3) == .zero)
         #expect(CapturedIdentity.extra(4.5) == .milliseconds(4))
+    }
+}
+
+extension ProfileFile {
+    /// The tests write their captures as a profile file holds them (JSON): read as `serve` reads them first.
+    static func document(json capture: JSONValue, name: String) throws -> JSONValue {
+        try document(capture: CaptureRecord(json: capture), name: name)
+    }
+
+    static func unreproduced(json capture: JSONValue) throws -> [String] {
+        unreproduced(try CaptureRecord(json: capture))
     }
 }

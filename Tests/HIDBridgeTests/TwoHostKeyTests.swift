@@ -1,6 +1,7 @@
 import CTAPCore
 import CTAPCoreTesting
 import CTAPHID
+import Profiles
 import Testing
 
 @testable import HIDBridge

@@ -3,6 +3,7 @@ import CTAPCore
 import CTAPCoreTesting
 import CTAPHID
 import CTAPNFC
+import Profiles
 import Testing
 
 @testable import HIDBridge

@@ -2,6 +2,7 @@ import CTAPCBOR
 import CTAPCore
 import CTAPCoreTesting
 import CTAPHID
+import Profiles
 import Testing
 
 @testable import HIDBridge

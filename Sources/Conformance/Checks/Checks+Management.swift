@@ -1,14 +1,14 @@
-import CTAPCBOR
-import FIDOClient
+package import CTAPCBOR
+package import FIDOClient
 
 /// authenticatorCredentialManagement (CTAP 2.1 §6.8), authenticatorLargeBlobs (§6.10) and authenticatorConfig (§6.11).
-enum ManagementChecks {
+package enum ManagementChecks {
     static let managedRpId = "managed.fidosim.test"
 
     /// A request of a command with subcommands (credential management, config): `{1: subCommand, 2: params,
     /// 3: pinUvAuthProtocol, 4: pinUvAuthParam}`, the param computed over `prefix || subCommand || params` with a
     /// fresh token of `permission` (or `override`), or left out when `authenticate` is false.
-    static func subcommandRequest(
+    package static func subcommandRequest(
         _ ctx: ConformanceContext,
         command: UInt8,
         prefix: [UInt8],

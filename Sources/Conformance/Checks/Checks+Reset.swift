@@ -1,9 +1,9 @@
-import CTAPCBOR
-import FIDOClient
+package import CTAPCBOR
+package import FIDOClient
 
 /// authenticatorReset (CTAP 2.1 §6.6) and PIN lockout (§6.5.2.2), the checks that erase.
-enum ResetChecks {
-    static func reset(_ ctx: ConformanceContext) throws -> CTAPResponse {
+package enum ResetChecks {
+    package static func reset(_ ctx: ConformanceContext) throws -> CTAPResponse {
         try ctx.send(CTAPCommand.reset, nil, touch: "authenticatorReset (erases the key)")
     }
 

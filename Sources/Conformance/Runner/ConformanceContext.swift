@@ -46,7 +46,7 @@ package final class ConformanceContext {
     package static let firstPIN = "31415926"
     package static let secondPIN = "27182818"
 
-    init(
+    package init(
         open: @escaping () throws -> KeyLink,
         deviceOperator: any DeviceOperator,
         allowDestructive: Bool,

@@ -3,6 +3,7 @@ import CTAPCore
 package import ControlProtocol
 import FlashImage
 import FlashStore
+package import Profiles
 package import VirtualKey
 
 /// A flash image, as people read it.

@@ -3,6 +3,7 @@ import CTAPHID
 package import Console
 import HIDAPIDevice
 package import Logging
+package import Profiles
 import USBIP
 package import VirtualKey
 

@@ -1,3 +1,4 @@
+package import Profiles
 package import VirtualKey
 
 extension KeySpec {

@@ -3,6 +3,7 @@ package import CTAPCore
 import Console
 import FlashImage
 package import FlashStore
+package import Profiles
 import SystemPackage
 package import VirtualKey
 

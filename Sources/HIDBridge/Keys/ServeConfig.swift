@@ -1,4 +1,5 @@
 import ControlProtocol
+package import Profiles
 package import VirtualKey
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 package import CTAPCore
 import CTAPHID
+package import Profiles
 
 /// Where a virtual key's reports travel.
 package enum TransportChoice: String, CaseIterable, Sendable {

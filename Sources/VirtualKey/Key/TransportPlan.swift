@@ -1,3 +1,5 @@
+package import Profiles
+
 /// How `serve`'s `--transport` options combine, worked out once: the key's one HID transport (udp, uhid, hid, gadget,
 /// private, or usbip alone), whether the key is also a card in vpcd's reader (pcsc), and whether USB/IP exports it
 /// beside its HID transport to another host.

@@ -1,4 +1,5 @@
 import CTAPCBOR
+import Conformance
 package import ControlProtocol
 import FIDOClient
 

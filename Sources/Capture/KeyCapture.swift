@@ -1,24 +1,29 @@
 package import CTAPCBOR
-package import ControlProtocol
+package import Conformance
+import ControlProtocol
 package import FIDOClient
 package import HIDAPIDevice
+package import Profiles
 
 /// `fidosim profile capture`: what a key shows, recorded without changing it (firmware-spec/profiles.md, "Captured
-/// profiles"). The result is the `capture` member of a profile file: getInfo's bytes, CTAPHID INIT's version and
-/// capabilities, the USB identity hidapi gives, the answers to a fixed set of harmless probes, and timing.
+/// profiles"). The result is the `capture` member of a profile file (``CaptureRecord``): getInfo's bytes, CTAPHID
+/// INIT's version and capabilities, the USB identity hidapi gives, the answers to a fixed set of harmless probes, and
+/// timing.
 ///
 /// Nothing here changes the key: no request that makes, stores or erases anything, none that needs a touch, no
 /// PIN. Every probe is malformed, unknown, or about a relying party (`probe.invalid`) the key holds nothing for.
 package struct KeyCapture {
-    /// The format of the `capture` member; a profile of another version is refused.
-    package static let version = 1
-
     /// One probe: its request (a CTAP2 message or a U2F APDU), and whether its answer depends on nothing the key
     /// holds, so that a copy may answer it with the captured bytes (`replay`).
     package struct Probe: Sendable {
         package var name: String
         package var request: [UInt8]
         package var replay: Bool
+
+        /// The probe with the key's answer, as the capture records it.
+        func answered(_ response: [UInt8]) -> CaptureRecord.Probe {
+            CaptureRecord.Probe(name: name, request: request, response: response, replay: replay)
+        }
     }
 
     /// The CTAP2 probes, in order.
@@ -124,33 +129,31 @@ package struct KeyCapture {
         self.destructive = destructive
     }
 
-    /// The `capture` object.
-    package func run() throws -> JSONValue {
+    /// The capture.
+    package func run() throws -> CaptureRecord {
         let link = try open()
         try link.initialize()
         let client = CTAP2Client(link: link)
-        var capture: [String: JSONValue] = ["version": .integer(Int64(Self.version))]
+        var capture = CaptureRecord()
         var speaksCTAP2 = true
         var speaksU2F = true
         if let hid = client.hid, let info = hid.info {
-            capture["ctaphid"] = [
-                "protocolVersion": .integer(Int64(info.protocolVersion)),
-                "deviceVersion": .array(
-                    [info.deviceVersion.major, info.deviceVersion.minor, info.deviceVersion.build].map {
-                        .integer(Int64($0))
-                    }
-                ),
-                "capabilities": .integer(Int64(info.capabilities)),
-            ]
+            capture.ctaphid = CaptureRecord.HIDIdentity(
+                protocolVersion: info.protocolVersion,
+                deviceVersion: [info.deviceVersion.major, info.deviceVersion.minor, info.deviceVersion.build],
+                capabilities: info.capabilities
+            )
             speaksCTAP2 = info.cbor
             speaksU2F = !info.noMessage
         }
         if let device = hidDevice {
-            capture["usb"] = [
-                "vendorId": .integer(Int64(device.vendorID)), "productId": .integer(Int64(device.productID)),
-                "manufacturer": .string(device.manufacturer), "product": .string(device.product),
-                "serial": Self.serialPattern(device.serial),
-            ]
+            capture.usb = CaptureRecord.USBIdentity(
+                vendorID: device.vendorID,
+                productID: device.productID,
+                manufacturer: device.manufacturer,
+                product: device.product,
+                serial: CaptureRecord.SerialShape(of: device.serial)
+            )
         }
         // The versions getInfo lists: what needs FIDO_2_0 (the destructive capture) or FIDO_2_1 (selection) asks.
         var versions: [String] = []
@@ -160,36 +163,26 @@ package struct KeyCapture {
                 speaksCTAP2 = false
             } else {
                 versions = ((try? info.map())?[1]?.arrayValue ?? []).compactMap(\.textValue)
-                let (bytes, perRequest) = Self.stableInfo(info)
-                capture["getInfo"] = .string(Hex.string(bytes))
-                if !perRequest.isEmpty { capture["getInfoPerRequest"] = .array(perRequest.map { .integer(Int64($0)) }) }
+                (capture.getInfo, capture.getInfoPerRequest) = Self.stableInfo(info)
             }
         }
         if let card = client.card { speaksU2F = card.version == "U2F_V2" }
-        var probes: [JSONValue] = []
         if speaksCTAP2 {
             for probe in Self.ctap2Probes {
                 let answer = try client.sendRaw(probe.request)
-                probes.append(Self.record(probe, [answer.status] + answer.body))
+                capture.probes.append(probe.answered([answer.status] + answer.body))
             }
         }
-        capture["probes"] = .array(probes)
-        var u2f: [JSONValue] = []
         if speaksU2F {
             for probe in Self.u2fProbes {
                 let (data, status) = try client.u2f(probe.request)
-                u2f.append(Self.record(probe, data + [UInt8(status >> 8), UInt8(status & 0xFF)]))
+                capture.u2f.append(probe.answered(data + [UInt8(status >> 8), UInt8(status & 0xFF)]))
             }
         }
-        capture["u2f"] = .array(u2f)
-        var timing = try timing(client, getInfo: speaksCTAP2)
+        capture.timing = try timing(client, getInfo: speaksCTAP2)
         if let toucher, client.hid != nil, versions.contains("FIDO_2_1") {
-            if case .object(var members) = timing {
-                members["keepaliveMs"] = try keepaliveCadence(client, toucher: toucher)
-                timing = .object(members)
-            }
+            capture.timing.keepaliveMs = try keepaliveCadence(client, toucher: toucher)
         }
-        capture["timing"] = timing
         if let destructive, speaksCTAP2, versions.contains("FIDO_2_0") {
             let context = try ConformanceContext(
                 open: open,
@@ -198,7 +191,7 @@ package struct KeyCapture {
                 pin: nil
             )
             do {
-                capture["destructive"] = try DestructiveCapture(ctx: context, capacityLimit: destructive.capacityLimit)
+                capture.destructive = try DestructiveCapture(ctx: context, capacityLimit: destructive.capacityLimit)
                     .run()
             } catch let failure as CheckFailure {
                 // A request the capture needed (a PIN token, say) was refused: say which, and what came back.
@@ -215,11 +208,11 @@ package struct KeyCapture {
                 }
             }
         }
-        return .object(capture)
+        return capture
     }
 
     /// The median gap between keepalives while an authenticatorSelection waits for the touch `toucher` gives.
-    func keepaliveCadence(_ client: CTAP2Client, toucher: any DeviceOperator) throws -> JSONValue {
+    func keepaliveCadence(_ client: CTAP2Client, toucher: any DeviceOperator) throws -> Double? {
         var times: [Double] = []
         client.onKeepalive = { _ in times.append(CTAPHIDClient.nowMs()) }
         defer { client.onKeepalive = nil }
@@ -228,13 +221,9 @@ package struct KeyCapture {
         try? toucher.restore()
         guard answer.ok else { throw ClientError.malformed("authenticatorSelection answered \(answer.status)") }
         let gaps = zip(times.dropFirst(), times).map { $0 - $1 }.sorted()
-        guard !gaps.isEmpty else { return .null }
-        return .number((gaps[gaps.count / 2] * 10).rounded() / 10)
+        guard !gaps.isEmpty else { return nil }
+        return (gaps[gaps.count / 2] * 10).rounded() / 10
     }
-
-    /// Members of getInfo that are new at each request (CTAP 2.2 encIdentifier 0x19 and encCredStoreState 0x1E,
-    /// encrypted afresh): the capture records that the key has them, not their bytes.
-    static let perRequestMembers: Set<Int> = [0x19, 0x1E]
 
     /// getInfo's answer without the members that are new at each request (re-encoded canonically), and which of
     /// them it had. An answer that is not a CBOR map stays as it is.
@@ -242,24 +231,17 @@ package struct KeyCapture {
         guard info.ok, let value = try? CBORDecoder.decode(info.body, maxDepth: 8), case .map(var map) = value else {
             return ([info.status] + info.body, [])
         }
-        let present = perRequestMembers.filter { map[CBORValue($0)] != nil }.sorted()
+        let present = CaptureRecord.perRequestMembers.filter { map[CBORValue($0)] != nil }.sorted()
         for member in present { map[CBORValue(member)] = nil }
         return ([info.status] + CBOREncoder.encode(.map(map)), present)
     }
 
-    static func record(_ probe: Probe, _ response: [UInt8]) -> JSONValue {
-        [
-            "name": .string(probe.name), "request": .string(Hex.string(probe.request)),
-            "response": .string(Hex.string(response)), "replay": .boolean(probe.replay),
-        ]
-    }
-
     /// The median of 9 INIT and of 9 getInfo round trips, in milliseconds (one decimal).
-    func timing(_ client: CTAP2Client, getInfo: Bool) throws -> JSONValue {
-        var out: [String: JSONValue] = [:]
-        func median(_ samples: [Double]) -> JSONValue {
+    func timing(_ client: CTAP2Client, getInfo: Bool) throws -> CaptureRecord.Timing {
+        var out = CaptureRecord.Timing()
+        func median(_ samples: [Double]) -> Double {
             let sorted = samples.sorted()
-            return .number((sorted[sorted.count / 2] * 10).rounded() / 10)
+            return (sorted[sorted.count / 2] * 10).rounded() / 10
         }
         if let hid = client.hid {
             var samples: [Double] = []
@@ -268,7 +250,7 @@ package struct KeyCapture {
                 _ = try hid.initialize()
                 samples.append(CTAPHIDClient.nowMs() - start)
             }
-            out["initMs"] = median(samples)
+            out.initMs = median(samples)
         }
         if getInfo {
             var samples: [Double] = []
@@ -277,27 +259,8 @@ package struct KeyCapture {
                 _ = try client.sendRaw([0x04])
                 samples.append(CTAPHIDClient.nowMs() - start)
             }
-            out["getInfoMs"] = median(samples)
+            out.getInfoMs = median(samples)
         }
-        return .object(out)
-    }
-
-    /// What a serial number looks like, not the serial itself: its length and its alphabet.
-    static func serialPattern(_ serial: String) -> JSONValue {
-        let alphabet: String
-        if serial.isEmpty {
-            alphabet = "none"
-        } else if serial.allSatisfy({ $0.isASCII && $0.isNumber }) {
-            alphabet = "digits"
-        } else if serial.allSatisfy({ $0.isHexDigit && !$0.isLowercase }) {
-            alphabet = "upper-hex"
-        } else if serial.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) {
-            alphabet = "lower-hex"
-        } else if serial.allSatisfy({ $0.isASCII && ($0.isNumber || $0.isUppercase) }) {
-            alphabet = "upper-alnum"
-        } else {
-            alphabet = "alnum"
-        }
-        return ["length": .integer(Int64(serial.count)), "alphabet": .string(alphabet)]
+        return out
     }
 }

@@ -56,13 +56,13 @@ package struct CapturedIdentity: Sendable, Equatable {
 extension ProfileFile {
     /// A profile file from a key's capture (`fidosim profile capture`): the members fidosim's own profiles have,
     /// read from the captured getInfo and probes, and the capture itself, which `serve` reproduces.
-    package static func document(capture: JSONValue, name: String) throws -> JSONValue {
+    package static func document(capture: CaptureRecord, name: String) throws -> JSONValue {
         var out: [String: JSONValue] = [
             "name": .string(name),
             "description": "captured from a key by fidosim profile capture",
-            "capture": capture,
+            "capture": capture.json,
         ]
-        let info = try capturedInfo(capture)
+        let info = try capture.info()
         guard let info else {
             out["versions"] = ["U2F_V2"]
             return .object(out)
@@ -94,14 +94,14 @@ extension ProfileFile {
         let options = info[0x04]?.mapValue ?? [:]
         if options["alwaysUv"] == .boolean(true) { out["alwaysUv"] = true }
         // What the probes tell of the key's choices.
-        let answers = probeAnswers(capture)
+        let answers = capture.probeAnswers
         var behaviour: [String: JSONValue] = [:]
         if options["clientPin"] == .boolean(false), let retries = answers["clientPIN getPINRetries"]?.first {
             if retries == 0x35 { behaviour["pinRetriesWithoutPin"] = "pinNotSet" }
         }
         var quirks: [String: JSONValue] = [:]
         if answers["getAssertion: an allow list of 65"]?.first == 0x15 { quirks["rejectsLargeLists"] = true }
-        if let destructive = capture["destructive"] {
+        if let destructive = capture.destructive {
             derive(
                 destructive,
                 versions: versions,
@@ -189,9 +189,9 @@ extension ProfileFile {
     /// Where the key answered what `--allow-destructive` recorded otherwise than fidosim does, whatever its
     /// profile says (fidosim's fixed rules: 8 PIN retries, three wrong PINs in a row block until a power cycle,
     /// PINs of 4 to 63 bytes, user names and display names kept whole): "what: the key's answer (fidosim's)".
-    package static func unreproduced(_ capture: JSONValue) -> [String] {
-        guard let record = capture["destructive"] else { return [] }
-        let info = (try? capturedInfo(capture)) ?? nil
+    package static func unreproduced(_ capture: CaptureRecord) -> [String] {
+        guard let record = capture.destructive else { return [] }
+        let info = (try? capture.info()) ?? nil
         let versions = (info?[0x01]?.arrayValue ?? []).compactMap(\.textValue)
         var scratch: [String: JSONValue] = [:]
         var behaviour: [String: JSONValue] = [:]
@@ -229,114 +229,38 @@ extension ProfileFile {
         return fixed + unexpressed
     }
 
-    /// The captured getInfo map; nil for a key that has none (U2F only).
-    static func capturedInfo(_ capture: JSONValue) throws -> [CBORValue: CBORValue]? {
-        guard let text = capture["getInfo"]?.stringValue else { return nil }
-        guard let bytes = Hex.bytes(text), bytes.first == 0x00 else {
-            throw KeySetupError("capture \"getInfo\" must be the hex of a successful answer (status 00, then CBOR)")
-        }
-        guard let value = try? CBORDecoder.decode(Array(bytes.dropFirst()), maxDepth: 8), case .map(let map) = value
-        else { throw KeySetupError("capture \"getInfo\" is not a CBOR map after its status byte") }
-        return map
-    }
-
-    /// Each CTAP2 probe's answer by name.
-    static func probeAnswers(_ capture: JSONValue) -> [String: [UInt8]] {
-        var out: [String: [UInt8]] = [:]
-        for probe in capture["probes"]?.arrayValue ?? [] {
-            if let name = probe["name"]?.stringValue, let answer = probe["response"]?.stringValue.flatMap(Hex.bytes) {
-                out[name] = answer
-            }
-        }
-        return out
-    }
-
     /// Reads the `capture` member into the profile: the getInfo the key answers, the probes it replays, and the
     /// identity the transports present.
     static func parseCapture(_ capture: JSONValue, into file: inout ProfileFile) throws {
-        guard case .object(let fields) = capture else { throw KeySetupError("\"capture\" must be an object") }
-        let known: Set<String> = [
-            "version", "getInfo", "getInfoPerRequest", "ctaphid", "usb", "probes", "u2f", "timing", "destructive",
-        ]
-        for key in fields.keys.sorted() where !known.contains(key) {
-            throw KeySetupError("unknown capture member \"\(key)\"")
-        }
-        guard fields["version"]?.integerValue == 1 else {
-            throw KeySetupError("capture \"version\" must be 1 (a capture of another fidosim is not read)")
-        }
-        file.profile.capturedInfo = try capturedInfo(capture)
+        let record = try CaptureRecord(json: capture)
+        file.profile.capturedInfo = try record.info()
         // Members new at each request (encIdentifier, encCredStoreState): the key answers its own, when it has one.
-        for member in fields["getInfoPerRequest"]?.arrayValue ?? [] {
-            guard let number = member.integerValue, [0x19, 0x1E].contains(number) else {
-                throw KeySetupError(
-                    "capture \"getInfoPerRequest\" may list 25 (encIdentifier) and 30 (encCredStoreState)"
-                )
-            }
-            file.profile.capturedInfo?[CBORValue(Int(number))] = .byteString([])
+        for member in record.getInfoPerRequest {
+            file.profile.capturedInfo?[CBORValue(member)] = .byteString([])
         }
-        for (member, isU2F) in [("probes", false), ("u2f", true)] {
-            guard let list = fields[member] else { continue }
-            guard let probes = list.arrayValue else { throw KeySetupError("capture \"\(member)\" must be an array") }
-            for probe in probes {
-                guard let request = probe["request"]?.stringValue.flatMap(Hex.bytes),
-                    let response = probe["response"]?.stringValue.flatMap(Hex.bytes), !response.isEmpty,
-                    let replay = probe["replay"]?.boolValue
-                else {
-                    throw KeySetupError("each capture probe needs \"request\" and \"response\" in hex and \"replay\"")
-                }
-                guard replay else { continue }
-                if isU2F {
-                    file.profile.cannedU2FAnswers[request] = response
-                } else {
-                    file.profile.cannedAnswers[request] = response
-                }
-            }
+        for probe in record.probes where probe.replay {
+            file.profile.cannedAnswers[probe.request] = probe.response
+        }
+        for probe in record.u2f where probe.replay {
+            file.profile.cannedU2FAnswers[probe.request] = probe.response
         }
         var identity = CapturedIdentity()
-        if let ctaphid = fields["ctaphid"] {
-            let version = ctaphid["deviceVersion"]?.arrayValue?.compactMap(\.integerValue) ?? []
-            guard version.count == 3, version.allSatisfy({ (0...255).contains($0) }),
-                let capabilities = ctaphid["capabilities"]?.integerValue, (0...255).contains(capabilities)
-            else {
-                throw KeySetupError("capture \"ctaphid\" needs \"deviceVersion\" (three bytes) and \"capabilities\"")
-            }
-            identity.deviceVersion = (UInt8(version[0]), UInt8(version[1]), UInt8(version[2]))
-            identity.capabilities = UInt8(capabilities)
+        if let ctaphid = record.ctaphid {
+            let version = ctaphid.deviceVersion
+            identity.deviceVersion = (version[0], version[1], version[2])
+            identity.capabilities = ctaphid.capabilities
         }
-        if let usb = fields["usb"] {
-            guard let vendor = usb["vendorId"]?.integerValue, (0...0xFFFF).contains(vendor),
-                let product = usb["productId"]?.integerValue, (0...0xFFFF).contains(product)
-            else { throw KeySetupError("capture \"usb\" needs \"vendorId\" and \"productId\" (16-bit)") }
-            identity.vendorID = UInt16(vendor)
-            identity.productID = UInt16(product)
-            identity.manufacturer = usb["manufacturer"]?.stringValue
-            identity.product = usb["product"]?.stringValue
-            identity.serialLength = usb["serial"]?["length"]?.integerValue.map { Int($0) }
-            identity.serialAlphabet = usb["serial"]?["alphabet"]?.stringValue
+        if let usb = record.usb {
+            identity.vendorID = usb.vendorID
+            identity.productID = usb.productID
+            identity.manufacturer = usb.manufacturer
+            identity.product = usb.product
+            identity.serialLength = usb.serial?.length
+            identity.serialAlphabet = usb.serial?.alphabet
         }
-        if let timing = fields["timing"] {
-            for name in ["initMs", "getInfoMs", "keepaliveMs"] {
-                guard let value = timing[name], value != .null else { continue }
-                let number: Double? =
-                    switch value {
-                    case .number(let d): d
-                    case .integer(let i): Double(i)
-                    default: nil
-                    }
-                guard let number, number >= 0, number <= 10_000 else {
-                    throw KeySetupError("capture timing \"\(name)\" must be a number of milliseconds, 0 to 10000")
-                }
-                switch name {
-                case "initMs": identity.initMs = number
-                case "getInfoMs": identity.getInfoMs = number
-                default:
-                    guard number >= 10, number <= 1000 else {
-                        throw KeySetupError("capture timing \"keepaliveMs\" must be 10 to 1000 milliseconds")
-                    }
-                    identity.keepaliveMs = number
-                }
-            }
-        }
+        identity.initMs = record.timing.initMs
+        identity.getInfoMs = record.timing.getInfoMs
+        identity.keepaliveMs = record.timing.keepaliveMs
         file.identity = identity
     }
 }
