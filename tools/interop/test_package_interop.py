@@ -172,3 +172,32 @@ def test_a_card_can_go_to_a_vpcd_reader_of_the_tests_own():
     with FidosimServer(transport="pcsc", vpcd_port=1, control="off") as card:
         assert (card.record["vpcdHost"], card.record["vpcdPort"]) == ("127.0.0.1", 1)
         assert card.running
+
+
+def test_the_launcher_command_holds_a_key_for_a_shell_and_exits_with_serves_status(tmp_path):
+    """python -m fidosim.launch: serve with the options given, the ready record in a file once the key is ready,
+    SIGTERM stops it with serve's exit status; a key that cannot start exits with serve's."""
+    import signal
+    import sys
+    import time
+
+    record_path = tmp_path / "record.json"
+    launcher = subprocess.Popen([sys.executable, "-m", "fidosim.launch", "--record", str(record_path), "--",
+                                 "--transport", "udp", "--port", "0", "--flash", "memory", "--control", "off"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not record_path.exists():
+            assert launcher.poll() is None and time.monotonic() < deadline, launcher.stdout.read()
+            time.sleep(0.05)
+        record = json.loads(record_path.read_text())
+        assert record["pid"] != launcher.pid and record["control"] is None
+        assert probe_init(record["host"], record["port"], timeout=1.0)
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        out = launcher.communicate(timeout=20)[0]
+    assert launcher.returncode == 0, out
+    assert "serving a virtual key on udp" in out  # serve's output is the launcher's
+    refused = subprocess.run([sys.executable, "-m", "fidosim.launch", "--", "--keys", "129"], capture_output=True,
+                             text=True, timeout=30)
+    assert refused.returncode == 2 and "--keys must be 0 to 128" in refused.stderr

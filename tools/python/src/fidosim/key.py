@@ -314,7 +314,9 @@ class FidosimServer:
     ``subprocess.PIPE`` make them text pipes, line by line (``process.stdin``, ``process.stdout``: a terminal's
     person); ``user`` and ``group`` run it as another user (root only; the server's directory becomes that user's);
     ``prefix`` is a command that runs serve (``prlimit ...``, ``strace ...``) and ``preexec_fn`` runs in the child
-    before serve. Signals go to serve itself (the ready file's pid), also under a prefix."""
+    before serve. Signals go to serve itself (the ready file's pid), also under a prefix. ``serve_args``, when given,
+    is serve's whole command line instead of the one the other options make (only ``--ready-file`` is added), and
+    ``capture_stderr=False`` leaves serve's standard error this process's (``python -m fidosim.launch``)."""
 
     def __init__(
         self,
@@ -346,6 +348,8 @@ class FidosimServer:
         group: int | str | None = None,
         prefix: Sequence[str] = (),
         preexec_fn: Callable[[], Any] | None = None,
+        serve_args: Sequence[str] | None = None,
+        capture_stderr: bool = True,
     ):
         self.binary = find_binary(binary)
         self.directory = tempfile.mkdtemp(prefix="fidosim-key-")
@@ -388,13 +392,16 @@ class FidosimServer:
         if self.hub_path:
             command += ["--hub", self.hub_path]
         self.command = command + [str(a) for a in args]
+        if serve_args is not None:
+            self.command = [*prefix, str(self.binary), "serve", *[str(a) for a in serve_args],
+                            "--ready-file", self.ready_path]
         self.pin = pin
         self.credentials = credentials
         self.process: subprocess.Popen | None = None
         self._hub: FidosimHub | None = None
         self.keys: list[Key] = []
         self.record: dict = {}
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile() if capture_stderr else None
         self.env = env
         self.cwd = cwd
         self.stdin, self.stdout = stdin, stdout
@@ -522,6 +529,9 @@ class FidosimServer:
         self.hub.remove_virtual_authenticator(name)
 
     def stderr(self) -> str:
+        """What serve wrote to its standard error ("" when it was not captured)."""
+        if self._stderr is None:
+            return ""
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
 
@@ -555,7 +565,8 @@ class FidosimServer:
     def close(self) -> int | None:
         """Stops the server (as ``stop``) and frees its captured standard error; read ``stderr()`` before."""
         code = self.stop()
-        self._stderr.close()
+        if self._stderr is not None:
+            self._stderr.close()
         return code
 
     def __exit__(self, *exc) -> None:
