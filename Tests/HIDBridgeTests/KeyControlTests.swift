@@ -222,6 +222,32 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         #expect(messages(h.send(command: 0x01, payload: Array(repeating: 1, count: 8))).count == 1)
     }
 
+    @Test func everyArmedFaultIsOneValueAndClearFaultsEmptiesIt() throws {
+        let storage = FaultInjectingStorage(MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)))
+        let authenticator = try Authenticator(
+            storage: storage,
+            entropy: EntropySource(SeededGenerator(seed: 1)),
+            now: .zero
+        )
+        var h = try KeyHarness(presence: .approve(after: .milliseconds(10)))
+        h.key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 3), authenticator: authenticator, presence: h.key.presence)
+        let faults: [Fault] = [
+            .status(target: .makeCredential, status: 0x31, count: 2),
+            .status(target: .makeCredential, status: 0x27, count: 1),
+            .keyStoreFull(afterCredentials: 3), .flashWriteFailure(count: 2), .dropReports(inbound: false, count: 4),
+            .responseOverride(bogusSignature: true, badUP: false, badUV: true, count: nil),
+        ]
+        var reported: JSONValue?
+        for fault in faults { reported = h.control(.injectFault(fault))?["faults"] }
+        let armed = h.key.faults
+        #expect(armed.transport.status.map(\.status) == [0x27], "a second fault for a command replaces the first")
+        #expect(armed.transport.dropOutbound == 4 && armed.flashWriteFailures == 2)
+        #expect(armed.authenticator.keyStoreFullAfter == 3 && h.key.authenticator.faults == armed.authenticator)
+        #expect(reported == armed.json && reported?["flashWriteFailures"] == 2 && reported?["keyStoreFullAfter"] == 3)
+        #expect(h.control(.clearFaults)?["faults"] == ArmedFaults().json)
+        #expect(h.key.faults == ArmedFaults() && storage.faults.pendingFailures == 0)
+    }
+
     @Test func approveNextThenBackToPrompt() throws {
         var h = try KeyHarness(presence: .prompt)
         _ = h.control(.presence(.approveNext(delayMilliseconds: 10)))

@@ -329,7 +329,7 @@ extension Authenticator {
     /// How many more discoverable credentials the key accepts: the configured limit and the storage's room.
     var remainingDiscoverableCredentials: Int {
         let stored = storage.residentCount
-        let limit = min(configuration.maxResidentCredentials, storedCredentialLimit ?? .max)
+        let limit = min(configuration.maxResidentCredentials, faults.keyStoreFullAfter ?? .max)
         return min(max(0, limit - stored), storage.remainingDiscoverableCredentials)
     }
 

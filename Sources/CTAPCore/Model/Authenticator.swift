@@ -94,10 +94,8 @@ package struct Authenticator: Sendable {
     var openedIds = OpenedIdCache()
     /// The rpIdHash of the last rpId a request named (a test suite sends one RP's requests in a row).
     var lastRpIdHash: (rpId: String, hash: [UInt8])?
-    /// A fault injected by the control plane: KEY_STORE_FULL once this many credentials are stored.
-    package var storedCredentialLimit: Int?
-    /// The control plane's response override (a fault): what the next answers get wrong on purpose.
-    package var responseOverride: ResponseOverride?
+    /// The faults the control plane armed in the authenticator itself (RAM only).
+    package var faults = AuthenticatorFaults()
     /// Backup states the control plane set on non-discoverable credentials whose ids hold their keys (the key keeps
     /// nothing else of them), by credential id; forgotten by a reset and when the process ends.
     var backupStates: [[UInt8]: Bool] = [:]

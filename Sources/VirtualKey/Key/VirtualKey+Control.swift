@@ -104,33 +104,14 @@ extension VirtualKey {
             }
             return options
         case .injectFault(let fault):
-            switch fault {
-            case .status(let target, let status, let count): controls.add(target: target, status: status, count: count)
-            case .keyStoreFull(let after): authenticator.storedCredentialLimit = after
-            case .flashWriteFailure(let count):
-                guard let faults = storageFaults else {
-                    throw ControlError(.failed, "this key's storage does not take injected faults")
-                }
-                faults.failNextWrites(count)
-            case .dropReports(let inbound, let count):
-                if inbound { controls.dropInbound = count } else { controls.dropOutbound = count }
-            case .responseOverride(let bogus, let badUP, let badUV, let count):
-                authenticator.responseOverride = ResponseOverride(
-                    bogusSignature: bogus,
-                    clearUserPresent: badUP,
-                    clearUserVerified: badUV,
-                    remaining: count
-                )
+            if case .flashWriteFailure = fault, storageFaults == nil {
+                throw ControlError(.failed, "this key's storage does not take injected faults")
             }
-            return ["faults": faultSummary]
+            faults.arm(fault)
+            return ["faults": faults.json]
         case .clearFaults:
-            controls.statusFaults = []
-            controls.dropInbound = 0
-            controls.dropOutbound = 0
-            authenticator.storedCredentialLimit = nil
-            authenticator.responseOverride = nil
-            storageFaults?.failNextWrites(0)
-            return ["faults": faultSummary]
+            faults = ArmedFaults()
+            return ["faults": faults.json]
         case .status:
             return keyStatus()
         case .setAttestation(let key, let certificate, let root, let enterprise):
@@ -174,31 +155,20 @@ extension VirtualKey {
         ]
     }
 
-    var faultSummary: JSONValue {
-        var out: [String: JSONValue] = [
-            "status": .array(
-                controls.statusFaults.map {
-                    [
-                        "command": .string($0.target.rawValue), "status": JSONValue($0.status),
-                        "remaining": JSONValue($0.remaining),
-                    ]
-                }
-            ),
-            "dropInbound": JSONValue(controls.dropInbound),
-            "dropOutbound": JSONValue(controls.dropOutbound),
-            "flashWriteFailures": JSONValue(storageFaults?.pendingFailures ?? 0),
-        ]
-        out["keyStoreFullAfter"] = authenticator.storedCredentialLimit.map { JSONValue($0) } ?? JSONValue.null
-        if let override = authenticator.responseOverride {
-            out["responseOverride"] = [
-                "isBogusSignature": .boolean(override.bogusSignature), "isBadUP": .boolean(override.clearUserPresent),
-                "isBadUV": .boolean(override.clearUserVerified),
-                "remaining": override.remaining.map { JSONValue($0) } ?? JSONValue.null,
-            ]
-        } else {
-            out["responseOverride"] = JSONValue.null
+    /// The armed faults as one value; setting it arms each part where it acts.
+    package var faults: ArmedFaults {
+        get {
+            var out = ArmedFaults()
+            out.transport = controls.faults
+            out.authenticator = authenticator.faults
+            out.flashWriteFailures = storageFaults?.pendingFailures ?? 0
+            return out
         }
-        return .object(out)
+        set {
+            controls.faults = newValue.transport
+            authenticator.faults = newValue.authenticator
+            storageFaults?.failNextWrites(newValue.flashWriteFailures)
+        }
     }
 
     /// The key's half of `status`: identity, options, storage, counters, presence, pending request, faults.
@@ -228,7 +198,7 @@ extension VirtualKey {
             ],
             "presence": .string(presence.description),
             "presenceMode": presence.json,
-            "faults": faultSummary,
+            "faults": faults.json,
         ]
         status["userVerified"] = controls.userVerified.map(JSONValue.boolean) ?? JSONValue.null
         if let prompt = pendingPrompt {

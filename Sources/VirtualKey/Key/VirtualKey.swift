@@ -193,8 +193,8 @@ package struct VirtualKey: Sendable {
 
     /// A report from a host (the first unless the key is plugged into several).
     package mutating func receive(report: [UInt8], now: Duration, host: Int = 0) -> [KeyOutput] {
-        if controls.dropInbound > 0 {
-            controls.dropInbound -= 1
+        if controls.faults.dropInbound > 0 {
+            controls.faults.dropInbound -= 1
             return []
         }
         return perform(onMachine(host) { $0.receive(report: report, now: now) }, host: host, now: now)
@@ -365,8 +365,8 @@ package struct VirtualKey: Sendable {
         for action in actions {
             switch action {
             case .send(let report):
-                if controls.dropOutbound > 0 {
-                    controls.dropOutbound -= 1
+                if controls.faults.dropOutbound > 0 {
+                    controls.faults.dropOutbound -= 1
                 } else if let due = due(of: report, host: host, now: now) {
                     heldReports.append((due, report, host))
                 } else {
@@ -419,7 +419,7 @@ package struct VirtualKey: Sendable {
                 .traced(TraceMessage(fromHost: true, channel: channel, command: command.rawValue, payload: payload))
             )
         }
-        if let status = controls.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
+        if let status = controls.faults.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
             return out + answer(.response(status), channel: route, now: now, injected: true)
         }
         let outcome =

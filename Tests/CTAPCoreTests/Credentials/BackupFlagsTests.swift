@@ -133,7 +133,7 @@ import Testing
 
     @Test func aResponseOverrideChangesTheNextAnswersOnly() throws {
         var h = try harness()
-        h.authenticator.responseOverride = ResponseOverride(
+        h.authenticator.faults.responseOverride = ResponseOverride(
             bogusSignature: true,
             clearUserPresent: true,
             clearUserVerified: false,
@@ -142,7 +142,7 @@ import Testing
         let made = try h.register()
         #expect(made.authData.flags & 0x01 == 0)
         #expect(made.response[3]?["sig"]?.bytesValue?.allSatisfy { $0 == 0 } == true)
-        #expect(h.authenticator.responseOverride == nil)
+        #expect(h.authenticator.faults.responseOverride == nil)
         let assertion = try h.getAssertion(Request.getAssertion(allowList: [made.credentialId]))
         #expect(assertion.authData.flags & 0x01 == 0x01)
         #expect(!assertion.signature.allSatisfy { $0 == 0 })
@@ -151,7 +151,7 @@ import Testing
     @Test func anOverrideWithoutACountLastsUntilCleared() throws {
         var h = try harness()
         let made = try h.register()
-        h.authenticator.responseOverride = ResponseOverride(
+        h.authenticator.faults.responseOverride = ResponseOverride(
             bogusSignature: true,
             clearUserPresent: false,
             clearUserVerified: false,
@@ -161,6 +161,6 @@ import Testing
             let assertion = try h.getAssertion(Request.getAssertion(allowList: [made.credentialId]))
             #expect(assertion.signature.allSatisfy { $0 == 0 } && !assertion.signature.isEmpty)
         }
-        #expect(h.authenticator.responseOverride != nil)
+        #expect(h.authenticator.faults.responseOverride != nil)
     }
 }

@@ -1,3 +1,18 @@
+/// The faults a test rig arms in the authenticator itself (the control plane's `injectFault`); the key's transport
+/// faults (injected statuses, dropped reports) and flash write failures are armed around it (VirtualKey's
+/// `ArmedFaults` holds all of them as one value).
+package struct AuthenticatorFaults: Sendable, Equatable {
+    /// KEY_STORE_FULL once this many discoverable credentials are stored.
+    package var keyStoreFullAfter: Int?
+    /// What the next answers get wrong on purpose.
+    package var responseOverride: ResponseOverride?
+
+    package init(keyStoreFullAfter: Int? = nil, responseOverride: ResponseOverride? = nil) {
+        self.keyStoreFullAfter = keyStoreFullAfter
+        self.responseOverride = responseOverride
+    }
+}
+
 /// What a test rig makes the key get wrong in its next makeCredential and getAssertion answers, with the names of
 /// Chromium's DevTools WebAuthn domain (`setResponseOverrideBits`: isBogusSignature, isBadUP, isBadUV), so that a
 /// relying party's rejection of such answers can be tested.
@@ -35,10 +50,10 @@ extension Authenticator {
     /// presence (a platform's silent `up: false` probe of an allow list) is left alone and not counted: the override
     /// is for the ceremony a test watches.
     mutating func takeResponseOverride(userPresent: Bool = true) -> ResponseOverride? {
-        guard userPresent, var override = responseOverride else { return nil }
+        guard userPresent, var override = faults.responseOverride else { return nil }
         if let remaining = override.remaining {
             override.remaining = remaining - 1
-            responseOverride = remaining > 1 ? override : nil
+            faults.responseOverride = remaining > 1 ? override : nil
         }
         return override
     }
