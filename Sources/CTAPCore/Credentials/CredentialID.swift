@@ -33,29 +33,6 @@ struct CredentialID {
         var credBlob: [UInt8]? = nil
     }
 
-    /// The algorithm byte of the plaintext; the ids of versions before ES384 used 1 and 2 already.
-    static func algorithmByte(_ algorithm: CredentialAlgorithm) -> UInt8 {
-        switch algorithm {
-        case .es256: 1
-        case .edDSA: 2
-        case .es384: 3
-        case .es512: 4
-        case .esp256: 5
-        case .esp384: 6
-        case .esp512: 7
-        case .ed25519: 8
-        case .mlDSA65: 9
-        case .mlDSA87: 10
-        case .rs256: 11
-        case .ps256: 12
-        case .es256K: 13
-        }
-    }
-
-    static func algorithm(byte: UInt8) -> CredentialAlgorithm? {
-        CredentialAlgorithm.allCases.first { algorithmByte($0) == byte }
-    }
-
     /// Derives the sealing key from the device secret.
     static func sealingKey(deviceSecret: [UInt8]) -> SymmetricKey {
         HKDF<SHA256>.deriveKey(
@@ -78,7 +55,7 @@ struct CredentialID {
         if contents.thirdPartyPayment { flags |= 0x10 }
         if contents.backupEligible { flags |= 0x20 }
         if contents.backupState { flags |= 0x40 }
-        var plaintext: [UInt8] = [flags, algorithmByte(contents.algorithm)]
+        var plaintext: [UInt8] = [flags, contents.algorithm.idByte]
         plaintext += contents.privateKey
         if let blob = contents.credBlob {
             guard blob.count <= maxCredBlobLength else { throw CTAPError(.other, "a credBlob too long for an id") }
@@ -109,7 +86,9 @@ struct CredentialID {
             let plain = try? AES.GCM.open(box, using: key, authenticating: [version] + rpIdHash)
         else { return nil }
         let bytes = Array(plain)
-        guard bytes.count >= 2, bytes[0] & ~0x7F == 0, let algorithm = algorithm(byte: bytes[1]) else { return nil }
+        guard bytes.count >= 2, bytes[0] & ~0x7F == 0, let algorithm = CredentialAlgorithm(idByte: bytes[1]) else {
+            return nil
+        }
         let keyEnd = 2 + algorithm.idKeyLength
         var credBlob: [UInt8]?
         if bytes.count > keyEnd {

@@ -1,11 +1,12 @@
 import CTAPCBOR
-import CTAPCore
 import CTAPCoreTesting
 import Crypto
 import FlashStore
 import Secp256k1
 import Testing
 import _CryptoExtras
+
+@testable import CTAPCore
 
 /// Every credential algorithm beside ES256: its COSE key exactly as the registry gives it, its signatures, its
 /// credential id, its flash record and its PKCS#8 form. (python-fido2 and OpenSSL check the same from outside in
@@ -118,6 +119,17 @@ import _CryptoExtras
         let registration = try harness.register(request(offered, rk: true))
         #expect(registration.credential.coseKey[3] == CBORValue(chosen))
         #expect(harness.residentCredentials.first?.algorithm.rawValue == chosen)
+    }
+
+    @Test func eachAlgorithmHasItsOwnCredentialIdByteAndTheOldOnesStay() {
+        let bytes = CredentialAlgorithm.allCases.map(\.idByte)
+        #expect(Set(bytes).count == bytes.count)
+        #expect(CredentialAlgorithm.es256.idByte == 1 && CredentialAlgorithm.edDSA.idByte == 2)
+        for algorithm in CredentialAlgorithm.allCases {
+            #expect(CredentialAlgorithm(idByte: algorithm.idByte) == algorithm)
+            #expect(CredentialAlgorithm(name: algorithm.name) == algorithm)
+        }
+        #expect(CredentialAlgorithm(idByte: 0) == nil && CredentialAlgorithm(idByte: 14) == nil)
     }
 
     @Test func aProfileWithoutAnAlgorithmNeverChoosesIt() throws {
