@@ -4,9 +4,7 @@ import CTAPCBOR
 import Console
 import ControlClient
 import ControlProtocol
-import HIDBridge
 import Profiles
-import VirtualKey
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process
@@ -90,7 +88,7 @@ struct AttestationCommand: ParsableCommand {
             if let path = self.batch, Glibc.access(path, F_OK) == 0 {
                 do {
                     batch = try BatchFile.anotherKey(
-                        ofBatch: try KeyFiles.read(path),
+                        ofBatch: try WholeFile.read(path),
                         path: path,
                         aaguid: aaguid,
                         notBefore: notBefore
@@ -113,7 +111,7 @@ struct AttestationCommand: ParsableCommand {
                         organization: organization,
                         country: country.uppercased()
                     )
-                    try usage { () throws(KeySetupError) in try KeyFiles.writePrivate(path, file, replace: false) }
+                    try usage { () throws(WholeFileError) in try WholeFile.writePrivate(path, file, replace: false) }
                     shared = "; the new batch is in \(path) (0600: it holds the root's key) for the batch's other keys"
                 }
             }
@@ -129,8 +127,8 @@ struct AttestationCommand: ParsableCommand {
                 ]
             )
             let path = rootOut ?? KeyPaths.dataDirectory + "/" + key.name + "-attestation-root.pem"
-            try usage { () throws(KeySetupError) in
-                try KeyFiles.writePrivate(
+            try usage { () throws(WholeFileError) in
+                try WholeFile.writePrivate(
                     path,
                     BatchAttestation.pem(certificate: batch.rootCertificate),
                     replace: true

@@ -1,5 +1,4 @@
 import ArgumentParser
-import CTAPCore
 import Conformance
 import Console
 import ControlProtocol

@@ -3,9 +3,7 @@ import Console
 import ControlClient
 import ControlProtocol
 import Crypto
-import HIDBridge
-import Profiles
-import VirtualKey
+import HIDBridge  // ImageKey: a key that is not running, served from its flash image in this process
 
 #if canImport(Glibc)
 import Glibc
@@ -134,8 +132,8 @@ struct CredentialsCommand: ParsableCommand {
                 printError(json ? record.encoded : "fidosim: \(summary) (\(fileFormat.rawValue))\(note)")
                 return
             }
-            try usage { () throws(KeySetupError) in
-                try KeyFiles.writePrivate(output, document.prettyEncoded, replace: force)
+            try usage { () throws(WholeFileError) in
+                try WholeFile.writePrivate(output, document.prettyEncoded, replace: force)
             }
             printLine(
                 json ? record.encoded : "fidosim: \(summary) to \(output) (\(fileFormat.rawValue), mode 0600)\(note)"
@@ -162,9 +160,9 @@ struct CredentialsCommand: ParsableCommand {
         func run() throws {
             let text: [UInt8]
             if file == "-" {
-                text = try usage { () throws(KeySetupError) in try KeyFiles.readStandardInput() }
+                text = try usage { () throws(WholeFileError) in try WholeFile.readStandardInput() }
             } else {
-                text = try usage { () throws(KeySetupError) in try KeyFiles.read(file) }
+                text = try usage { () throws(WholeFileError) in try WholeFile.read(file) }
             }
             let document: JSONValue
             do {

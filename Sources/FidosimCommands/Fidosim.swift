@@ -59,10 +59,10 @@ struct ProfilesCommand: ParsableCommand {
 }
 
 /// Runs `body`; a key's file that is not right is a usage error (exit code 2), like the command's own checks.
-func usage<T>(_ body: () throws(KeySetupError) -> T) throws -> T {
+func usage<T, Failure: Error & CustomStringConvertible>(_ body: () throws(Failure) -> T) throws -> T {
     do {
         return try body()
     } catch {
-        throw ValidationError(error.message)
+        throw ValidationError(error.description)
     }
 }

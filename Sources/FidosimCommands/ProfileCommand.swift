@@ -5,9 +5,7 @@ import Console
 import ControlProtocol
 import FIDOClient
 import HIDAPIDevice
-import HIDBridge
 import Profiles
-import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

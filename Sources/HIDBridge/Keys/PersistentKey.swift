@@ -51,62 +51,13 @@ package enum KeyFiles {
         }
     }
 
-    /// The bytes of a small file (a profile, a `--config` file, a credential file): at most 64 MiB.
+    /// The bytes of a small file (a profile, a `--config` file): ``WholeFile/read(_:)``, as a reason the key cannot
+    /// be set up.
     package static func read(_ path: String) throws(KeySetupError) -> [UInt8] {
-        let file: FileDescriptor
         do {
-            file = try FileDescriptor.open(path, .readOnly, options: .closeOnExec)
+            return try WholeFile.read(path)
         } catch {
-            throw KeySetupError("cannot open \(path): \(error)")
-        }
-        defer { try? file.close() }
-        return try readAll(file, name: path)
-    }
-
-    /// Standard input, whole (at most 64 MiB).
-    package static func readStandardInput() throws(KeySetupError) -> [UInt8] {
-        try readAll(.standardInput, name: "standard input")
-    }
-
-    static func readAll(_ file: FileDescriptor, name: String) throws(KeySetupError) -> [UInt8] {
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n: Int
-            do {
-                n = try buffer.withUnsafeMutableBytes { try file.read(into: $0) }
-            } catch {
-                throw KeySetupError("cannot read \(name): \(error)")
-            }
-            if n == 0 { return out }
-            out += buffer[0..<n]
-            guard out.count <= 64 << 20 else { throw KeySetupError("\(name) is larger than 64 MiB") }
-        }
-    }
-
-    /// Creates `path` with mode 0600 (exclusively, unless `replace`) and writes `text`: for files that hold secrets
-    /// (exported credentials, attestation batches).
-    package static func writePrivate(_ path: String, _ text: String, replace: Bool) throws(KeySetupError) {
-        let file: FileDescriptor
-        do {
-            file = try FileDescriptor.open(
-                path,
-                .writeOnly,
-                options: [.create, .closeOnExec, .noFollow, replace ? .truncate : .exclusiveCreate],
-                permissions: [.ownerReadWrite]
-            )
-        } catch Errno.fileExists {
-            throw KeySetupError("\(path) exists; use --force to replace it")
-        } catch {
-            throw KeySetupError("cannot create \(path): \(error)")
-        }
-        defer { try? file.close() }
-        // A replaced file keeps its mode: make it private too.
-        guard fchmod(file.rawValue, 0o600) == 0 else { throw KeySetupError("cannot make \(path) private") }
-        do {
-            _ = try file.writeAll(Array(text.utf8))
-        } catch {
-            throw KeySetupError("cannot write \(path): \(error)")
+            throw KeySetupError(error.description)
         }
     }
 
