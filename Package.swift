@@ -257,6 +257,7 @@ let package = Package(
         .testTarget(
             name: "FidosimCommandsTests",
             dependencies: [
+                "HIDBridge",
                 "Profiles",
                 "FidosimCommands", "VirtualKey",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HIDBridge
 import Profiles
 import Testing
 import VirtualKey
@@ -89,5 +90,53 @@ import VirtualKey
             let parsed = try? Fidosim.parseAsRoot(command + ["--control", "/tmp/k.sock"])
             #expect(parsed != nil, "\(command)")
         }
+    }
+}
+
+/// `serve`'s options reach the key they build: `keyFactory()` copies each one into `KeyFactory`.
+@Suite struct ServeKeyFactoryTests {
+    @Test func everyOptionOfTheKeyReachesTheFactory() throws {
+        var serve = try Serve.parse([])
+        serve.presenceDelay = 7
+        serve.presenceTimeout = 9
+        serve.flashGeometry = .stm32l4
+        serve.durability = .host
+        serve.uhidPath = "/tmp/uhid"
+        serve.deviceName = "a key"
+        serve.vendorId = "0x1050"
+        serve.productId = "1031"
+        serve.udc = "dummy_udc.0"
+        serve.device = "1209:0001"
+        serve.hidBackend = "libusb"
+        serve.host = "127.0.0.2"
+        serve.anyLocalUser = true
+        serve.udpPowerCycle = .off
+        serve.udpReplyPort = 9
+        serve.allowRemote = true
+        serve.maxMsgSize = 2048
+        serve.resetWindow = .off
+        serve.minPinLengthRPs = ["a.example"]
+        serve.enterpriseRPs = ["b.example"]
+        serve.resetTransports = "usb,nfc"
+        serve.vpcdHost = "127.0.0.3"
+        serve.vpcdPort = 1
+        serve.usbipHost = "127.0.0.4"
+        serve.usbipPort = 2
+        serve.pinPolicyUrl = "https://example.com/pin"
+        serve.backupEligible = .on
+        serve.backupState = .on
+        let factory = serve.keyFactory()
+        #expect(factory.presenceDelay == .milliseconds(7) && factory.presenceTimeout == .seconds(9))
+        #expect(factory.vendorID == 0x1050 && factory.productID == 1031 && factory.identityGiven)
+        #expect(factory.resetTransports == ["usb", "nfc"] && factory.backupEligible == true)
+        // Each member differs from a factory's default: none was left uncopied. The manufacturer has no option.
+        let defaults = Dictionary(
+            Mirror(reflecting: KeyFactory()).children.map { ($0.label ?? "", String(describing: $0.value)) },
+            uniquingKeysWith: { first, _ in first }
+        )
+        let same = Mirror(reflecting: factory).children.filter { child in
+            defaults[child.label ?? ""] == String(describing: child.value)
+        }
+        #expect(same.map(\.label) == ["manufacturer"])
     }
 }
