@@ -5,16 +5,16 @@ key_transport=private
 # The environment a python-fido2 suite runs in to follow each test's private key (tools/interop/conftest.py).
 hidraw_env=(FIDOSIM_TRANSPORT=private LD_PRELOAD=libumockdev-preload.so.0)
 
-# start_key SERIAL [serve options]: a private key with that serial number; DEV is its node, and this shell's later
-# programs see it (LD_PRELOAD and UMOCKDEV_DIR from its environment file) until stop_key.
+# start_key SERIAL [serve options]: a private key with that serial number, started through the package's launcher
+# (launch, vm-lib.sh); DEV is its node, and this shell's later programs see it (LD_PRELOAD and UMOCKDEV_DIR from its
+# environment file) until stop_key.
 start_key() {
     local serial=$1
     shift
     local presence=(--presence approve) input=/dev/null
     if [ -n "${daily_in:-}" ]; then presence=(); input=$daily_in; fi
     local ready=$out/ready-$serial.json environment=$HOME/key-$serial.env
-    rm -f "$ready"
-    "$bin" serve --transport private "${presence[@]}" --log-level info --serial "$serial" --ready-file "$ready" \
+    launch "$ready" --hidraw -- --transport private "${presence[@]}" --log-level info --serial "$serial" \
         --env-file "$environment" "$@" <"$input" >"$out/serve-$serial.log" 2>&1 &
     serve_pid=$!
     serve_gone=()

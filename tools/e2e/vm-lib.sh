@@ -60,9 +60,20 @@ hidraw_with() {
     exit 1' hidraw_with "$1"
 }
 no_hidraw_with() { ! hidraw_with "$1" >/dev/null; }
+# launch RECORD [--hidraw] -- SERVE_OPTIONS: `fidosim serve SERVE_OPTIONS` started through the package's launcher
+# (python -m fidosim.launch, tools/python): once the key is ready (with --hidraw: once each key's hidraw node exists)
+# its ready record is in RECORD; SIGTERM stops serve, and the launcher exits with serve's status. Only in the
+# background (launch ... &, with serve's redirections): it becomes the launcher (exec), so $! is what stop_pid stops.
+launch() {
+    local record=$1
+    shift
+    rm -f "$record"
+    exec "$python" -m fidosim.launch --binary "$bin" --record "$record" "$@"
+}
 key_with_serial() { DEV=$(hidraw_with "HID_UNIQ=$1"); } # sets DEV to the hidraw node of the key with serial $1
-# start_key SERIAL [serve options]: a key with that serial number, found as $DEV by it (HID_UNIQ): the python-fido2
-# and conform keys of the second lane come and go at the same time.
+# start_key SERIAL [serve options]: a key with that serial number (started through the package's launcher, which
+# waits for its hidraw node), found as $DEV by it (HID_UNIQ): the python-fido2 and conform keys of the second lane
+# come and go at the same time.
 start_key() {
     local serial=$1
     shift
@@ -72,11 +83,12 @@ start_key() {
     # and that fifo is its terminal.
     local presence=(--presence approve) input=/dev/null
     if [ -n "${daily_in:-}" ]; then presence=(); input=$daily_in; fi
-    "$bin" serve --transport auto "${presence[@]}" --log-level info --serial "$serial" "$@" <"$input" \
-        >"$out/serve-$serial.log" 2>&1 &
+    local record=$out/key-$serial.json
+    launch "$record" --hidraw -- --transport auto "${presence[@]}" --log-level info --serial "$serial" "$@" \
+        <"$input" >"$out/serve-$serial.log" 2>&1 &
     serve_pid=$!
     serve_gone=(no_hidraw_with "HID_UNIQ=$serial")
-    wait_for 60 "the hidraw node of key $serial" key_with_serial "$serial" && return 0
+    wait_for 60 "the hidraw node of key $serial" test -s "$record" && key_with_serial "$serial" && return 0
     echo "the key did not appear"; cat "$out/serve-$serial.log"
     stop_key  # no stray key for the steps that talk to every key
     return 1

@@ -45,8 +45,8 @@ start_bridge() {
         stop_board
         return 1
     fi
-    "$bin" serve --transport hid --device 1209:0001 "${serve[@]}" --flash memory --presence approve --name bridge \
-        --log-level info >"$out/serve-bridge.log" 2>&1 &
+    launch "$out/key-bridge.json" -- --transport hid --device 1209:0001 "${serve[@]}" --flash memory \
+        --presence approve --name bridge --log-level info >"$out/serve-bridge.log" 2>&1 &
     serve_pid=$!
     wait_for 60 "fidosim to serve through the board" bridge_ready && return 0
     cat "$out/board.log" "$out/serve-bridge.log"

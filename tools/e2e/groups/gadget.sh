@@ -11,8 +11,8 @@ start_gadget() {
     mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || return 1
     wait_for 30 "the previous gadget to go" gadget_gone || return 1
     wait_for 30 "the USB device controller to be free" udc_free || return 1
-    "$bin" serve --transport gadget --flash memory --presence approve --name gadget --device-name "fidosim gadget key" \
-        --log-level info >"$out/serve-gadget.log" 2>&1 &
+    launch "$out/key-gadget.json" -- --transport gadget --flash memory --presence approve --name gadget \
+        --device-name "fidosim gadget key" --log-level info >"$out/serve-gadget.log" 2>&1 &
     serve_pid=$!
     serve_gone=(gadget_gone)
     wait_for 90 "the gadget key's hidraw node" gadget_ready && return 0

@@ -4,7 +4,8 @@
 hub_keys_come_and_go() {
     local dir pid rc=0
     dir=$(mktemp -d)
-    "$bin" serve --transport uhid --keys 0 --hub "$dir/hub.sock" --log-level info >"$out/serve-hub.log" 2>&1 &
+    launch "$out/key-hub.json" -- --transport uhid --keys 0 --hub "$dir/hub.sock" --log-level info \
+        >"$out/serve-hub.log" 2>&1 &
     pid=$!
     wait_for 30 "the hub socket" test -S "$dir/hub.sock" || rc=1
     [ "$rc" = 0 ] && { "$bin" ctl --control "$dir/hub.sock" addVirtualAuthenticator serial=HUB-UHID-1 \

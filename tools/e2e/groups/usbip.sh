@@ -12,8 +12,8 @@ ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 start_usbip() {
     modprobe vhci-hcd || return 1
     usbip_serial=U$RANDOM$RANDOM
-    "$bin" serve --transport usbip --flash memory --presence approve --presence-delay 0 --name usbip \
-        --serial "$usbip_serial" --log-level info >"$out/serve-usbip.log" 2>&1 &
+    launch "$out/key-usbip.json" -- --transport usbip --flash memory --presence approve --presence-delay 0 \
+        --name usbip --serial "$usbip_serial" --log-level info >"$out/serve-usbip.log" 2>&1 &
     serve_pid=$!
     serve_gone=(usbip_gone)
     wait_for 30 "the USB/IP server" usbip_listed && return 0
@@ -77,8 +77,9 @@ joined_remote_gone() { ! joined_node vhci >/dev/null; }
 
 start_joined() {
     joined_serial=J$RANDOM$RANDOM
-    "$bin" serve --transport uhid --transport usbip --usbip-port 3241 --flash memory --presence approve \
-        --presence-delay 0 --name joined --serial "$joined_serial" --log-level info >"$out/serve-joined.log" 2>&1 &
+    launch "$out/key-joined.json" -- --transport uhid --transport usbip --usbip-port 3241 --flash memory \
+        --presence approve --presence-delay 0 --name joined --serial "$joined_serial" --log-level info \
+        >"$out/serve-joined.log" 2>&1 &
     serve_pid=$!
     serve_gone=(no_hidraw_with "HID_UNIQ=$joined_serial")
     wait_for 30 "the joined key's uhid node" joined_local && return 0
