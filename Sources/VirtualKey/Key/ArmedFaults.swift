@@ -42,7 +42,7 @@ package struct TransportFaults: Sendable, Equatable {
 
 /// Every fault the control plane has armed on a key, as one value: `injectFault` arms one, `clearFaults` sets an
 /// empty one, and both (and `status`) report it as ``json``. The key keeps each part where it acts: the transport's
-/// in its controls, the authenticator's in the authenticator, the flash write failures in the storage
+/// in the key, the authenticator's in the authenticator, the flash write failures in the storage
 /// (``VirtualKey/faults`` gathers and spreads them).
 package struct ArmedFaults: Sendable, Equatable {
     package var transport = TransportFaults()

@@ -57,7 +57,7 @@ extension VirtualKey {
             let count = try ctap { () throws(CTAPError) in try authenticator.removeAllCredentials() }
             return ["removed": JSONValue(count)]
         case .setUserVerified(let verified):
-            controls.userVerified = verified
+            user.userVerified = verified
             return [:]
         case .setAutomaticPresenceSimulation(let enabled):
             setPresence(enabled ? .approve(after: PresenceMode.defaultDelay) : .prompt)
@@ -159,13 +159,13 @@ extension VirtualKey {
     package var faults: ArmedFaults {
         get {
             var out = ArmedFaults()
-            out.transport = controls.faults
+            out.transport = transportFaults
             out.authenticator = authenticator.faults
             out.flashWriteFailures = storageFaults?.pendingFailures ?? 0
             return out
         }
         set {
-            controls.faults = newValue.transport
+            transportFaults = newValue.transport
             authenticator.faults = newValue.authenticator
             storageFaults?.failNextWrites(newValue.flashWriteFailures)
         }
@@ -200,7 +200,7 @@ extension VirtualKey {
             "presenceMode": presence.json,
             "faults": faults.json,
         ]
-        status["userVerified"] = controls.userVerified.map(JSONValue.boolean) ?? JSONValue.null
+        status["userVerified"] = user.userVerified.map(JSONValue.boolean) ?? JSONValue.null
         if let prompt = pendingPrompt {
             var pending = prompt.controlFields
             for name in ["rpId", "userName"] where pending[name] == nil { pending[name] = JSONValue.null }

@@ -56,14 +56,25 @@ package struct VirtualKey: Sendable {
     /// NFC is the key's only transport: the field going away powers the whole key down.
     package private(set) var nfcOnly = false
     package internal(set) var authenticator: Authenticator
-    package var presence: PresenceMode
-    /// How long a prompt waits for a touch before the request fails with USER_ACTION_TIMEOUT.
-    package var presenceTimeout: Duration = .seconds(30)
-    /// How long a touch given in prompt mode stays valid for the next U2F request.
-    package var u2fTouchValidity: Duration = .seconds(10)
-    /// How long a long touch lasts (reset with longTouchForReset; CTAP 2.3 asks for 5 seconds): the automatic user
-    /// holds the key this long, and a control-plane touch shorter than this does not count.
-    package var longTouchHold: Duration = .seconds(5)
+    /// The person at the key, simulated (``SimulatedUser``).
+    package var user: SimulatedUser
+    /// The user's mode, timeout, U2F touch validity and long touch (``SimulatedUser``'s).
+    package var presence: PresenceMode {
+        get { user.mode }
+        set { user.mode = newValue }
+    }
+    package var presenceTimeout: Duration {
+        get { user.presenceTimeout }
+        set { user.presenceTimeout = newValue }
+    }
+    package var u2fTouchValidity: Duration {
+        get { user.u2fTouchValidity }
+        set { user.u2fTouchValidity = newValue }
+    }
+    package var longTouchHold: Duration {
+        get { user.longTouchHold }
+        set { user.longTouchHold = newValue }
+    }
 
     /// Where a request came from, and where its answer goes.
     enum Route: Equatable, Sendable {
@@ -82,12 +93,11 @@ package struct VirtualKey: Sendable {
     }
 
     var waiting: PresenceWait?
-    var lastTouch: Duration?
     var inFlight: (name: String, u2f: Bool, route: Route)?
     /// Where the last CTAP2 request came from (a profile may end a getNextAssertion begun on another channel).
     var lastCTAP2Route: Route?
-    /// The control plane's faults and switches (see ``KeyControls``).
-    package var controls = KeyControls()
+    /// The faults the control plane armed on the transport side (``ArmedFaults`` holds them with the rest).
+    package var transportFaults = TransportFaults()
     /// Emit ``KeyOutput/traced(_:)`` for every CTAP request and response.
     package var traceMessages = false
     /// Requests answered since start, by command name.
@@ -135,7 +145,7 @@ package struct VirtualKey: Sendable {
     package init(hid: CTAPHIDMachine, authenticator: Authenticator, presence: PresenceMode) {
         self.hid = hid
         self.authenticator = authenticator
-        self.presence = presence
+        user = SimulatedUser(mode: presence)
     }
 
     /// Plugs the key into one more host: its own CTAPHID machine (the first host's timings and identity, channel ids
@@ -193,8 +203,8 @@ package struct VirtualKey: Sendable {
 
     /// A report from a host (the first unless the key is plugged into several).
     package mutating func receive(report: [UInt8], now: Duration, host: Int = 0) -> [KeyOutput] {
-        if controls.faults.dropInbound > 0 {
-            controls.faults.dropInbound -= 1
+        if transportFaults.dropInbound > 0 {
+            transportFaults.dropInbound -= 1
             return []
         }
         return perform(onMachine(host) { $0.receive(report: report, now: now) }, host: host, now: now)
@@ -284,7 +294,7 @@ package struct VirtualKey: Sendable {
     /// say how long, from the terminal or the desktop, is taken as the touch the prompt asked for).
     package mutating func touch(now: Duration, held: Duration? = nil) -> [KeyOutput] {
         guard let wait = waiting else {
-            lastTouch = now
+            user.lastTouch = now
             return []
         }
         if let held, held < longTouchHold, authenticator.pendingPrompt?.gesture == .longTouch { return [] }
@@ -311,30 +321,14 @@ package struct VirtualKey: Sendable {
         return answer(authenticator.resume(userAnswer(.denied), now: now), channel: wait.channel, now: now)
     }
 
-    /// The answer the simulated user gives: for a fingerprint, ``KeyControls/userVerified`` decides when set.
+    /// The answer the simulated user gives to the prompt waiting now (``SimulatedUser/answer(_:to:)``).
     func userAnswer(_ presence: PresenceResult) -> PresenceResult {
-        guard presence == .approved || presence == .denied, authenticator.pendingPrompt?.gesture == .fingerprint,
-            let verified = controls.userVerified
-        else { return presence }
-        return verified ? .approved : .denied
+        user.answer(presence, to: authenticator.pendingPrompt?.gesture)
     }
 
     /// Changes how the simulated user answers; a request already waiting keeps its answer.
     package mutating func setPresence(_ mode: PresenceMode, once: Bool = false) {
-        if once {
-            controls.presenceAfterNext = controls.presenceAfterNext ?? presence
-        } else {
-            controls.presenceAfterNext = nil
-        }
-        presence = mode
-    }
-
-    /// Once a request has had its answer: an "approve the next request only" mode ends.
-    mutating func presenceAnswered() {
-        if let previous = controls.presenceAfterNext {
-            presence = previous
-            controls.presenceAfterNext = nil
-        }
+        user.setMode(mode, once: once)
     }
 
     /// When a report the key sends now goes out, if not at once: an INIT answer after ``initLatency``, reports
@@ -356,7 +350,7 @@ package struct VirtualKey: Sendable {
         waiting = nil
         inFlight = nil
         lastCTAP2Route = nil
-        lastTouch = nil
+        user.lastTouch = nil
     }
 
     /// Carries out what `host`'s CTAPHID machine asked for.
@@ -365,8 +359,8 @@ package struct VirtualKey: Sendable {
         for action in actions {
             switch action {
             case .send(let report):
-                if controls.faults.dropOutbound > 0 {
-                    controls.faults.dropOutbound -= 1
+                if transportFaults.dropOutbound > 0 {
+                    transportFaults.dropOutbound -= 1
                 } else if let due = due(of: report, host: host, now: now) {
                     heldReports.append((due, report, host))
                 } else {
@@ -419,7 +413,7 @@ package struct VirtualKey: Sendable {
                 .traced(TraceMessage(fromHost: true, channel: channel, command: command.rawValue, payload: payload))
             )
         }
-        if let status = controls.faults.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
+        if let status = transportFaults.injectedStatus(u2f: command == .msg, commandByte: payload.first) {
             return out + answer(.response(status), channel: route, now: now, injected: true)
         }
         let outcome =
@@ -478,24 +472,8 @@ package struct VirtualKey: Sendable {
                 )
         case .needsUserPresence(let prompt) where prompt.protocolKind == .u2f:
             // U2F has no keepalive: the request answers at once, and the host polls until it succeeds.
-            let result: PresenceResult
-            var out: [KeyOutput] = []
-            switch presence {
-            case .approve:
-                result = .approved
-                presenceAnswered()
-            case .deny:
-                result = .denied
-                presenceAnswered()
-            case .prompt:
-                if let touched = lastTouch, now - touched <= u2fTouchValidity {
-                    lastTouch = nil
-                    result = .approved
-                } else {
-                    result = .denied
-                    out.append(.prompt(prompt))
-                }
-            }
+            let (result, ask) = user.respondAtOnce(now: now)
+            let out: [KeyOutput] = ask ? [.prompt(prompt)] : []
             return out + answer(authenticator.resume(result, now: now), channel: route, now: now)
         case .needsUserPresence(let prompt):
             // Over NFC too: the tap brings the card into the field; it is not consent to every request, so the
@@ -506,18 +484,8 @@ package struct VirtualKey: Sendable {
             } else {
                 nfc?.setStatus(.upNeeded)
             }
-            switch presence {
-            case .approve(let delay):
-                // The automatic user holds a long touch for as long as it takes.
-                let hold = prompt.gesture == .longTouch ? longTouchHold : .zero
-                waiting = PresenceWait(channel: route, deadline: now + delay + hold, answer: userAnswer(.approved))
-                presenceAnswered()
-            case .deny(let delay):
-                waiting = PresenceWait(channel: route, deadline: now + delay, answer: userAnswer(.denied))
-                presenceAnswered()
-            case .prompt:
-                waiting = PresenceWait(channel: route, deadline: now + presenceTimeout, answer: .timedOut)
-            }
+            let (deadline, answer) = user.respond(to: prompt, now: now)
+            waiting = PresenceWait(channel: route, deadline: deadline, answer: answer)
             // In every mode: the control plane's subscribers learn that a request waits for the user.
             out.append(.prompt(prompt))
             return out
