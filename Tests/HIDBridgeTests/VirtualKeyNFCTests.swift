@@ -69,7 +69,7 @@ struct CardHarness {
     /// A CTAP2 request that may wait for the simulated user (a reset's long touch): its CTAP answer once given.
     mutating func callWaiting(_ message: [UInt8]) -> [UInt8]? {
         var first = send(Self.ctap(message)).first
-        if first == nil { first = advance(by: hid.key.longTouchHold).first }
+        if first == nil { first = advance(by: hid.key.user.longTouchHold).first }
         guard let first else { return nil }
         let response = whole(first)
         guard response.suffix(2) == [0x90, 0x00] else { return nil }

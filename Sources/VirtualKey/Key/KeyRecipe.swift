@@ -172,7 +172,7 @@ package struct KeyRecipe: Sendable {
             channelKey: entropy.bytes(16)
         )
         var key = VirtualKey(hid: hid, authenticator: authenticator, presence: mode)
-        key.presenceTimeout = presenceTimeout
+        key.user.presenceTimeout = presenceTimeout
         // A captured key answers INIT and getInfo no faster than it did.
         key.initLatency = CapturedIdentity.extra(profileFile.identity.initMs)
         key.getInfoLatency = CapturedIdentity.extra(profileFile.identity.getInfoMs)

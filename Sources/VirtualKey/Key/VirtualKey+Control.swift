@@ -80,7 +80,7 @@ extension VirtualKey {
             if pendingPrompt != nil, prompt.gesture == .longTouch {
                 return [
                     "answered": false, "command": .string(prompt.command),
-                    "reason": .string("a long touch: touch durationMs=\(longTouchHold.milliseconds) or longer"),
+                    "reason": .string("a long touch: touch durationMs=\(user.longTouchHold.milliseconds) or longer"),
                 ]
             }
             return [

@@ -58,22 +58,10 @@ package struct VirtualKey: Sendable {
     package internal(set) var authenticator: Authenticator
     /// The person at the key, simulated (``SimulatedUser``).
     package var user: SimulatedUser
-    /// The user's mode, timeout, U2F touch validity and long touch (``SimulatedUser``'s).
+    /// The user's mode (``SimulatedUser/mode``).
     package var presence: PresenceMode {
         get { user.mode }
         set { user.mode = newValue }
-    }
-    package var presenceTimeout: Duration {
-        get { user.presenceTimeout }
-        set { user.presenceTimeout = newValue }
-    }
-    package var u2fTouchValidity: Duration {
-        get { user.u2fTouchValidity }
-        set { user.u2fTouchValidity = newValue }
-    }
-    package var longTouchHold: Duration {
-        get { user.longTouchHold }
-        set { user.longTouchHold = newValue }
     }
 
     /// Where a request came from, and where its answer goes.
@@ -290,14 +278,14 @@ package struct VirtualKey: Sendable {
     }
 
     /// The person touched the key (prompt mode, or the control plane), for `held` when the control plane says how
-    /// long: a request that needs a long touch takes only one of at least ``longTouchHold`` (a touch that does not
+    /// long: a request that needs a long touch takes only one of at least ``SimulatedUser/longTouchHold`` (a touch that does not
     /// say how long, from the terminal or the desktop, is taken as the touch the prompt asked for).
     package mutating func touch(now: Duration, held: Duration? = nil) -> [KeyOutput] {
         guard let wait = waiting else {
             user.lastTouch = now
             return []
         }
-        if let held, held < longTouchHold, authenticator.pendingPrompt?.gesture == .longTouch { return [] }
+        if let held, held < user.longTouchHold, authenticator.pendingPrompt?.gesture == .longTouch { return [] }
         waiting = nil
         return longTouchRegistered(now: now)
             + answer(authenticator.resume(userAnswer(.approved), now: now), channel: wait.channel, now: now)

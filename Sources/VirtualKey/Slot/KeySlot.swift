@@ -170,7 +170,7 @@ package struct KeySlot: Sendable {
                     out.append(
                         .say(
                             "fidosim: key \(name): nobody answered within "
-                                + "\(key.presenceTimeout.wholeMilliseconds / 1000) s: "
+                                + "\(key.user.presenceTimeout.wholeMilliseconds / 1000) s: "
                                 + "\(record.command) timed out (CTAP2_ERR_USER_ACTION_TIMEOUT)"
                         )
                     )
