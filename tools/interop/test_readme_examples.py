@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fidosim import find_binary
+from fidosim import FidosimServer, find_binary
 from fidosim.udp import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,14 +49,14 @@ def reader(tmp_path_factory):
     env.pop("FIDOSIM_BIN", None)  # the package finds fidosim on PATH, as after make install
     work = home / "work"
     work.mkdir()
-    key = subprocess.Popen(["fidosim", "serve", "--transport", "udp", "--port", "8111", "--flash", "memory",
-                            "--presence", "approve", "--notify", "off"], env=env, cwd=work,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert wait_until_ready("127.0.0.1", 8111, total=20, is_alive=lambda: key.poll() is None), \
+    # Started through the package with serve's options as given: the control socket is serve's default one.
+    key = FidosimServer(binary=bin_dir / "fidosim", env=env, cwd=work, startup_timeout=20,
+                        serve_args=["--transport", "udp", "--port", "8111", "--flash", "memory", "--presence",
+                                    "approve", "--notify", "off"]).start()
+    assert wait_until_ready("127.0.0.1", 8111, total=20, is_alive=lambda: key.running), \
         "the README's key did not start on udp 127.0.0.1:8111"
     yield env, work
-    key.send_signal(signal.SIGTERM)
-    key.wait(10)
+    key.close()
 
 
 def test_every_option_of_serve_is_in_the_options_table():
