@@ -15,7 +15,7 @@ from fido2.ctap2 import Ctap2
 
 from fidosim import FidosimServer
 from fidosim.control import FidosimControl
-from fidosim.testing import in_background, make_credential
+from fidosim.testing import in_background, make_credential, start_lines
 from fidosim.udp import open_udp_device, wait_until_ready
 
 TOOLS = ("Xvfb", "dunst", "dbus-daemon", "busctl", "gdbus", "notify-send")
@@ -42,12 +42,7 @@ class DesktopKeys:
         self.process = self.server.process
         self.ports = [key.port for key in self.server.keys]
         self.sockets = [key.control_path for key in self.server.keys]
-        self.lines = []
-        # What serve said when it started: a line for each key it serves.
-        for line in self.process.stdout:
-            self.lines.append(line)
-            if len([s for s in self.lines if "serving a virtual key" in s]) == len(self.ports):
-                break
+        self.lines = start_lines(self.server)
         threading.Thread(target=lambda: [self.lines.append(x) for x in self.process.stdout], daemon=True).start()
         for port in self.ports:
             assert wait_until_ready("127.0.0.1", port, total=10, is_alive=lambda: self.process.poll() is None)

@@ -16,7 +16,7 @@ from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
 from fidosim import FidosimServer
-from fidosim.testing import in_background, make_credential
+from fidosim.testing import in_background, make_credential, start_lines
 from fidosim.udp import open_udp_device, wait_until_ready
 
 pytestmark = pytest.mark.skipif(os.environ.get("FIDOSIM_TRANSPORT", "udp") != "udp", reason="UDP keys")
@@ -32,12 +32,7 @@ class Terminal:
         self.process = self.server.process
         self.lines: queue.Queue[str] = queue.Queue()
         self.ports = [key.port for key in self.server.keys]
-        self.start_lines = []
-        # What serve said when it started: a line for each key it serves.
-        for line in self.process.stdout:
-            self.start_lines.append(line)
-            if len([s for s in self.start_lines if "serving a virtual key" in s]) == len(self.ports):
-                break
+        self.start_lines = start_lines(self.server)
         threading.Thread(target=self._read, daemon=True).start()
         for port in self.ports:
             assert wait_until_ready("127.0.0.1", port, total=10, is_alive=lambda: self.process.poll() is None)

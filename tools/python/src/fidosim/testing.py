@@ -212,6 +212,19 @@ def in_background(fn, *args, **kwargs):
     return join
 
 
+def start_lines(server) -> list[str]:
+    """What a FidosimServer started with ``stdout=subprocess.PIPE`` printed as it started: its lines up to the one
+    that says it serves its last key (a line "serving a virtual key ..." for each key)."""
+    lines: list[str] = []
+    serving = 0
+    for line in server.process.stdout:
+        lines.append(line)
+        serving += "serving a virtual key" in line
+        if serving == len(server.keys):
+            break
+    return lines
+
+
 def make_credential(ctap, rp_id: str = "example.com", name: str = "bob"):
     """An ES256 makeCredential for `rp_id` and a new user `name`."""
     es256 = [{"type": "public-key", "alg": -7}]
