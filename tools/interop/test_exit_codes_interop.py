@@ -8,13 +8,11 @@ import json
 import re
 import shlex
 import shutil
-import signal
 import subprocess
-import time
 
 import pytest
 
-from fidosim import find_binary
+from fidosim import FidosimServer, find_binary
 
 NOWHERE = "/nonexistent-fidosim/key.sock"
 
@@ -33,15 +31,10 @@ def expect(out, code, *, says=None, usage=None):
 
 
 def test_serve(tmp_path):
-    ready = tmp_path / "ready.json"
-    process = subprocess.Popen([str(find_binary()), "serve", "--transport", "udp", "--port", "0", "--flash",
-                                "memory", "--control", "off", "--ready-file", str(ready)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while not ready.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(10) == 0
+    # A key that served stops on SIGTERM with 0 (the package's FidosimServer sends it).
+    server = FidosimServer(serve_args=["--transport", "udp", "--port", "0", "--flash", "memory", "--control", "off"],
+                           startup_timeout=20).start()
+    assert server.close() == 0
     expect(run("serve", "--keys", "129"), 2, says="--keys must be 0 to 128", usage=True)
     # A flash image that is a directory: the key cannot start.
     expect(run("serve", "--transport", "udp", "--port", "0", "--flash", str(tmp_path), "--control", "off",
