@@ -36,22 +36,7 @@ run_round() {
     join_lane second
 }
 
-for ((round = 1; round <= rounds; round++)); do
-    out=$results
-    if [ "$rounds" -gt 1 ]; then
-        out=$results/round-$round
-        mkdir -p "$out"
-        echo "--- round $round of $rounds"
-    fi
-    work=$(mktemp -d)
-    export HOME=$work
-    cd "$work" || exit 1
-    failed_before=${#failed[@]}
-    run_round
-    for f in "${failed[@]:failed_before}"; do failures[$f]=$((${failures[$f]:-0} + 1)); done
-    group
-    stop_key >/dev/null 2>&1
-done
+run_rounds stop_key
 finish
 exit
 }

@@ -1,6 +1,29 @@
 # The VM run's device lifecycle and lanes: sourced by inside-vm.sh (after steps.sh). Needs $bin, $out, $results,
 # $python, $rounds and the counters of steps.sh.
 
+# run_rounds AFTER...: runs run_round $rounds times, each in a new $HOME and working directory (and with its own
+# $out when there are several), counting the rounds each step failed in; after each round the commands AFTER end
+# what it may have left (a key, a board, a gadget would meet the next round).
+run_rounds() {
+    for ((round = 1; round <= rounds; round++)); do
+        out=$results
+        if [ "$rounds" -gt 1 ]; then
+            out=$results/round-$round
+            mkdir -p "$out"
+            echo "--- round $round of $rounds"
+        fi
+        work=$(mktemp -d)
+        export HOME=$work
+        cd "$work" || exit 1
+        local failed_before=${#failed[@]}
+        run_round
+        for f in "${failed[@]:failed_before}"; do failures[$f]=$((${failures[$f]:-0} + 1)); done
+        group
+        local end
+        for end in "$@"; do "$end" >/dev/null 2>&1; done
+    done
+}
+
 finish() {
     dmesg 2>/dev/null | grep -i -E "uhid|hid-generic|queue|usb" >"$results/dmesg.log" 2>&1
     {
