@@ -182,6 +182,7 @@ package struct KeyCapture {
         capture.timing = try timing(client, getInfo: speaksCTAP2)
         if let toucher, client.hid != nil, versions.contains("FIDO_2_1") {
             capture.timing.keepaliveMs = try keepaliveCadence(client, toucher: toucher)
+            capture.timing.keepaliveUnmeasured = capture.timing.keepaliveMs == nil
         }
         if let destructive, speaksCTAP2, versions.contains("FIDO_2_0") {
             let context = try ConformanceContext(

@@ -4,7 +4,7 @@ import SystemPackage
 import Glibc
 #endif
 
-/// A file fidosim could not write whole; the description names it and says why.
+/// A file fidosim could not write whole or read whole (or standard input); the description names it and says why.
 package struct WholeFileError: Error, CustomStringConvertible, Sendable {
     package var description: String
 }

@@ -4,7 +4,6 @@ import CTAPCBOR
 import Console
 import ControlClient
 import ControlProtocol
-import Profiles
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // not Foundation: it would load ICU (about 7 MiB resident) into every fidosim process

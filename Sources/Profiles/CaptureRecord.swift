@@ -31,6 +31,13 @@ package struct CaptureRecord: Sendable, Equatable {
     /// What a serial number looks like, not the serial itself: its length and its alphabet (`none`, `digits`,
     /// `upper-hex`, `lower-hex`, `upper-alnum`, `alnum`).
     package struct SerialShape: Sendable, Equatable {
+        /// The letters of each alphabet a serial may have (`none`: an empty serial).
+        package static let letters: [String: String] = [
+            "digits": "0123456789", "upper-hex": "0123456789ABCDEF", "lower-hex": "0123456789abcdef",
+            "upper-alnum": "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+            "alnum": "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+        ]
+
         package var length: Int?
         package var alphabet: String?
 
@@ -103,6 +110,8 @@ package struct CaptureRecord: Sendable, Equatable {
         package var initMs: Double?
         package var getInfoMs: Double?
         package var keepaliveMs: Double?
+        /// The keepalives were timed but too few came to measure a gap: `keepaliveMs` is written as null.
+        package var keepaliveUnmeasured = false
 
         package init(initMs: Double? = nil, getInfoMs: Double? = nil, keepaliveMs: Double? = nil) {
             self.initMs = initMs
@@ -188,6 +197,7 @@ package struct CaptureRecord: Sendable, Equatable {
         ] {
             if let value { times[name] = .number(value) }
         }
+        if timing.keepaliveMs == nil && timing.keepaliveUnmeasured { times["keepaliveMs"] = .null }
         out["timing"] = .object(times)
         if let destructive { out["destructive"] = destructive }
         return .object(out)
@@ -269,6 +279,7 @@ package struct CaptureRecord: Sendable, Equatable {
             )
         }
         if let member = fields["timing"] {
+            timing.keepaliveUnmeasured = member["keepaliveMs"] == .null
             for name in ["initMs", "getInfoMs", "keepaliveMs"] {
                 guard let value = member[name], value != .null else { continue }
                 let number: Double? =

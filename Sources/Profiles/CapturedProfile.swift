@@ -11,7 +11,7 @@ package struct CapturedIdentity: Sendable, Equatable {
     package var productID: UInt16?
     package var manufacturer: String?
     package var product: String?
-    /// The serial number's length and alphabet (`digits`, `upper-hex`, `lower-hex`, `upper-alnum`, `alnum`).
+    /// The serial number's length and alphabet (``CaptureRecord/SerialShape``).
     package var serialLength: Int?
     package var serialAlphabet: String?
     /// The captured key's INIT and getInfo round trips (medians), in milliseconds.
@@ -41,14 +41,10 @@ package struct CapturedIdentity: Sendable, Equatable {
     /// A serial number of the captured shape, from `random` bytes.
     package func serial(random: [UInt8]) -> String? {
         guard let length = serialLength, length > 0, length <= 63, let alphabet = serialAlphabet else { return nil }
-        let letters: [Character] =
-            switch alphabet {
-            case "digits": Array("0123456789")
-            case "upper-hex": Array("0123456789ABCDEF")
-            case "lower-hex": Array("0123456789abcdef")
-            case "upper-alnum": Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-            default: Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-            }
+        // An alphabet fidosim does not know (or `none`) gives letters and digits.
+        let letters = Array(
+            CaptureRecord.SerialShape.letters[alphabet] ?? CaptureRecord.SerialShape.letters["alnum"]!
+        )
         return String((0..<length).map { letters[Int(random[$0 % random.count]) % letters.count] })
     }
 }

@@ -62,6 +62,10 @@ import Testing
         let record = try CaptureRecord(json: Self.capture)
         #expect(record.json == Self.capture)
         #expect(try CaptureRecord(json: record.json) == record)
+        var unmeasured = record
+        unmeasured.timing.keepaliveUnmeasured = true  // timed, but too few keepalives came
+        #expect(unmeasured.json["timing"]?["keepaliveMs"] == .null)
+        #expect(try CaptureRecord(json: unmeasured.json) == unmeasured)
         #expect(record.ctaphid?.protocolVersion == 2 && record.usb?.serial?.length == 10)
         #expect(record.probeAnswers["clientPIN getPINRetries"] == [0x35])
         let shapes = ["": "none", "0123": "digits", "09AF": "upper-hex", "09af": "lower-hex", "AZ09": "upper-alnum"]

@@ -278,8 +278,8 @@ package struct VirtualKey: Sendable {
     }
 
     /// The person touched the key (prompt mode, or the control plane), for `held` when the control plane says how
-    /// long: a request that needs a long touch takes only one of at least ``SimulatedUser/longTouchHold`` (a touch that does not
-    /// say how long, from the terminal or the desktop, is taken as the touch the prompt asked for).
+    /// long: a request that needs a long touch takes only one of at least ``SimulatedUser/longTouchHold`` (a touch
+    /// that does not say how long, from the terminal or the desktop, is taken as the touch the prompt asked for).
     package mutating func touch(now: Duration, held: Duration? = nil) -> [KeyOutput] {
         guard let wait = waiting else {
             user.lastTouch = now
