@@ -441,8 +441,16 @@ class FidosimServer:
         env = {k: v for k, v in (os.environ if self.env is None else self.env).items() if k != "UMOCKDEV_DIR"}
         # Another user's serve: no groups of this process's (user=None leaves them as they are).
         as_user = {} if self.user is None else {"user": self.user, "group": self.group, "extra_groups": []}
+        command = self.command
+        if self.user is not None:
+            # That user may not enter the directories the binary is in (a checkout in a directory of mode 0700):
+            # serve runs from a copy in the server's directory, which is that user's.
+            runnable = os.path.join(self.directory, "fidosim")
+            shutil.copy(self.binary, runnable)
+            os.chmod(runnable, 0o755)
+            command = [runnable if part == str(self.binary) else part for part in command]
         self.record = {}
-        self.process = subprocess.Popen(self.command, stdin=self.stdin, stdout=self.stdout, stderr=self._stderr,
+        self.process = subprocess.Popen(command, stdin=self.stdin, stdout=self.stdout, stderr=self._stderr,
                                         env=env, cwd=self.cwd, text=True, bufsize=1, preexec_fn=self.preexec_fn,
                                         **as_user)
         deadline = time.monotonic() + self.startup_timeout
