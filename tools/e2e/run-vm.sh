@@ -15,6 +15,10 @@ command -v vng >/dev/null || { echo "vng not found: pip install virtme-ng (make 
 python=${PYTHON:-$(python3 -c 'import sys; print(sys.executable)')}
 results=$(mktemp -d /tmp/fidosim-e2e.XXXXXX)
 chmod 0755 "$results"
+# The bytecode of the guest's launcher of keys (inside-vm.sh: the package and what it imports of the standard
+# library), made here by importing it as the guest does: with a cache prefix Python compiles every module it
+# imports, which took seconds in the emulated guest.
+PYTHONPYCACHEPREFIX="$results/pycache" PYTHONPATH="$repo/tools/python/src" python3 -S -c 'import fidosim.launch'
 start=$(date +%s)
 echo "e2e: booting $kernel under virtme-ng (TCG, no KVM); results in $results"
 # The guest sees the host filesystem read-only, with $results writable.

@@ -91,7 +91,7 @@ launch() {
     local record=$1
     shift
     rm -f "$record"
-    exec "$python" -m fidosim.launch --binary "$bin" --record "$record" "$@"
+    exec "${launcher[@]:-$python}" -m fidosim.launch --binary "$bin" --record "$record" "$@"
 }
 key_with_serial() { DEV=$(hidraw_with "HID_UNIQ=$1"); } # sets DEV to the hidraw node of the key with serial $1
 # start_key SERIAL [serve options]: a key with that serial number (started through the package's launcher, which

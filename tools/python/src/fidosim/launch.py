@@ -14,6 +14,7 @@ for a signal N), also when serve ends by itself. A key that does not start exits
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import signal
@@ -32,14 +33,30 @@ def exit_status(code: int | None) -> int:
 
 
 def hidraw_node(key: Key, timeout: float) -> str:
-    """The key's /dev/hidrawN: a private key's record names it; a uhid key's is found by its serial number."""
+    """The key's /dev/hidrawN: a private key's record names it; a uhid key's is the hidraw node whose HID device has
+    the key's serial number (HID_UNIQ in its uevent), as the kernel lists it. The standard library only, not
+    python-fido2's device list: importing python-fido2 (and its cryptography) took about 8 s per key in the VM run's
+    emulated guest, which reads every file anew from the host."""
     if key.transport == "private":
         node = key.record.get("devnode") or key.server.record.get("devnode")
         if not node:
             raise TimeoutError(f"the record of private key {key.name} names no hidraw node")
         return node
-    path = key.hidraw_path(timeout)
-    return path.decode() if isinstance(path, bytes) else str(path)
+    deadline = time.monotonic() + timeout
+    while True:
+        for uevent in sorted(glob.glob("/sys/class/hidraw/hidraw*/device/uevent")):
+            try:
+                with open(uevent) as f:
+                    if f"HID_UNIQ={key.serial}" not in f.read().splitlines():
+                        continue
+            except OSError:  # listed, then gone
+                continue
+            node = "/dev/" + uevent.split("/")[4]
+            if os.path.exists(node):
+                return node
+        if time.monotonic() >= deadline or not key.server.running:
+            raise TimeoutError(f"no hidraw node with serial {key.serial} within {timeout} s")
+        time.sleep(0.05)
 
 
 def write_record(record: dict, path: str | None) -> None:
