@@ -195,9 +195,9 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         #expect(h.ctap(request)?.first == 0x00)
     }
 
-    @Test func aFailedFlashWriteStoresNothing() throws {
-        let base = MemoryStorage(deviceSecret: Array(repeating: 7, count: 32))
-        let storage = FaultInjectingStorage(base)
+    /// A key whose storage takes injected flash write failures, and that storage.
+    func keyWithFaultingStorage() throws -> (KeyHarness, FaultInjectingStorage) {
+        let storage = FaultInjectingStorage(MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)))
         let authenticator = try Authenticator(
             storage: storage,
             entropy: EntropySource(SeededGenerator(seed: 1)),
@@ -205,6 +205,11 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         )
         var h = try KeyHarness(presence: .approve(after: .milliseconds(10)))
         h.key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 3), authenticator: authenticator, presence: h.key.presence)
+        return (h, storage)
+    }
+
+    @Test func aFailedFlashWriteStoresNothing() throws {
+        var (h, _) = try keyWithFaultingStorage()
         _ = h.control(.injectFault(.flashWriteFailure(count: 1)))
         #expect(h.ctap(makeCredentialRequest(rk: true)) == [CTAPStatus.other.rawValue])
         #expect(h.key.authenticator.storage.residentCredentials.isEmpty)
@@ -223,14 +228,7 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
     }
 
     @Test func everyArmedFaultIsOneValueAndClearFaultsEmptiesIt() throws {
-        let storage = FaultInjectingStorage(MemoryStorage(deviceSecret: Array(repeating: 7, count: 32)))
-        let authenticator = try Authenticator(
-            storage: storage,
-            entropy: EntropySource(SeededGenerator(seed: 1)),
-            now: .zero
-        )
-        var h = try KeyHarness(presence: .approve(after: .milliseconds(10)))
-        h.key = VirtualKey(hid: CTAPHIDMachine(channelSeed: 3), authenticator: authenticator, presence: h.key.presence)
+        var (h, storage) = try keyWithFaultingStorage()
         let faults: [Fault] = [
             .status(target: .makeCredential, status: 0x31, count: 2),
             .status(target: .makeCredential, status: 0x27, count: 1),

@@ -182,6 +182,9 @@ def test_the_launcher_command_holds_a_key_for_a_shell_and_exits_with_serves_stat
     import time
 
     record_path = tmp_path / "record.json"
+    # Links planted at the record's name and at the name of a predictable temporary are not written through.
+    record_path.symlink_to(tmp_path / "victim")
+    (tmp_path / "record.json.partial").symlink_to(tmp_path / "other-victim")
     launcher = subprocess.Popen([sys.executable, "-m", "fidosim.launch", "--record", str(record_path), "--",
                                  "--transport", "udp", "--port", "0", "--flash", "memory", "--control", "off"],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -190,6 +193,8 @@ def test_the_launcher_command_holds_a_key_for_a_shell_and_exits_with_serves_stat
         while not record_path.exists():
             assert launcher.poll() is None and time.monotonic() < deadline, launcher.stdout.read()
             time.sleep(0.05)
+        assert not record_path.is_symlink() and record_path.stat().st_mode & 0o777 == 0o600
+        assert not (tmp_path / "victim").exists() and not (tmp_path / "other-victim").exists()
         record = json.loads(record_path.read_text())
         assert record["pid"] != launcher.pid and record["control"] is None
         assert probe_init(record["host"], record["port"], timeout=1.0)

@@ -65,8 +65,10 @@ def write_record(record: dict, path: str | None) -> None:
         sys.stdout.write(line)
         sys.stdout.flush()
         return
-    partial = f"{path}.partial"
-    with open(partial, "w") as f:
+    # As serve writes its ready file: a new temporary of a random name (never through a link), renamed over the name.
+    partial = f"{path}.{os.urandom(8).hex()}.tmp"
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(descriptor, "w") as f:
         f.write(line)
     os.replace(partial, path)
 
