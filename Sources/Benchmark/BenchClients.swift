@@ -7,7 +7,7 @@ import FlashStore
 import HIDAPIDevice
 import HIDBridge
 import Profiles
-package import VirtualKey
+import VirtualKey
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials

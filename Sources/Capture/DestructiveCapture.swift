@@ -1,6 +1,6 @@
 import CTAPCBOR
 import Conformance
-package import ControlProtocol
+import ControlProtocol
 import FIDOClient
 
 /// `fidosim profile capture --allow-destructive`: what a key does where a PIN or a reset is needed

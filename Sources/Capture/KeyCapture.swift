@@ -1,4 +1,4 @@
-package import CTAPCBOR
+import CTAPCBOR
 package import Conformance
 import ControlProtocol
 package import FIDOClient

@@ -1,4 +1,4 @@
-package import ControlProtocol
+import ControlProtocol
 
 /// What the front changes in a New Session request for Chromium: its network service runs in the browser process.
 ///

@@ -1,6 +1,6 @@
 import Console
 import ControlClient
-package import ControlProtocol
+import ControlProtocol
 import Dispatch
 package import HIDBridge
 import Synchronization

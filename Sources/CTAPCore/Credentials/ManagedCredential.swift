@@ -1,4 +1,4 @@
-package import CTAPCBOR
+import CTAPCBOR
 
 /// A credential as the control plane reads and writes it: everything needed to use it somewhere else.
 package struct ManagedCredential: Sendable, Equatable {

@@ -1,4 +1,4 @@
-package import CTAPCBOR
+import CTAPCBOR
 package import FIDOClient
 
 /// authenticatorReset (CTAP 2.1 §6.6) and PIN lockout (§6.5.2.2), the checks that erase.

@@ -1,7 +1,7 @@
 import CTAPCore
 import CTAPHID
 package import ControlProtocol
-package import VirtualKey
+import VirtualKey
 
 /// A key that is not running, opened from its flash image: the control commands of a running key (control.md),
 /// carried out in this process on the image (`fidosim credentials` when no key serves the image).

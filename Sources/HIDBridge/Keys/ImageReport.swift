@@ -4,7 +4,7 @@ package import ControlProtocol
 import FlashImage
 import FlashStore
 package import Profiles
-package import VirtualKey
+import VirtualKey
 
 /// A flash image, as people read it.
 package enum ImageReport {

@@ -1,9 +1,9 @@
-package import CTAPCore
+import CTAPCore
 import CTAPHID
 package import Console
 import HIDAPIDevice
 package import Logging
-package import Profiles
+import Profiles
 import USBIP
 package import VirtualKey
 

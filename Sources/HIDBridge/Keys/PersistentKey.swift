@@ -5,7 +5,7 @@ import FlashImage
 package import FlashStore
 package import Profiles
 import SystemPackage
-package import VirtualKey
+import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
 package import Profiles
-package import VirtualKey
+import VirtualKey
 
 extension ProfileFile {
     /// A built-in profile by name, or a file by path (anything with a '/' or ending in .json), read with the key

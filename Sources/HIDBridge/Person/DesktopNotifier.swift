@@ -1,5 +1,5 @@
 import SystemPackage
-package import VirtualKey
+import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
 import CTAPCore
 import Console
 import SystemPackage
-package import VirtualKey
+import VirtualKey
 
 #if canImport(Glibc)
 import Glibc

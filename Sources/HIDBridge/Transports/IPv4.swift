@@ -1,4 +1,4 @@
-package import VirtualKey
+import VirtualKey
 
 #if canImport(Glibc)
 package import Glibc

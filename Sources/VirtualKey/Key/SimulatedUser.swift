@@ -1,4 +1,4 @@
-package import CTAPCore
+import CTAPCore
 
 /// The person at the key, simulated, as a small machine of its own: a prompt in, a deadline and an answer out
 /// (firmware-spec/transports.md, "User presence"). How it answers is its ``PresenceMode``; the control plane changes
