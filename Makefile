@@ -27,7 +27,7 @@ DEB_LIBS := hidapi-hidraw:libhidapi-dev libcrypto:libssl-dev libpcsclite:libpcsc
 # ruff lints the Python (make format-lint; its rules are in pyproject.toml).
 PY_MODULES := 'fido2=fido2>=2.2,<3' 'pytest=pytest' 'selenium=selenium' 'smartcard=pyscard' 'ruff=ruff'
 
-.PHONY: help deps venv architecture-map host-e2e browser-examples browser-examples-deps test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures key-cost clean
+.PHONY: help deps venv architecture-map host-e2e browser-examples browser-examples-deps test-stages python-package-test install build release run test format-lint format unit-test unit-test-and-fuzz-smoke interop device-suite e2e e2e-auto e2e-deps install-udev install-user-unit flash-proof flash-bench fuzz fuzz-smoke bench profile-roundtrip flood-figures key-cost soak clean
 
 help:
 	@echo "make run        build and start a virtual key (UDP on 127.0.0.1:8111 in this build)"
@@ -52,6 +52,8 @@ help:
 	@echo "make install-udev  udev rules: /dev/uhid for the fidosim group, the key's hidraw node for the logged-in user"
 	@echo "make install-user-unit  the daily key as a systemd user unit (prompt mode, started at login)"
 	@echo "make flash-proof   power-cut proof of the flash store; make flash-bench: its numbers"
+	@echo "make soak          make test's host stages, SOAK_ROUNDS rounds (default 3) beside SOAK_LOAD busy processes"
+	@echo "                   (default 2, stress-ng): every test that failed in any round"
 	@echo "make bench         signatures, getAssertion and makeCredential per second against the raw ES256 rate"
 	@echo "make key-cost      what a key added at run time (serve --hub) costs: memory, time, descriptors"
 	@echo "make profile-roundtrip  capture each built-in profile and a quirky one, serve the capture, capture it again,"
@@ -107,6 +109,13 @@ flood-figures: venv build
 KEY_COUNT ?= 100
 key-cost: venv build
 	FIDOSIM_BIN=$(CURDIR)/$(BIN) $(VENV_PY) tools/hub/key_cost.py $(CURDIR)/$(BIN) $(KEY_COUNT)
+
+# make test's host stages round after round beside busy processes (stress-ng from Debian, installed when missing):
+# every test that failed in any round (tools/soak.sh; SOAK_ROUNDS, default 3; SOAK_LOAD busy processes, default 2).
+soak: deps e2e-deps host-e2e-deps browser-examples-deps
+	@command -v stress-ng >/dev/null || { $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng; }
+	bash tools/soak.sh
 
 # Throughput and latency against this machine's raw ES256 signing rate (release build).
 bench: release

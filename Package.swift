@@ -230,8 +230,9 @@ let package = Package(
         .testTarget(
             name: "FIDOClientTests",
             dependencies: [
-                "FIDOClient", "HIDAPIDevice", "CTAPCBOR", "Attestation",
+                "FIDOClient", "HIDAPIDevice", "CTAPCBOR", "Attestation", "Secp256k1",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,12 +1,14 @@
+import Synchronization
 import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Writes a line to standard output at once (no stdio buffering), for status lines scripts wait for.
+/// Writes a line to standard output at once (no stdio buffering), for status lines scripts wait for; to standard
+/// error once a wrapper has given standard output to its program (`Console.leaveStandardOutputToProgram()`).
 package func printLine(_ line: String) {
-    Console.write(line, to: .standardOutput)
+    Console.write(line, to: Console.statusToStandardError.load(ordering: .relaxed) ? .standardError : .standardOutput)
 }
 
 /// Writes a line to standard error at once (messages for the person: warnings, errors, questions).
@@ -14,7 +16,15 @@ package func printError(_ line: String) {
     Console.write(line, to: .standardError)
 }
 
-enum Console {
+package enum Console {
+    static let statusToStandardError = Atomic<Bool>(false)
+
+    /// From now on fidosim's status lines go to standard error: a wrapper (`fidosim run -- PROGRAM`, as `xvfb-run`
+    /// or `umockdev-run`) leaves standard output to the program it runs.
+    package static func leaveStandardOutputToProgram() {
+        statusToStandardError.store(true, ordering: .relaxed)
+    }
+
     /// Writes the line and a newline whole; a closed stream loses it silently (there is nowhere left to say so).
     static func write(_ line: String, to stream: FileDescriptor) {
         _ = try? stream.writeAll(Array((line + "\n").utf8))

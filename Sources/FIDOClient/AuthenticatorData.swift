@@ -119,6 +119,12 @@ package struct COSEPublicKey: Sendable, Equatable {
     package static let edDSA = -8
     package static let ecdhEsHkdf256 = -25
 
+    /// The curves each EC2 algorithm is defined on (WebAuthn §5.8.5, RFC 9864's fully specified ESP algorithms,
+    /// RFC 8812's ES256K, and CTAP's key agreement): any other pairing, or another algorithm, is not a key.
+    static let ec2Curves: [Int: Set<Int>] = [
+        -7: [1], -9: [1], -35: [2], -51: [2], -36: [3], -52: [3], -47: [8], -25: [1],
+    ]
+
     static let p256Prefix: [UInt8] = [
         0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86, 0x48,
         0xCE,
@@ -160,6 +166,13 @@ package struct COSEPublicKey: Sendable, Equatable {
                     "an EC2 COSE key that is not P-256, P-384, P-521 or secp256k1 with x and y of its size"
                 )
             }
+            guard let curves = Self.ec2Curves[alg], curves.contains(crv) else {
+                throw .malformed(
+                    "an EC2 COSE key whose algorithm \(alg) does not go with its curve \(crv) (ES256 -7 and ESP256 -9: "
+                        + "P-256 (1); ES384 -35 and ESP384 -51: P-384 (2); ES512 -36 and ESP512 -52: P-521 (3); "
+                        + "ES256K -47: secp256k1 (8); ECDH-ES+HKDF-256 -25: P-256)"
+                )
+            }
             self.x = x
             self.y = y
             curve = crv
@@ -174,6 +187,10 @@ package struct COSEPublicKey: Sendable, Equatable {
         case 3:
             guard let n = field(-1)?.bytesValue, let e = field(-2)?.bytesValue, !n.isEmpty, !e.isEmpty else {
                 throw .malformed("an RSA COSE key without n (-1) and e (-2)")
+            }
+            // 16,384 bits is more than any key uses, and keeps the DER lengths to two bytes.
+            guard n.count <= 2048, e.count <= 2048 else {
+                throw .malformed("an RSA COSE key whose n or e is over 2,048 bytes")
             }
             x = n
             y = e

@@ -33,6 +33,30 @@ package enum OpenSSLVerifier {
         return result == 1
     }
 
+    /// The SubjectPublicKeyInfo OpenSSL itself writes for the key it reads from `spki` (which must be the whole
+    /// input), or nil when it cannot read one: how a key's encoding is checked against OpenSSL's.
+    package static func openSSLEncoding(of spki: [UInt8]) -> [UInt8]? {
+        let key: OpaquePointer? = spki.withUnsafeBufferPointer { buffer in
+            var pointer = buffer.baseAddress
+            let key = d2i_PUBKEY(nil, &pointer, buffer.count)
+            guard let key, let pointer, let base = buffer.baseAddress, pointer == base + buffer.count else {
+                EVP_PKEY_free(key)
+                return nil
+            }
+            return key
+        }
+        guard let key else {
+            ERR_clear_error()
+            return nil
+        }
+        defer { EVP_PKEY_free(key) }
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_PUBKEY(key, &out)
+        guard length > 0, let out else { return nil }
+        defer { CRYPTO_free(out, #fileID, #line) }
+        return Array(UnsafeBufferPointer(start: out, count: Int(length)))
+    }
+
     /// SHA-256 through OpenSSL (the hash the client compares rpIdHash and U2F parameters with).
     package static func sha256(_ data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)

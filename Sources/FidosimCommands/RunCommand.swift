@@ -19,7 +19,8 @@ struct RunCommand: ParsableCommand {
             PROGRAM and what it starts see; fidosim stops the key and exits with PROGRAM's status when PROGRAM ends. \
             SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR2 go to PROGRAM; SIGUSR1 power-cycles the key. Every option \
             of `serve` applies (presence defaults to approve: the key is seen only inside the tree). Needs Debian's \
-            umockdev and libumockdev0. Programs it cannot reach: statically linked ones, those that make raw system \
+            umockdev and libumockdev0. Standard output is PROGRAM's: fidosim's own lines (the start line, warnings; \
+            each request's line with --log-level info) go to standard error. Programs it cannot reach: statically linked ones, those that make raw system \
             calls (Go), setuid programs, snap and flatpak apps, daemons started outside the tree.
             """
     )
@@ -56,8 +57,11 @@ struct RunCommand: ParsableCommand {
         started: (@Sendable (JSONValue) -> Void)? = nil
     ) throws {
         try PrivateKeySetup.runUnderPreload()
+        // Standard output is PROGRAM's alone: fidosim's lines go to standard error, requests are not logged unless
+        // --log-level asks for them.
+        Console.leaveStandardOutputToProgram()
         DeviceRunner.installForwardingSignalHandlers()
-        let session = try serve.start(forcing: .privateHID)
+        let session = try serve.start(forcing: .privateHID, quietLog: true)
         guard let testbed = session.testbed else {
             printError("fidosim run: no testbed")
             throw Exit.failed

@@ -306,8 +306,13 @@ struct Serve: ParsableCommand {
     )
     var readyFile: String?
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = "info"
+    @Option(
+        help: ArgumentHelp(
+            "Log level: trace, debug, info, notice, warning, error, critical (default: info; for run and webdriver "
+                + "warning, so that a request's line does not land among the program's: info brings it back)."
+        )
+    )
+    var logLevel: String?
 
     @Option(
         help: ArgumentHelp(
@@ -356,7 +361,7 @@ struct Serve: ParsableCommand {
         guard (0...5).contains(enrolledFingers) else {
             throw ValidationError("--enrolled-fingers must be 0 to 5")
         }
-        guard Logger.Level(rawValue: logLevel) != nil else {
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError(
                 "unknown --log-level '\(logLevel)': use trace, debug, info, notice, warning, error or critical"
             )
@@ -497,8 +502,10 @@ struct Serve: ParsableCommand {
     }
 
     /// The keys of this `serve` (or `run`), started: their slots, ready to be served.
-    func start(forcing forced: TransportChoice? = nil) throws -> ServeSession {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
+    /// `quietLog`: the level when --log-level is not given is warning, not info (a wrapper's program owns the
+    /// terminal).
+    func start(forcing forced: TransportChoice? = nil, quietLog: Bool = false) throws -> ServeSession {
+        let level = logLevel.flatMap(Logger.Level.init(rawValue:)) ?? (quietLog ? .warning : .info)
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level

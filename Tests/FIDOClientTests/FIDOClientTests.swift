@@ -2,7 +2,9 @@ import Attestation
 import CTAPCBOR
 import Crypto
 import Foundation
+import Secp256k1
 import Testing
+import _CryptoExtras
 
 @testable import FIDOClient
 @testable import HIDAPIDevice
@@ -210,6 +212,61 @@ final class ScriptedChannel: ReportChannel {
         #expect(throws: ClientError.self) {
             try OpenSSLVerifier.verify(spki: [0x30, 0x00], message: message, signature: signature)
         }
+    }
+
+    /// Each key type and curve the COSE reader takes: its SubjectPublicKeyInfo is the one OpenSSL writes for the same
+    /// key (and, where swift-crypto makes the key, BoringSSL's too).
+    @Test func subjectPublicKeyInfosAreOpenSSLsEncoding() throws {
+        func ec2(_ alg: Int, _ crv: Int, x963: Data) -> CBORValue {
+            let point = Array(x963.dropFirst())
+            let size = point.count / 2
+            return .map([
+                1: 2, 3: CBORValue(alg), -1: CBORValue(crv), -2: .byteString(Array(point.prefix(size))),
+                -3: .byteString(Array(point.suffix(size))),
+            ])
+        }
+        let p256 = P256.Signing.PrivateKey().publicKey
+        let p384 = P384.Signing.PrivateKey().publicKey
+        let p521 = P521.Signing.PrivateKey().publicKey
+        let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048).publicKey
+        let primitives = try rsa.getKeyPrimitives()
+        let k1 = try #require(Secp256k1ECDSA.publicPoint(scalar: Array(repeating: 0x5A, count: 32)))
+        let ed25519 = Curve25519.Signing.PrivateKey().publicKey
+        let keys: [(String, CBORValue, Data?)] = [
+            ("ES256", ec2(-7, 1, x963: p256.x963Representation), p256.derRepresentation),
+            ("ESP256", ec2(-9, 1, x963: p256.x963Representation), p256.derRepresentation),
+            ("ES384", ec2(-35, 2, x963: p384.x963Representation), p384.derRepresentation),
+            ("ES512", ec2(-36, 3, x963: p521.x963Representation), p521.derRepresentation),
+            ("ES256K", ec2(-47, 8, x963: Data(k1)), nil),
+            ("EdDSA", .map([1: 1, 3: -8, -1: 6, -2: .byteString(Array(ed25519.rawRepresentation))]), nil),
+            (
+                "RS256",
+                .map([
+                    1: 3, 3: -257, -1: .byteString(Array(primitives.modulus)),
+                    -2: .byteString(Array(primitives.publicExponent)),
+                ]),
+                rsa.derRepresentation
+            ),
+        ]
+        for (name, value, boringSSL) in keys {
+            let key = try COSEPublicKey(value)
+            #expect(OpenSSLVerifier.openSSLEncoding(of: key.spki) == key.spki, "\(name)")
+            if let boringSSL { #expect(key.spki == Array(boringSSL), "\(name)") }
+        }
+        #expect(OpenSSLVerifier.openSSLEncoding(of: Array(p256.derRepresentation) + [0]) == nil, "trailing bytes")
+    }
+
+    /// An EC2 key whose algorithm is not defined on its curve is no key (ES256 is P-256; secp256k1 is ES256K's).
+    @Test(arguments: [
+        (-7, 8), (-7, 2), (-35, 1), (-36, 2), (-47, 1), (-9, 3), (-51, 1), (-52, 8), (-25, 8), (-8, 1), (-257, 1),
+    ])
+    func ec2KeysWhoseAlgorithmIsNotTheirCurvesAreRefused(alg: Int, crv: Int) {
+        let size = [1: 32, 2: 48, 3: 66, 8: 32][crv]!
+        let key: CBORValue = .map([
+            1: 2, 3: CBORValue(alg), -1: CBORValue(crv), -2: .byteString(Array(repeating: 1, count: size)),
+            -3: .byteString(Array(repeating: 2, count: size)),
+        ])
+        #expect(throws: ClientError.self) { try COSEPublicKey(key) }
     }
 
     @Test func cborItemLengthsMatchTheEncoder() throws {

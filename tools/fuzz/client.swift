@@ -17,6 +17,35 @@ final class ReplayChannel: ReportChannel {
     func receive(timeoutMs: Int) throws(ClientError) -> [UInt8]? { reports.isEmpty ? nil : reports.removeFirst() }
 }
 
+/// What the COSE reader promises of every key it accepts: a SubjectPublicKeyInfo of the DER shape OpenSSL writes for
+/// its type and curve (FIDOClientTests compares each with OpenSSL's own encoding), and an EC2 algorithm that is
+/// defined on the key's curve.
+func checkSubjectPublicKeyInfo(_ key: COSEPublicKey) {
+    switch key.keyType {
+    case 2:
+        // P-256, P-384, P-521, secp256k1: the named curve's AlgorithmIdentifier and the uncompressed point.
+        let (size, spkiCount) = [1: (32, 91), 2: (48, 120), 3: (66, 158), 8: (32, 88)][key.curve ?? 0] ?? (0, 0)
+        precondition(spkiCount > 0 && key.x.count == size && key.y?.count == size && key.spki.count == spkiCount)
+        precondition(Array(key.spki.suffix(2 * size + 1)) == [0x04] + key.x + key.y!)
+        let curves: [Int: Int] = [-7: 1, -9: 1, -25: 1, -35: 2, -51: 2, -36: 3, -52: 3, -47: 8]
+        precondition(curves[key.algorithm] == key.curve)
+    case 1:
+        precondition(key.spki.count == 44 && Array(key.spki.suffix(32)) == key.x)
+    case 3:
+        // SEQUENCE { AlgorithmIdentifier, BIT STRING { SEQUENCE { INTEGER n, INTEGER e } } }, its length exact.
+        precondition(key.spki.count >= 2 && key.spki[0] == 0x30)
+        let first = Int(key.spki[1])
+        let (header, length) =
+            first < 0x80
+            ? (2, first)
+            : first == 0x81 ? (3, Int(key.spki[2])) : (4, Int(key.spki[2]) << 8 | Int(key.spki[3]))
+        precondition(first <= 0x82 && header + length == key.spki.count)
+    default:
+        // ML-DSA (AKP): no SubjectPublicKeyInfo for this OpenSSL.
+        precondition(key.keyType == 7 && key.spki.isEmpty)
+    }
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzClient(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }
@@ -32,7 +61,7 @@ public func fuzzClient(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         if let length = try? CBORItem.length(body, at: 0) { precondition(length >= 1 && length <= body.count) }
     case 2:
         if let value = try? CBORDecoder.decode(body, maxDepth: 8), let key = try? COSEPublicKey(value) {
-            precondition(key.spki.count == 91 || key.spki.count == 44)
+            checkSubjectPublicKeyInfo(key)
         }
     case 3:
         if let registration = try? U2FMessage.Registration(body) {

@@ -30,6 +30,20 @@ def reports(cid: int, command: int, payload: bytes) -> bytes:
     return out
 
 
+def other_keys() -> dict[str, bytes]:
+    """COSE keys of the other types and curves the reader takes (their values need not be points)."""
+    def ec2(alg: int, crv: int, size: int) -> bytes:
+        return b"\2" + cbor.encode({1: 2, 3: alg, -1: crv, -2: bytes(range(size)), -3: bytes(range(1, size + 1))})
+    return {
+        "cose-es384": ec2(-35, 2, 48),
+        "cose-es512": ec2(-36, 3, 66),
+        "cose-es256k": ec2(-47, 8, 32),
+        "cose-esp256": ec2(-9, 1, 32),
+        "cose-rs256": b"\2" + cbor.encode({1: 3, 3: -257, -1: b"\xc1" + bytes(255), -2: b"\x01\x00\x01"}),
+        "cose-mldsa44": b"\2" + cbor.encode({1: 7, 3: -48, -1: bytes(1312)}),
+    }
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     binary = os.environ.get("FIDOSIM_BIN") or HERE.parents[1] / ".build" / "debug" / "fidosim"
@@ -48,6 +62,7 @@ def main() -> None:
             "cbor-item": b"\1" + auth_data[55 + len(made.auth_data.credential_data.credential_id):],
             "cose-es256": b"\2" + cose,
             "cose-ed25519": b"\2" + cbor.encode({1: 1, 3: -8, -1: 6, -2: bytes(32)}),
+            **other_keys(),
             "u2f-registration": b"\3" + registration,
             "get-info": b"\4" + info,
             "hid-answer": b"\5" + reports(0x01020304, 0x90, b"\0" + info),

@@ -2,7 +2,8 @@
 # Coverage-guided fuzzing with libFuzzer (swiftc -sanitize=fuzzer,address): builds each target from its
 # module's sources plus the driver in tools/fuzz/, seeds it with tools/fuzz/corpus/TARGET, and runs it.
 #   tools/fuzz/run.sh            every target for FUZZ_SECONDS (default 300) each
-#   tools/fuzz/run.sh --smoke    every target for a fixed number of runs with a fixed seed (reproducible)
+#   tools/fuzz/run.sh --smoke    every target: the regression inputs, then the seed corpus and a fixed number of runs
+#                                from a fixed seed, deterministically (two runs of one commit explore the same inputs)
 #   tools/fuzz/run.sh cbor ...   only the named targets
 #   FUZZ_RUNS=N tools/fuzz/run.sh  every target for N executions instead of a time
 #   FUZZ_CORPUS=DIR tools/fuzz/run.sh  keep each target's corpus in DIR/TARGET (seeded on first use), so that a
@@ -142,6 +143,16 @@ build_webdriver() {
         "$mods/ControlProtocol.o" -o "$out/webdriver"
 }
 
+# The smoke run without address randomization (setarch -R), where the machine allows it.
+fixed_addresses=()
+if [ "$smoke" = 1 ]; then
+    if setarch "$(uname -m)" -R true 2>/dev/null; then
+        fixed_addresses=(setarch "$(uname -m)" -R)
+    else
+        echo "fuzz: setarch -R is refused here: the smoke run's exploration may differ from run to run"
+    fi
+fi
+
 pass=0
 fail=0
 for target in "${targets[@]}"; do
@@ -175,7 +186,21 @@ for target in "${targets[@]}"; do
     else
         work=$(mktemp -d "$out/corpus-$target.XXXXXX")
     fi
-    cp -n "tools/fuzz/corpus/$target/"* "$work/" 2>/dev/null
+    seeds=()
+    hashing=()
+    if [ $smoke = 1 ]; then
+        # The smoke run's verdict is the commit's, not the run's: libFuzzer reads the seeds in the order of a sorted
+        # list (a directory's order is its file system's), from a fixed random seed; Swift's hashing is
+        # deterministic (Set and Dictionary orders, otherwise random per process, steer which paths a run finds);
+        # and addresses are not randomized (comparisons of pointers feed libFuzzer's table of compared values, from
+        # which it mutates). Two runs of one commit then add the same inputs in the same order. New seeds are
+        # make fuzz's job.
+        find "tools/fuzz/corpus/$target" -type f | LC_ALL=C sort | paste -sd, >"$work.seeds"
+        seeds=(-seed_inputs=@"$work.seeds" -reload=0)
+        hashing=(SWIFT_DETERMINISTIC_HASHING=1)
+    else
+        cp -n "tools/fuzz/corpus/$target/"* "$work/" 2>/dev/null
+    fi
     dict=()
     [ -f "tools/fuzz/$target.dict" ] && dict=(-dict="tools/fuzz/$target.dict")
     if [ $smoke = 1 ]; then
@@ -233,13 +258,13 @@ for target in "${targets[@]}"; do
         [ $status != 0 ] && [ "$ends" = 72 ] && status=72
         [ $status = 0 ] && grep -qE "^==[0-9]+==ERROR|^SUMMARY|Fatal error|deadly signal" "$logs"/fuzz-*.log && status=1
     else
-        ASAN_OPTIONS=$options "$out/$target" "${limit[@]}" "${dict[@]}" -print_final_stats=1 -max_len=$max_len -timeout="$timeout" -rss_limit_mb=4096 \
-            -artifact_prefix="$out/artifacts/$target-" "$work" >"$out/$target.log" 2>&1
+        env "${hashing[@]}" ASAN_OPTIONS=$options "${fixed_addresses[@]}" "$out/$target" "${limit[@]}" "${seeds[@]}" "${dict[@]}" \
+            -print_final_stats=1 -max_len=$max_len -timeout="$timeout" -rss_limit_mb=4096 -artifact_prefix="$out/artifacts/$target-" "$work" >"$out/$target.log" 2>&1
         status=$?
         runs=$(grep -E "^stat::number_of_executed_units" "$out/$target.log" | awk '{print $2}')
     fi
     cov=$(grep -oE "cov: [0-9]+ ft: [0-9]+" "$out/$target.log" | tail -n 1)
-    [ -n "${FUZZ_CORPUS:-}" ] && [ $smoke = 0 ] || rm -rf "$work"
+    [ -n "${FUZZ_CORPUS:-}" ] && [ $smoke = 0 ] || rm -rf "$work" "$work.seeds"
     if [ $status = 0 ]; then
         echo "fuzz $target: ${runs:-?} executions$in_jobs, ${cov:-no coverage line}, 0 crashes"
         pass=$((pass + 1))

@@ -166,6 +166,26 @@ echo verified
     assert done.stdout.strip().endswith("verified")
 
 
+def test_standard_output_is_the_program_s_alone(nobody_home):
+    """`out=$(fidosim run -- fido2-token -L)` holds fido2-token's line only: fidosim's start line goes to standard
+    error (as `xvfb-run` and `umockdev-run` leave standard output to their program), and with the default log level
+    no request's line is written anywhere; `--log-level info` brings them back, on standard error."""
+    quiet = [binary(), "run", "--flash", "memory", "--control", "off", "--"]
+    done = subprocess.run(as_nobody(nobody_home, *quiet, "fido2-token", "-L"), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [next(line for line in done.stdout.splitlines() if "/dev/hidraw0" in line)]
+    assert done.stdout.startswith("/dev/hidraw0: vendor=0x1209, product=0xf1d0"), done.stdout
+    assert "fidosim: serving a virtual key on a private hidraw node" in done.stderr
+    assert " info fidosim: " not in done.stderr, done.stderr
+    loud = [binary(), "run", "--flash", "memory", "--control", "off", "--log-level", "info", "--"]
+    done = subprocess.run(as_nobody(nobody_home, *loud, "fido2-token", "-I", "/dev/hidraw0"), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fidosim" not in done.stdout and "version strings:" in done.stdout, done.stdout
+    assert " info fidosim: [VirtualKey] getInfo -> ok" in done.stderr, done.stderr
+
+
 def test_python_fido2_finds_the_key_through_its_hidraw_backend(nobody_home, other_user_python):
     script = readable_copy(TOOLS / "ceremony.py", nobody_home)
     done = subprocess.run(as_nobody(nobody_home, *run_key("--serial", "PYFIDO2"), SYSTEM_PYTHON, script, "PYFIDO2",
@@ -387,6 +407,6 @@ echo "typed: $typed"
     done = subprocess.run(as_nobody(nobody_home, *command), input="y\n", capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "presence: prompt" in done.stdout
+    assert "presence: prompt" in done.stderr, "fidosim's start line, on standard error"
     assert "typed: y" in done.stdout, "the program read its terminal"
     assert '"makeCredential"' in done.stdout and (nobody_dir / "cred.out").exists()
