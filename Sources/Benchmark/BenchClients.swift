@@ -239,7 +239,7 @@ struct UDPBench {
         _ = try exchange(command: .ping, payload: [1, 2, 3, 4], on: channel)
     }
 
-    mutating func initialize(timeoutMs: Int = 50) throws {
+    mutating func initialize(timeoutMs: Int = 2000) throws {
         let nonce: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
         let response = try exchange(command: .initialize, payload: nonce, on: 0xFFFF_FFFF, timeoutMs: timeoutMs)
         guard response.count >= 12, Array(response.prefix(8)) == nonce else {

@@ -65,7 +65,9 @@ def test_full_bench_measures_every_row():
     for path in ["in process", "through CTAPHID in process", "over UDP"]:
         expected += [f"makeCredential {path} (non-discoverable)", f"makeCredential {path} (discoverable, 100 users)"]
     assert sorted(rows) == sorted(expected), run.stdout
-    assert all(rate > 0 and ratio > 0 for rate, ratio in rows.values()), run.stdout
+    # Each row counted executions (at least 1/s). Its ratio to raw signing parses (the \d+% above) but has no floor:
+    # on a loaded machine 88/s rounds to 0% of raw signing, and is still a measurement.
+    assert all(rate > 0 for rate, _ in rows.values()), run.stdout
     assert rows["raw ES256 signature, DER (swift-crypto)"][1] == 100
     assert re.search(r"^\| empty store \(--flash memory\) \| [\d.]+ ms \| \d+ MiB \| \d+ MiB \|$", run.stdout, re.M)
     assert re.search(r"^\| 10,000 discoverable credentials \(flash image\) \| [\d.]+ ms \| \d+ MiB \| \d+ MiB \|$",
@@ -111,14 +113,15 @@ def voluntary_switches(pid: int) -> int:
     raise AssertionError("no voluntary_ctxt_switches in /proc/PID/status")
 
 
-def cpu_while_pinging(sim, seconds: float = 1.0, gap: float = 0.005) -> tuple[float, int, int]:
+def cpu_while_pinging(sim, seconds: float = 1.0, gap: float = 0.005, at_least: int = 20) -> tuple[float, int, int]:
     """The key's CPU time, its run loop's sleeps (voluntary context switches) and the pings sent, while it is
-    pinged every `gap` seconds for `seconds`. The sleeps do not depend on how busy the machine is; CPU time does."""
+    pinged every `gap` seconds for `seconds`, and at least `at_least` times however slow the machine is. The sleeps
+    do not depend on how busy the machine is; CPU time does."""
     dev = sim.device()
     before, slept = cpu_seconds(sim.process.pid), voluntary_switches(sim.process.pid)
     end = time.monotonic() + seconds
     pings = 0
-    while time.monotonic() < end:
+    while pings < at_least or time.monotonic() < end:
         assert dev.ping(b"awake?") == b"awake?"
         pings += 1
         time.sleep(gap)
@@ -139,8 +142,10 @@ def test_busy_poll_answers_stays_awake_between_requests_and_sleeps_when_idle(sim
     # ping: the next test). Counted in sleeps, not CPU time, which another busy process on the machine would take.
     _, sleeps, pings = cpu_while_pinging(sim)
     assert pings >= 20 and sleeps <= pings // 10, (sleeps, pings)
-    # Idle: after its window the loop sleeps in poll again. Spinning for the whole second would cost about a
-    # second of CPU time; sleeping costs the 100 ms wake-ups of the timer only.
+    # Idle: after its window the loop sleeps in poll again. Spinning for the whole second would cost up to a
+    # second of CPU time (a third of one with two busy processes on two cores); sleeping costs the 100 ms wake-ups
+    # of the timer only (0.00 s, loaded or not). Not a speed: the bound is generous, and a looser one would miss
+    # a spinning key on a busy machine.
     pid = sim.process.pid
     time.sleep(0.2)
     before = cpu_seconds(pid)
@@ -150,6 +155,7 @@ def test_busy_poll_answers_stays_awake_between_requests_and_sleeps_when_idle(sim
 
 def test_without_busy_poll_the_key_sleeps_between_requests(sim):
     cpu, sleeps, pings = cpu_while_pinging(sim)
+    # The key's own work for the pings (about 0.07 s, loaded or not), far under a spinning loop's; generous.
     assert cpu < 0.25
     assert pings >= 20 and sleeps >= pings // 2, (sleeps, pings)
 

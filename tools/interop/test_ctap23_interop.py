@@ -161,7 +161,7 @@ def test_the_automatic_user_holds_a_long_touch_for_five_seconds(sim):
     statuses = []
     started = time.monotonic()
     ctap2.reset(on_keepalive=statuses.append)
-    assert time.monotonic() - started >= 5.0
+    assert time.monotonic() - started >= 5.0  # the key's own clock: the hold lasts 5 s; no upper bound
     assert statuses[0] == 2 and statuses[-1] == 1
 
 

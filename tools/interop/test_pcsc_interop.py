@@ -246,7 +246,8 @@ def test_cancel_over_nfc(card):
             sha256(b"x"), {"id": "example.com"}, {"id": b"u", "name": "u"}, [{"type": "public-key", "alg": -7}],
             event=event)
     assert cancelled.value.code == CtapError.ERR.KEEPALIVE_CANCEL
-    assert time.monotonic() - started < 5
+    # Generous bound a loaded machine meets: before the 10 s presence delay would have approved it.
+    assert time.monotonic() - started < 9
 
 
 def test_reset_over_nfc_and_the_tap_that_starts_the_reset_window(card):

@@ -57,10 +57,13 @@ def test_an_answer_goes_only_to_the_client_that_asked(sim):
     owner = open_udp_device(sim.host, sim.port)
     channel = owner._channel_id
     result = {}
+    waiting = threading.Event()
     thread = threading.Thread(
-        target=lambda: result.setdefault("cred", Ctap2(owner).make_credential(new_cdh(), RP, user("alice"), ES256)))
+        target=lambda: result.setdefault("cred", Ctap2(owner).make_credential(
+            new_cdh(), RP, user("alice"), ES256, on_keepalive=lambda _: waiting.set())))
     thread.start()
-    time.sleep(0.2)  # the key is waiting for its (simulated) touch
+    # The key is waiting for its (simulated) touch: its first keepalive says so, however slow the machine.
+    assert waiting.wait(10), "no keepalive from the key"
     other = raw_socket()
     # An empty datagram, a continuation and a new request on the owner's channel from another socket.
     other.sendto(b"", (sim.host, sim.port))

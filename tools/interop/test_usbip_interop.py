@@ -181,14 +181,15 @@ def test_a_hosts_lock_and_half_sent_message_hold_only_that_host():
         raw.write_packet(mine + bytes([0x81, 0, 200]) + bytes(57))  # the first of a 200-byte PING's packets
         sent_at = time.monotonic()
         answered = []
-        while time.monotonic() - sent_at < 1.5:
+        while len(answered) < 5 or time.monotonic() - sent_at < 1.5:
             started = time.monotonic()
             assert over_udp.call(0x01, b"owner" * 20) == b"owner" * 20
             assert over_udp.call(0x10, b"\x04")[0] == 0
             answered.append(time.monotonic() - started)
         print(f"the UDP host's operations under the USB/IP host's LOCK: {len(answered)}, slowest "
               f"{max(answered) * 1000:.1f} ms")
-        assert len(answered) >= 5 and max(answered) < 1.0, answered
+        # Generous bound a loaded machine meets: a UDP host the LOCK held would wait out its 10 s.
+        assert max(answered) < 5.0, answered
         timeout = raw.read_packet()
         assert timeout[:8] == mine + bytes([0xBF, 0, 1, 0x05]), timeout.hex()
         raw.close()
