@@ -171,7 +171,7 @@ let package = Package(
         ),
         .target(
             name: "WebDriverFront",
-            dependencies: ["HIDBridge", "ControlClient", "ControlProtocol", "Console"],
+            dependencies: ["HIDBridge", "ControlClient", "ControlProtocol", "Console", "Profiles"],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -105,3 +105,143 @@ static inline int fidosim_receive_datagrams(int fd, unsigned char *bytes, unsign
     for (long i = 0; i < got; i++) lengths[i] = headers[i].msg_len;
     return (int)got;
 }
+
+// Who owns a socket, asked of the kernel (sock_diag over netlink, as ss(8) asks): one connection by its addresses,
+// or the sockets on one UDP port, never the whole table as text. PeerAccess judges the answers.
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/inet_diag.h>
+#include <stdint.h>
+#include <arpa/inet.h>
+
+/// A netlink socket for sock_diag queries (close-on-exec), or -1.
+static inline int fidosim_diag_open(void) {
+    return socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+}
+
+/// Sends one inet_diag request (a dump when `dump`); returns 0, or -errno.
+static inline int fidosim_diag_send(int fd, const struct inet_diag_req_v2 *request, int dump, unsigned int seq) {
+    struct {
+        struct nlmsghdr header;
+        struct inet_diag_req_v2 request;
+    } message;
+    memset(&message, 0, sizeof(message));
+    message.header.nlmsg_len = sizeof(message);
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST | (dump ? NLM_F_DUMP : 0);
+    message.header.nlmsg_seq = seq;
+    message.request = *request;
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    ssize_t sent;
+    do {
+        sent = sendto(fd, &message, sizeof(message), 0, (struct sockaddr *)&kernel, sizeof(kernel));
+    } while (sent < 0 && errno == EINTR);
+    return sent == (ssize_t)sizeof(message) ? 0 : (sent < 0 ? -errno : -EIO);
+}
+
+/// One socket the kernel described: its owner, inode (0 for a socket no process holds: TIME_WAIT, an orphan),
+/// TCP state (UDP: 7 unconnected, 1 connected), family and local address (IPv4: the first word).
+struct fidosim_diag_socket {
+    uint32_t uid;
+    uint32_t inode;
+    uint8_t state;
+    uint8_t family;
+    uint32_t local[4];
+    uint16_t localPort;
+    uint16_t remotePort;
+};
+
+/// Reads the kernel's answers to request `seq` into `out` (at most `max`; `*count` is how many there were, which may
+/// be more). Returns 0 when the answer is complete, -ENOENT when the kernel has no such socket, or -errno.
+static inline int fidosim_diag_receive(int fd, unsigned int seq, struct fidosim_diag_socket *out, unsigned int max,
+                                       unsigned int *count) {
+    static __thread char buffer[32768] __attribute__((aligned(8)));
+    *count = 0;
+    for (;;) {
+        ssize_t got;
+        do {
+            got = recv(fd, buffer, sizeof(buffer), 0);
+        } while (got < 0 && errno == EINTR);
+        if (got < 0) return -errno;
+        if (got == 0) return -EIO;
+        int length = (int)got;
+        for (struct nlmsghdr *header = (struct nlmsghdr *)buffer; NLMSG_OK(header, length);
+             header = NLMSG_NEXT(header, length)) {
+            if (header->nlmsg_seq != seq) continue;
+            if (header->nlmsg_type == NLMSG_DONE) return 0;
+            if (header->nlmsg_type == NLMSG_ERROR) {
+                struct nlmsgerr *error = (struct nlmsgerr *)NLMSG_DATA(header);
+                if (header->nlmsg_len < NLMSG_LENGTH(sizeof(*error))) return -EIO;
+                return error->error == 0 ? 0 : error->error;
+            }
+            if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+                header->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg))) continue;
+            struct inet_diag_msg *message = (struct inet_diag_msg *)NLMSG_DATA(header);
+            if (*count < max) {
+                struct fidosim_diag_socket *socket = &out[*count];
+                socket->uid = message->idiag_uid;
+                socket->inode = message->idiag_inode;
+                socket->state = message->idiag_state;
+                socket->family = message->idiag_family;
+                memcpy(socket->local, message->id.idiag_src, sizeof(socket->local));
+                socket->localPort = ntohs(message->id.idiag_sport);
+                socket->remotePort = ntohs(message->id.idiag_dport);
+            }
+            *count += 1;
+            // An answer to a request that is not a dump is one message, with no NLMSG_DONE after it.
+            if (!(header->nlmsg_flags & NLM_F_MULTI)) return 0;
+        }
+    }
+}
+
+/// The TCP socket whose local end is `local`:`localPort` and whose other end is `remote`:`remotePort` (IPv4, host
+/// order): the kernel's exact lookup of one connection (an IPv6 socket connected over a mapped address is found
+/// too). Returns 1 with `*found` filled, 0 when the kernel has no such socket, or -errno.
+static inline int fidosim_diag_tcp(int fd, uint32_t local, uint16_t localPort, uint32_t remote, uint16_t remotePort,
+                                   unsigned int seq, struct fidosim_diag_socket *found) {
+    struct inet_diag_req_v2 request;
+    memset(&request, 0, sizeof(request));
+    request.sdiag_family = AF_INET;
+    request.sdiag_protocol = IPPROTO_TCP;
+    request.idiag_states = ~0u;
+    request.id.idiag_sport = htons(localPort);
+    request.id.idiag_dport = htons(remotePort);
+    request.id.idiag_src[0] = htonl(local);
+    request.id.idiag_dst[0] = htonl(remote);
+    request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    int sent = fidosim_diag_send(fd, &request, 0, seq);
+    if (sent < 0) return sent;
+    unsigned int count = 0;
+    int status = fidosim_diag_receive(fd, seq, found, 1, &count);
+    if (status == -ENOENT) return 0;
+    if (status < 0) return status;
+    return count > 0 ? 1 : 0;
+}
+
+/// Every UDP socket, IPv4 and IPv6, whose local port is `port`, whatever address it is bound to (the kernel
+/// compares the port as it walks its table; nothing is formatted). Returns how many there are (only the first
+/// `max` are written), or -errno.
+static inline int fidosim_diag_udp_port(int fd, uint16_t port, unsigned int seq, struct fidosim_diag_socket *out,
+                                        unsigned int max) {
+    unsigned int total = 0;
+    const unsigned char families[2] = {AF_INET, AF_INET6};
+    for (int i = 0; i < 2; i++) {
+        struct inet_diag_req_v2 request;
+        memset(&request, 0, sizeof(request));
+        request.sdiag_family = families[i];
+        request.sdiag_protocol = IPPROTO_UDP;
+        request.idiag_states = ~0u;
+        request.id.idiag_sport = htons(port);
+        request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+        request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+        int sent = fidosim_diag_send(fd, &request, 1, seq + (unsigned int)i);
+        if (sent < 0) return sent;
+        unsigned int count = 0;
+        int status = fidosim_diag_receive(fd, seq + (unsigned int)i, total < max ? out + total : out,
+                                          total < max ? max - total : 0, &count);
+        if (status < 0 && status != -ENOENT) return status;
+        total += count;
+    }
+    return (int)total;
+}

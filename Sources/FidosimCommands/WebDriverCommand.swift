@@ -14,7 +14,8 @@ struct WebDriverCommand: ParsableCommand {
         commandName: "webdriver",
         abstract: "A WebDriver endpoint whose virtual authenticators are real fidosim keys.",
         discussion: """
-            Point a Selenium (or any W3C WebDriver) client at http://127.0.0.1:PORT instead of the driver: fidosim \
+            Point a Selenium (or any W3C WebDriver) client at the URL it prints (http://127.0.0.1:PORT/SECRET, also \
+            in the --ready-file as "webdriver") instead of the driver's: fidosim \
             starts the driver (chromedriver) in a private key tree, forwards it every request, and answers the \
             WebAuthn extension commands itself: Add Virtual Authenticator adds a real key to the tree (the browser \
             sees a security key arrive), Add Credential, Get Credentials, Remove Credential(s), Set User Verified \
@@ -31,6 +32,15 @@ struct WebDriverCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("The driver to start in the keys' tree.", valueName: "path"))
     var driver = "/usr/bin/chromedriver"
+
+    @Flag(
+        help: """
+            Serve the endpoint at its bare URL (http://127.0.0.1:PORT) instead of under a secret path: then any \
+            local program that finds the port is a WebDriver client of the owner's (the kernel still refuses \
+            other users' connections).
+            """
+    )
+    var noSecret = false
 
     @Argument(parsing: .postTerminator, help: ArgumentHelp("Arguments for the driver, after --.", valueName: "arg"))
     var driverArguments: [String] = []
@@ -55,24 +65,38 @@ struct WebDriverCommand: ParsableCommand {
         let directory = String(cString: made)
         serve.hub = directory + "/hub.sock"
         let driverPort = try Self.freePort()
+        // The endpoint and the driver each under a secret path: finding a port is not enough to drive the browser.
+        let pathPrefix = noSecret ? "" : "/" + WebDriverFront.secret()
+        let driverPrefix = "/" + WebDriverFront.secret()
+        if noSecret {
+            printError(
+                "fidosim webdriver: warning: --no-secret: any program of yours that finds the port drives the browser "
+                    + "and its keys (a page cannot: requests with Origin or a foreign Host are refused)"
+            )
+        }
         let front: WebDriverFront
         do {
             front = try WebDriverFront(
                 port: webdriverPort,
                 driverPort: driverPort,
                 hubPath: directory + "/hub.sock",
-                access: PeerAccess(owner: geteuid())
+                access: PeerAccess(owner: geteuid()),
+                pathPrefix: pathPrefix,
+                driverPrefix: driverPrefix
             )
         } catch {
             printError("fidosim webdriver: \(error)")
             throw Exit.failed
         }
         let readyFile = serve.readyFile
-        let endpoint = "http://127.0.0.1:\(front.port)"
+        let endpoint = "http://127.0.0.1:\(front.port)" + pathPrefix
         try RunCommand.runInTree(
             serve: serve,
-            command: [driver, "--port=\(driverPort)"] + driverArguments,
-            readyExtra: ["webdriver": .string(endpoint), "driverPort": .integer(Int64(driverPort))],
+            command: [driver, "--port=\(driverPort)", "--url-base=\(driverPrefix)"] + driverArguments,
+            readyExtra: [
+                "webdriver": .string(endpoint), "driverPort": .integer(Int64(driverPort)),
+                "driverUrlBase": .string(driverPrefix),
+            ],
             readyLater: true
         ) { record in
             // The endpoint says it is ready once the driver answers.
@@ -81,7 +105,9 @@ struct WebDriverCommand: ParsableCommand {
                 usleep(100_000)
                 waited += 1
             }
-            printLine("fidosim: WebDriver endpoint \(endpoint) (the driver on 127.0.0.1:\(driverPort))")
+            printLine(
+                "fidosim: WebDriver endpoint \(endpoint) (the driver on 127.0.0.1:\(driverPort) under a secret path)"
+            )
             if let readyFile { try? ServeSession.write(record, to: readyFile) }
             front.serve()
         }

@@ -98,6 +98,21 @@ package struct HTTPMessage: Equatable, Sendable {
     }
 
     /// A response with a JSON body.
+    /// Why a request cannot be a WebDriver client's, if it cannot: a browser adds `Origin` to a page's cross-site
+    /// request (a form or `fetch` from a site the owner visits), and a page whose name was rebound to 127.0.0.1 sends
+    /// its own name as `Host`. A WebDriver client sends neither; it names the endpoint it connected to.
+    package func browserRefusal(port: UInt16) -> String? {
+        if let origin = header("origin") {
+            return "a web page's request (Origin: \(origin.prefix(80))): a browser page is never a WebDriver client"
+        }
+        guard let host = header("host") else { return "no Host header" }
+        let endpoint = ["127.0.0.1", "localhost", "[::1]"].map { "\($0):\(port)" }
+        guard endpoint.contains(host.lowercased()) else {
+            return "Host \(host.prefix(80)) is not this endpoint (127.0.0.1:\(port)): a page rebound to this address?"
+        }
+        return nil
+    }
+
     package static func response(status: Int, reason: String, json: String) -> HTTPMessage {
         HTTPMessage(
             startLine: ["HTTP/1.1", "\(status)", reason],

@@ -3,6 +3,7 @@ import ControlClient
 import ControlProtocol
 import Dispatch
 package import HIDBridge
+import Profiles
 import Synchronization
 
 #if canImport(Glibc)
@@ -24,6 +25,11 @@ package final class WebDriverFront: Sendable {
     let driverPort: UInt16
     let hubPath: String
     let access: PeerAccess
+    /// The secret path every request starts with (`/SECRET`, or empty with `--no-secret`): the URL the owner was
+    /// given, in the 0600 ready file, is the only way in, whoever finds the port.
+    let pathPrefix: String
+    /// The driver's own secret path (chromedriver's `--url-base`), put before each forwarded request's path.
+    let driverPrefix: String
     /// Each session's keys (authenticator ids) and each key's control socket.
     let state = Mutex<State>(State())
 
@@ -33,7 +39,14 @@ package final class WebDriverFront: Sendable {
     }
 
     /// Listens on 127.0.0.1:`port` (0: a free one); requests for the driver go to 127.0.0.1:`driverPort`.
-    package init(port: UInt16, driverPort: UInt16, hubPath: String, access: PeerAccess) throws(WebDriverFrontError) {
+    package init(
+        port: UInt16,
+        driverPort: UInt16,
+        hubPath: String,
+        access: PeerAccess,
+        pathPrefix: String = "",
+        driverPrefix: String = ""
+    ) throws(WebDriverFrontError) {
         let fd = IPv4.streamSocket()
         guard fd >= 0 else { throw .errno("socket") }
         var yes: Int32 = 1
@@ -48,6 +61,17 @@ package final class WebDriverFront: Sendable {
         self.driverPort = driverPort
         self.hubPath = hubPath
         self.access = access
+        self.pathPrefix = pathPrefix
+        self.driverPrefix = driverPrefix
+    }
+
+    /// A secret for a path: 32 hex digits from the system's random source.
+    package static func secret() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in
+            let byte = UInt8.random(in: 0...255, using: &generator)
+            return String(byte >> 4, radix: 16) + String(byte & 0xF, radix: 16)
+        }.joined()
     }
 
     deinit { close(listener) }
@@ -99,8 +123,25 @@ package final class WebDriverFront: Sendable {
             write(fd, HTTPMessage.response(status: 400, reason: "Bad Request", json: body))
             return
         }
+        if let refused = request.browserRefusal(port: port) {
+            printError(PeerAccess.note(door: "webdriver", peer: peer, refusal: refused))
+            let (_, body) = WebAuthnRoute.failure(
+                WebAuthnRoute.Refusal(error: "unknown error", message: "permission denied: \(refused)")
+            )
+            write(fd, HTTPMessage.response(status: 403, reason: "Forbidden", json: body))
+            return
+        }
         let method = request.startLine[0]
-        let path = request.startLine[1]
+        guard let path = Self.path(request.startLine[1], under: pathPrefix) else {
+            let (_, body) = WebAuthnRoute.failure(
+                WebAuthnRoute.Refusal(
+                    error: "unknown command",
+                    message: "no such path (the endpoint's URL has a secret path: see the ready file)"
+                )
+            )
+            write(fd, HTTPMessage.response(status: 404, reason: "Not Found", json: body))
+            return
+        }
         let route: WebAuthnRoute?
         do {
             route = try WebAuthnRoute.route(method: method, path: path, body: request.body)
@@ -110,12 +151,14 @@ package final class WebDriverFront: Sendable {
             return
         }
         guard let route, !isDeleteSession(route) else {
-            var request = request
+            // To the driver, under its own secret path.
+            var outgoing = request
+            outgoing.startLine[1] = driverPrefix + path
             if method == "POST", path == "/session" || path == "/session/", let body = NewSession.adjusted(request.body)
             {
-                request.body = body
+                outgoing.body = body
             }
-            let answer = forward(request)
+            let answer = forward(outgoing)
             // The session's keys go before the client hears that it ended.
             if let route, answer.startLine.count > 1, answer.startLine[1] == "200" { endSession(route.session) }
             write(fd, answer)
@@ -130,6 +173,15 @@ package final class WebDriverFront: Sendable {
         }
     }
 
+    /// The path under `prefix` (which it must start with, followed by `/` or the end), or nil.
+    static func path(_ path: String, under prefix: String) -> String? {
+        guard !prefix.isEmpty else { return path }
+        guard path.hasPrefix(prefix) else { return nil }
+        let rest = String(path.dropFirst(prefix.count))
+        guard rest.isEmpty || rest.hasPrefix("/") || rest.hasPrefix("?") else { return nil }
+        return rest.isEmpty || rest.hasPrefix("?") ? "/" + rest : rest
+    }
+
     func isDeleteSession(_ route: WebAuthnRoute) -> Bool {
         if case .deleteSession = route { return true }
         return false
@@ -140,6 +192,7 @@ package final class WebDriverFront: Sendable {
         do {
             switch route {
             case .addAuthenticator(let session, let options):
+                if let refusal = Self.fileRefusal(options) { return .failure(refusal) }
                 let added = try hub("addVirtualAuthenticator", .object(options))
                 guard let id = added["authenticatorId"]?.stringValue, let control = added["control"]?.stringValue
                 else { return .failure(.init(error: "unknown error", message: "the hub said \(added.encoded)")) }
@@ -183,6 +236,27 @@ package final class WebDriverFront: Sendable {
         } catch {
             return .failure(.init(error: "unknown error", message: "\(error)"))
         }
+    }
+
+    /// A WebDriver client names no file: the key's image and a profile file are the owner's to choose, on
+    /// `fidosim webdriver`'s command line (firmware-spec/security.md). From a client, `flash` may only be `memory`
+    /// and `profile` only a built-in profile's name.
+    static func fileRefusal(_ options: [String: JSONValue]) -> WebAuthnRoute.Refusal? {
+        if let flash = options["flash"], flash != .string("memory") {
+            return .init(
+                error: "invalid argument",
+                message: "flash: a WebDriver client names no file (only \"memory\"); the owner gives images on the "
+                    + "command line"
+            )
+        }
+        if let profile = options["profile"], !ProfileFile.builtInNames.contains(profile.stringValue ?? "") {
+            return .init(
+                error: "invalid argument",
+                message: "profile: a WebDriver client names a built-in profile only ("
+                    + ProfileFile.builtInNames.joined(separator: ", ") + "), never a file"
+            )
+        }
+        return nil
     }
 
     /// The session's keys are removed when it ends (the browser has gone with it).

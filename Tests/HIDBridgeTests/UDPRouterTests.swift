@@ -23,12 +23,25 @@ import Testing
         ] + Array(repeating: 0, count: 59)
     }
 
+    /// The key's answer to an INIT on the broadcast channel, giving `channel`, sent through the router.
+    func give(_ router: inout UDPRouter, _ channel: UInt32) {
+        var answer = initReport(0xFFFF_FFFF, 0x86, length: 17)
+        answer.replaceSubrange(
+            15..<19,
+            with: [
+                UInt8(channel >> 24), UInt8(channel >> 16 & 0xFF), UInt8(channel >> 8 & 0xFF), UInt8(channel & 0xFF),
+            ]
+        )
+        _ = router.outbound(answer, now: .zero)
+    }
+
     func busy(_ channel: UInt32) -> [UInt8] {
         Array(initReport(channel, 0xBF, length: 1).prefix(7)) + [0x06] + Array(repeating: 0, count: 56)
     }
 
     @Test func anAnswerGoesOnlyToTheSenderOfItsRequestAndOthersAreToldTheChannelIsBusy() {
         var router = UDPRouter()
+        give(&router, channel)
         #expect(router.inbound(initReport(channel, 0x90, length: 10), from: a, now: .zero) == .deliver)
         // Anything from B on A's channel while A's answer is owed (an empty-payload report, a continuation).
         #expect(
@@ -63,6 +76,7 @@ import Testing
 
     @Test func aChannelSilentForFiveSecondsIsFreed() {
         var router = UDPRouter()
+        give(&router, channel)
         #expect(router.inbound(initReport(channel, 0x90, length: 100), from: a, now: .zero) == .deliver)
         #expect(
             router.inbound(initReport(channel, 0x90, length: 1), from: b, now: .seconds(4)) == .refuse(busy(channel))
@@ -72,12 +86,29 @@ import Testing
 
     @Test func aCancelAsksNothingOfItsOwn() {
         var router = UDPRouter()
+        give(&router, channel)
         #expect(router.inbound(initReport(channel, 0x91, length: 0), from: a, now: .zero) == .deliver)
         #expect(router.inbound(initReport(channel, 0x90, length: 1), from: b, now: .zero) == .deliver)
     }
 
+    @Test func aChannelTheKeyNeverGaveIsRefusedWithInvalidChannel() {
+        var router = UDPRouter()
+        let invalid = Array(initReport(channel, 0xBF, length: 1).prefix(7)) + [0x0B] + Array(repeating: 0, count: 56)
+        #expect(router.inbound(initReport(channel, 0x90, length: 1), from: a, now: .zero) == .refuse(invalid))
+        #expect(router.inbound(initReport(channel, 0x86, length: 8), from: a, now: .zero) == .refuse(invalid))
+        #expect(router.inbound(continuation(channel, 0), from: a, now: .zero) == .ignore)
+        // The broadcast channel is open to INIT, and the channel the answer gives is open after it.
+        #expect(router.inbound(initReport(0xFFFF_FFFF, 0x86, length: 8), from: a, now: .zero) == .deliver)
+        give(&router, channel)
+        #expect(router.inbound(initReport(channel, 0x90, length: 1), from: b, now: .zero) == .deliver)
+        // A power cycle does not close it: clients keep their channels.
+        router.release()
+        #expect(router.inbound(initReport(channel, 0x90, length: 1), from: b, now: .seconds(1)) == .deliver)
+    }
+
     @Test func shortDatagramsAndUnknownChannelsGoNowhere() {
         var router = UDPRouter()
+        give(&router, channel)
         #expect(router.inbound([], from: a, now: .zero) == .ignore)
         #expect(router.inbound([1, 2, 3, 4], from: a, now: .zero) == .ignore)
         #expect(router.outbound(initReport(channel, 0x90, length: 1), now: .zero) == nil)
@@ -86,6 +117,7 @@ import Testing
 
     @Test func aPowerCycleFreesEveryChannelAndKeepsWhoSpokeLast() {
         var router = UDPRouter()
+        give(&router, channel)
         #expect(router.inbound(initReport(channel, 0x90, length: 100), from: a, now: .zero) == .deliver)
         router.release()
         #expect(router.outbound(initReport(channel, 0xBF, length: 1), now: .zero) == a)
@@ -95,34 +127,12 @@ import Testing
     @Test func aFloodOfChannelsIsBounded() {
         var router = UDPRouter()
         router.maxClaims = 100
-        for i in 0..<10_000 {
+        for i in 1...10_000 {
+            give(&router, UInt32(i))
             _ = router.inbound(initReport(UInt32(i), 0x90, length: 1), from: b, now: .milliseconds(i))
             #expect(router.claims.count <= 101)
         }
         // The newest claims survive.
-        #expect(router.outbound(initReport(9_999, 0x90, length: 1), now: .seconds(10)) == b)
-    }
-
-    @Test func socketOwnersComeFromProcNetUDP() {
-        let udp = """
-              sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
-              1: 0100007F:9C41 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 1 2 0 0
-              2: 00000000:9C42 00000000:0000 07 00000000:00000000 00:00000000 00000000 65534        0 2 2 0 0
-              3: 0200007F:9C43 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 3 2 0 0
-            """
-        let udp6 = """
-              sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
-              4: 0000000000000000FFFF00000100007F:9C44 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000   42        0 4 2 0 0
-              5: 00000000000000000000000000000000:9C45 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000   43        0 5 2 0 0
-            """
-        func owners(_ port: UInt16) -> [UInt32] {
-            SocketTables.datagramOwners(of: UDPPeer(address: 0x7F00_0001, port: port), udp: udp, udp6: udp6)
-        }
-        #expect(owners(40001) == [1000])  // 127.0.0.1
-        #expect(owners(40002) == [65534])  // 0.0.0.0
-        #expect(owners(40003) == [])  // 127.0.0.2 is another address
-        #expect(owners(40004) == [42])  // ::ffff:127.0.0.1
-        #expect(owners(40005) == [43])  // ::
-        #expect(owners(40006) == [])  // no such socket
+        #expect(router.outbound(initReport(10_000, 0x90, length: 1), now: .seconds(10)) == b)
     }
 }

@@ -24,6 +24,29 @@ import Testing
         #expect(written.contains("Content-Length: 27\r\nConnection: close\r\n\r\n{"))
     }
 
+    @Test(arguments: [
+        ("Host: 127.0.0.1:4444", true), ("Host: localhost:4444", true), ("Host: [::1]:4444", true),
+        ("Host: LOCALHOST:4444", true), ("Host: 127.0.0.1:4445", false), ("Host: evil.example:4444", false),
+        ("Host: 127.0.0.1", false), ("X-Other: 1", false),
+        ("Host: 127.0.0.1:4444\r\nOrigin: https://evil.example", false),
+        ("Host: 127.0.0.1:4444\r\nOrigin: null", false),
+    ])
+    func aBrowserPagesRequestIsNoClients(headers: String, client: Bool) throws {
+        let bytes = Array("POST /session HTTP/1.1\r\n\(headers)\r\nContent-Length: 0\r\n\r\n".utf8)
+        let message = try #require(try HTTPMessage.parse(bytes)).0
+        #expect((message.browserRefusal(port: 4444) == nil) == client, "\(headers)")
+    }
+
+    @Test func aClientNamesNoFile() {
+        #expect(WebDriverFront.fileRefusal([:]) == nil)
+        #expect(WebDriverFront.fileRefusal(["flash": "memory", "profile": "yubikey5"]) == nil)
+        #expect(
+            WebDriverFront.fileRefusal(["flash": "/root/.local/share/fidosim/default.img"])?.error == "invalid argument"
+        )
+        #expect(WebDriverFront.fileRefusal(["profile": "/tmp/fifo"])?.error == "invalid argument")
+        #expect(WebDriverFront.fileRefusal(["profile": 3])?.error == "invalid argument")
+    }
+
     @Test func badMessagesAreRefusedNotGuessed() {
         #expect(throws: HTTPMessage.ParseError.self) { try HTTPMessage.parse(Array("NOSPACES\r\n\r\n".utf8)) }
         #expect(throws: HTTPMessage.ParseError.self) {

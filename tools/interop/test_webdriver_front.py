@@ -9,12 +9,14 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+import urllib.parse
 
 import pytest
 
@@ -59,7 +61,9 @@ def front():
         time.sleep(0.05)
     with open(ready) as f:
         record = json.load(f)
-    record["port"] = int(record["webdriver"].rsplit(":", 1)[1])
+    endpoint = urllib.parse.urlsplit(record["webdriver"])
+    record["port"], record["prefix"] = endpoint.port, endpoint.path
+    assert re.fullmatch(r"/[0-9a-f]{32}", record["prefix"]), record["webdriver"]
     yield record
     process.terminate()
     process.wait(timeout=30)
@@ -67,7 +71,7 @@ def front():
 
 def call(front: dict, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
     connection = http.client.HTTPConnection("127.0.0.1", front["port"], timeout=30)
-    connection.request(method, path, body=None if body is None else json.dumps(body),
+    connection.request(method, front["prefix"] + path, body=None if body is None else json.dumps(body),
                        headers={"Content-Type": "application/json"})
     response = connection.getresponse()
     return response.status, json.loads(response.read())
@@ -76,7 +80,21 @@ def call(front: dict, method: str, path: str, body: dict | None = None) -> tuple
 def test_other_requests_reach_the_driver_unchanged(front):
     status, answer = call(front, "POST", "/session/abc/url", {"url": "http://localhost/"})
     assert status == 200
-    assert answer["value"] == {"method": "POST", "path": "/session/abc/url", "body": '{"url": "http://localhost/"}'}
+    # Under the driver's own secret path (chromedriver's --url-base), which the client never sees.
+    assert answer["value"] == {"method": "POST", "path": front["driverUrlBase"] + "/session/abc/url",
+                               "body": '{"url": "http://localhost/"}'}
+
+
+def test_only_the_secret_url_gets_in(front):
+    """The endpoint's URL (printed, and in the 0600 ready file) has a secret path: a program that finds the port
+    but not the path gets 404 and reaches neither the driver nor the keys."""
+    for path in ("/status", "/session/abc/url", "/" + "0" * 32 + "/status", front["prefix"] + "x/status"):
+        connection = http.client.HTTPConnection("127.0.0.1", front["port"], timeout=30)
+        connection.request("GET", path)
+        response = connection.getresponse()
+        assert response.status == 404, path
+        assert json.loads(response.read())["value"]["error"] == "unknown command"
+    assert call(front, "GET", "/status")[0] == 200
 
 
 def test_webauthn_commands_are_answered_with_real_keys(front):
@@ -119,3 +137,45 @@ def test_another_user_is_refused(front):
     status, body = as_nobody(script, str(front["port"])).split(" ", 1)
     assert status == "403" and "permission denied" in json.loads(body)["value"]["message"]
     assert call(front, "GET", "/status")[0] == 200, "the owner still gets in"
+
+
+def raw_request(front: dict, head: str, body: bytes = b"") -> tuple[int, str]:
+    with socket.create_connection(("127.0.0.1", front["port"]), timeout=10) as s:
+        s.sendall(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    return status, answer.decode(errors="replace")
+
+
+def test_a_web_page_is_never_a_webdriver_client(front):
+    """A page the owner visits may POST across sites (its browser adds Origin) or be rebound to 127.0.0.1 (its requests
+    carry the page's own Host): both are refused, and no key is added."""
+    body = json.dumps({"protocol": "ctap2", "transport": "usb"}).encode()
+    port = front["port"]
+    head = (f"POST {front['prefix']}/session/s9/webauthn/authenticator HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "Origin: https://evil.example\r\nContent-Type: text/plain\r\n")
+    status, answer = raw_request(front, head, body)
+    assert status == 403 and "Origin" in answer
+    status, answer = raw_request(front, f"GET {front['prefix']}/status HTTP/1.1\r\nHost: rebound.example:{port}\r\n")
+    assert status == 403 and "rebound.example" in answer
+    assert FidosimHub(path=front["hub"]).list_virtual_authenticators() == []
+    assert call(front, "GET", "/status")[0] == 200, "a client that names the endpoint gets in"
+
+
+def test_a_webdriver_client_names_no_file(front, tmp_path):
+    """Add Virtual Authenticator's `flash` and `profile` name files the key would open as its owner: from a client,
+    only `memory` and built-in profiles are taken."""
+    image = tmp_path / "chosen-by-the-client.img"
+    status, answer = call(front, "POST", "/session/s8/webauthn/authenticator",
+                          {"protocol": "ctap2", "transport": "usb", "flash": str(image)})
+    assert status == 400 and answer["value"]["error"] == "invalid argument", answer
+    status, answer = call(front, "POST", "/session/s8/webauthn/authenticator",
+                          {"protocol": "ctap2", "transport": "usb", "profile": str(tmp_path / "fifo")})
+    assert status == 400 and "built-in profile" in answer["value"]["message"], answer
+    assert not image.exists() and FidosimHub(path=front["hub"]).list_virtual_authenticators() == []
+    status, answer = call(front, "POST", "/session/s8/webauthn/authenticator",
+                          {"protocol": "ctap2", "transport": "usb", "profile": "yubikey5", "flash": "memory"})
+    assert status == 200, answer
+    assert call(front, "DELETE", "/session/s8")[0] == 200

@@ -24,9 +24,12 @@ package struct PeerAccess: Sendable, Equatable {
         /// A Unix socket's peer: its uid from SO_PEERCRED, nil when it cannot be read.
         case unixSocket(uid: UInt32?)
         /// An IP peer: whether its address is a loopback one, and the owners of the local sockets that may be its
-        /// socket (from the kernel's socket tables; empty when no local socket is: a peer on another machine, or a
-        /// socket already closed). `tableRead` is false when the tables could not be read.
-        case ip(loopback: Bool, socketOwners: [UInt32], tableRead: Bool = true)
+        /// socket (asked of the kernel, ``KernelSockets``; empty when no local socket is: a peer on another machine,
+        /// or a socket already closed). `kernelAnswered` is false when the kernel could not be asked.
+        case ip(loopback: Bool, socketOwners: [UInt32], kernelAnswered: Bool = true)
+        /// A TCP peer whose connection is not established (closing, closed: the kernel gives such sockets to
+        /// uid 0), or whose socket no process holds: refused whoever it was, before any of its bytes is read.
+        case notEstablished(String)
     }
 
     /// The doors that differ: the control socket hears the owner only, whatever the options.
@@ -42,8 +45,10 @@ package struct PeerAccess: Sendable, Equatable {
         case .unixSocket(let uid):
             guard let uid else { return "its credentials cannot be read (SO_PEERCRED)" }
             return refusal(uid: uid, others: others)
-        case .ip(let loopback, let owners, let tableRead):
-            guard tableRead else { return "the kernel's socket tables cannot be read, so its owner is unknown" }
+        case .notEstablished(let why):
+            return why
+        case .ip(let loopback, let owners, let answered):
+            guard answered else { return "the kernel cannot be asked who owns its socket, so its owner is unknown" }
             guard !owners.isEmpty else {
                 if loopback { return "no local socket has its address (closed already)" }
                 return allowRemote ? nil : "it is on another machine (serve --allow-remote lets other machines in)"
@@ -56,7 +61,7 @@ package struct PeerAccess: Sendable, Equatable {
     }
 
     /// Whether an IP peer is let in whoever it is (every local user's, and other machines' when they may): then
-    /// the kernel's socket tables need not be read for it.
+    /// the kernel need not be asked about it.
     package func admitsWithoutLookup(loopback: Bool) -> Bool { anyLocalUser && (loopback || allowRemote) }
 
     /// Whether `peer` may reach `door` (``refusal(of:at:)`` without the words, for a flood's hot path).
@@ -66,8 +71,10 @@ package struct PeerAccess: Sendable, Equatable {
         case .unixSocket(let uid):
             guard let uid else { return false }
             return uid == owner || uid == 0 || others
-        case .ip(let loopback, let owners, let tableRead):
-            guard tableRead else { return false }
+        case .notEstablished:
+            return false
+        case .ip(let loopback, let owners, let answered):
+            guard answered else { return false }
             guard !owners.isEmpty else { return !loopback && allowRemote }
             return others || owners.allSatisfy { $0 == owner || $0 == 0 }
         }

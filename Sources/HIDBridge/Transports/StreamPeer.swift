@@ -5,32 +5,17 @@ import Glibc
 #endif
 
 /// The peer of an accepted TCP connection, judged by ``PeerAccess``: what the USB/IP server asks of each connection,
-/// for the other TCP doors (the WebDriver front).
+/// and the other TCP doors (the WebDriver front) too, before any of its bytes is read.
 package enum StreamPeer {
-    /// The peer's address as text and why it may not pass `door` (nil: it may). The kernel's TCP tables are read for
-    /// the connection; a peer whose address or tables cannot be read is refused.
+    /// The peer's address as text and why it may not pass `door` (nil: it may). The kernel is asked about this one
+    /// connection (``KernelSockets``, a netlink socket of the caller's or one opened for the question); a peer whose
+    /// address cannot be read, whose connection is not established, or about whom the kernel cannot be asked, is
+    /// refused.
     package static func judge(
         _ fd: Int32,
         access: PeerAccess,
-        door: PeerAccess.Door
-    ) -> (
-        peer: String, refusal: String?
-    ) {
-        judge(fd, access: access, door: door) {
-            guard let tcp = ProcFile("/proc/net/tcp").read(), let tcp6 = ProcFile("/proc/net/tcp6").read() else {
-                return nil
-            }
-            return (tcp, tcp6)
-        }
-    }
-
-    /// The same with the tables from `tables` (nil: they cannot be read), asked only when the peer needs them: the
-    /// USB/IP server reads them once for the connections of one wake-up.
-    static func judge(
-        _ fd: Int32,
-        access: PeerAccess,
         door: PeerAccess.Door,
-        tables: () -> (tcp: String, tcp6: String)?
+        kernel: KernelSockets? = nil
     ) -> (peer: String, refusal: String?) {
         guard let peer = IPv4.peerEndpoint(fd), let server = IPv4.localEndpoint(fd) else {
             return ("?", "its address cannot be read")
@@ -38,13 +23,7 @@ package enum StreamPeer {
         if door == .transport && access.admitsWithoutLookup(loopback: peer.isLoopback) {
             return (peer.description, nil)
         }
-        guard let read = tables() else {
-            return (
-                peer.description,
-                access.refusal(of: .ip(loopback: peer.isLoopback, socketOwners: [], tableRead: false), at: door)
-            )
-        }
-        let owners = SocketTables.streamOwners(of: peer, server: server, tcp: read.tcp, tcp6: read.tcp6)
-        return (peer.description, access.refusal(of: .ip(loopback: peer.isLoopback, socketOwners: owners), at: door))
+        let answer = (kernel ?? KernelSockets()).streamPeer(peer, server: server)
+        return (peer.description, access.refusal(of: answer, at: door))
     }
 }

@@ -81,10 +81,7 @@ package final class UDPTransport: ReportTransport {
             var size: Int32 = 4 << 20
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
-        if let policy, !policy.anyUser {
-            _ = procUDP
-            _ = procUDP6
-        }
+        if let policy, !policy.anyUser { _ = kernelSockets }
     }
 
     deinit { close(fd) }
@@ -134,8 +131,9 @@ package final class UDPTransport: ReportTransport {
         guard got > 0 else { return [] }
         var events: [TransportEvent] = []
         let now = clock.now - start
-        batchSockets = nil
-        defer { batchSockets = nil }
+        batchOwners.removeAll(keepingCapacity: true)
+        defer { batchOwners.removeAll(keepingCapacity: true) }
+        if let policy, !policy.anyUser { askKernel(count: Int(got)) }
         for i in 0..<Int(got) {
             guard let policy else {
                 peer = froms[i]
@@ -147,8 +145,8 @@ package final class UDPTransport: ReportTransport {
                 address: UInt32(bigEndian: froms[i].sin_addr.s_addr),
                 port: UInt16(bigEndian: froms[i].sin_port)
             )
-            guard allows(sender, now: now, notes: &events) else { continue }
             let datagram = Array(receiveBuffer[i * stride..<i * stride + Int(receiveLengths[i])])
+            guard router.onGivenChannel(datagram) || allows(sender, now: now, notes: &events) else { continue }
             if policy.powerCycleDatagram && datagram == Self.powerCycleDatagram {
                 events.append(.powerCycle)
                 continue
@@ -162,15 +160,26 @@ package final class UDPTransport: ReportTransport {
         return events
     }
 
-    /// Whether `sender` may talk to the key (``PeerAccess``): the owners of the sockets it may be sending from are
-    /// read from the kernel's tables once for each batch of datagrams, after the batch arrived, and nothing is
-    /// remembered beyond it: a port the owner's client closed is nobody's the moment another socket takes it.
+    /// Whether `sender` may talk to the key (``PeerAccess``): the owners of every socket on its port, asked of the
+    /// kernel (``KernelSockets``) once for the batch of datagrams, after it arrived (``askKernel(count:)``), and
+    /// nothing is remembered beyond it: a port the owner's client closed is nobody's the moment another socket
+    /// takes it. Reports on a channel the key gave are not asked about: the channel (32 bits from a keyed
+    /// permutation, told only to a sender who passed here) is the proof, and a sender who cannot read the answers
+    /// never learns one.
     func allows(_ sender: UDPPeer, now: Duration, notes: inout [TransportEvent]) -> Bool {
         if access.admitsWithoutLookup(loopback: sender.isLoopback) { return true }
-        if batchSockets == nil { batchSockets = readSockets() }
-        let peer: PeerAccess.Peer =
-            batchSockets!.map { .ip(loopback: sender.isLoopback, socketOwners: $0.owners(of: sender)) }
-            ?? .ip(loopback: sender.isLoopback, socketOwners: [], tableRead: false)
+        let owners: [UInt32]?
+        if let known = batchOwners[sender.port] {
+            owners = known
+        } else {
+            owners = kernelSockets.datagramOwners(port: sender.port)
+            batchOwners[sender.port] = .some(owners)
+        }
+        let peer = PeerAccess.Peer.ip(
+            loopback: sender.isLoopback,
+            socketOwners: owners ?? [],
+            kernelAnswered: owners != nil
+        )
         if access.admits(peer) { return true }
         // Refused: the reason is worked out only for the line logged (at most one a second).
         guard refusalNotes.due(now: now), let refusal = access.refusal(of: peer) else {
@@ -183,25 +192,30 @@ package final class UDPTransport: ReportTransport {
         return false
     }
 
-    /// The kernel's UDP sockets, read for this batch (nil inside when the tables cannot be read). Reads are at least
-    /// ``tableReadInterval`` apart: under a flood the loop waits for its turn (and then handles a full batch with one
-    /// read) rather than spending itself on reads, and a datagram is never refused for want of a read.
-    func readSockets() -> DatagramSockets? {
-        let since = clock.now - lastTableRead
-        if since < Self.tableReadInterval {
-            let wait = Self.tableReadInterval - since
-            usleep(useconds_t(wait.components.attoseconds / 1_000_000_000_000) + 1)
+    /// Asks the kernel, before the batch's first `count` datagrams are handled, about the source ports of those that
+    /// are not on a channel the key gave: one question per port for a few ports, and for more (a flood from new
+    /// ports) one walk over every UDP socket for the whole batch, so that a batch costs at most that.
+    func askKernel(count: Int) {
+        var ports = Set<UInt16>()
+        for i in 0..<count {
+            let start = i * Self.receiveStride
+            let datagram = receiveBuffer[start..<start + Int(min(receiveLengths[i], UInt32(Self.receiveStride)))]
+            guard !router.onGivenChannel(Array(datagram)) else { continue }
+            let sender = UInt32(bigEndian: froms[i].sin_addr.s_addr)
+            if access.admitsWithoutLookup(loopback: sender >> 24 == 127) { continue }
+            ports.insert(UInt16(bigEndian: froms[i].sin_port))
         }
-        lastTableRead = clock.now
-        guard let udp = procUDP.read(), let udp6 = procUDP6.read() else { return nil }
-        return DatagramSockets(udp: udp, udp6: udp6)
+        guard ports.count > Self.portsAskedOneByOne else { return }
+        let answers = kernelSockets.datagramOwners(ports: ports)
+        for port in ports { batchOwners[port] = .some(answers.map { $0[port] ?? [] }) }
     }
 
-    /// The least time between two reads of the socket tables (at most 1,000 reads a second).
-    static let tableReadInterval: Duration = .milliseconds(1)
-    lazy var lastTableRead = clock.now - Self.tableReadInterval
-    /// The sockets read for the batch being handled (nil between batches; nil inside when the read failed).
-    var batchSockets: DatagramSockets??
+    /// Up to this many source ports in a batch are asked about one by one; more with one walk of the whole table.
+    static let portsAskedOneByOne = 4
+
+    /// What the kernel said of each source port in the batch being handled: the owners of its sockets, nil inside
+    /// when the kernel could not be asked (empty between batches).
+    var batchOwners: [UInt16: [UInt32]?] = [:]
     var refusalNotes = RefusalNotes()
     /// Who may use the key (the policy's switches, this process's user).
     lazy var access = PeerAccess(
@@ -210,10 +224,9 @@ package final class UDPTransport: ReportTransport {
         allowRemote: policy?.remote ?? false
     )
 
-    /// The kernel's socket tables, opened once and read again from the start for each lookup: the lookup must
-    /// work when the process has no descriptor left to open them (a flood of control connections).
-    lazy var procUDP = ProcFile("/proc/net/udp")
-    lazy var procUDP6 = ProcFile("/proc/net/udp6")
+    /// The kernel's answers about sockets, through a netlink socket opened once: the lookup must work when the
+    /// process has no descriptor left to open one (a flood of control connections).
+    lazy var kernelSockets = KernelSockets()
 
     /// Bytes kept for each datagram by ``receiveAll()``: a report and one more, so that a longer datagram shows.
     static let receiveStride = 65
@@ -341,29 +354,5 @@ extension UDPTransport {
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         peer = address
         hasPeer = true
-    }
-}
-
-/// A /proc file kept open and read from its start each time.
-final class ProcFile {
-    let fd: Int32
-
-    init(_ path: String) { fd = open(path, O_RDONLY | O_CLOEXEC) }
-
-    deinit { if fd >= 0 { close(fd) } }
-
-    /// The file's text; nil when it cannot be read (then nobody's socket can be told apart: callers refuse).
-    func read() -> String? {
-        guard fd >= 0, lseek(fd, 0, SEEK_SET) == 0 else { return nil }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while bytes.count < 16 << 20 {
-            let n = Glibc.read(fd, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { return nil }
-            if n == 0 { break }
-            bytes += chunk[0..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -14,8 +14,9 @@ import Glibc
 /// connection dropping) is an unplug: the key power-cycles, and the device is offered again. A power cycle from
 /// the control plane detaches the host, as pulling the key out would.
 ///
-/// Who may connect is ``PeerAccess``'s rule, asked once per connection with the owner of the peer's socket from the
-/// kernel's TCP tables (no other socket can have that address pair while the connection lasts). Connections are
+/// Who may connect is ``PeerAccess``'s rule, asked once per connection, before any of its bytes is read, with the
+/// owner of the peer's socket as the kernel gives it for this one connection while it is established (no other
+/// socket can have that address pair while the connection lasts; ``KernelSockets``). Connections are
 /// bounded (``maxConnections``; one idle for ``idleLimit`` gives its place to a new one), as are the transfers a host
 /// leaves waiting (``USBIPConnection/maxWaiting``) and the bytes queued for a host that does not read
 /// (``maxOutbox``): a host past a bound is dropped, never waited for, so no host can stall the loop that serves the
@@ -135,8 +136,6 @@ package final class USBIPTransport: ReportTransport {
     var now: Duration { clock.now - started }
 
     func acceptAll() {
-        // The kernel's TCP tables, read once for the connections taken together.
-        var tables: (tcp: String, tcp6: String)??
         while true {
             let fd = accept(listener, nil, nil)
             guard fd >= 0 else {
@@ -165,13 +164,13 @@ package final class USBIPTransport: ReportTransport {
                     refuse(peer: name, why: "too many connections (at most \(Self.maxConnections))")
                     continue
                 }
-                if let why = refusal(fd, tables: &tables) {
+                if let why = refusal(fd) {
                     close(fd)
                     refuse(peer: name, why: why)
                     continue
                 }
                 drop(idle, why: "closed: idle while another host needed the place")
-            } else if let why = refusal(fd, tables: &tables) {
+            } else if let why = refusal(fd) {
                 close(fd)
                 refuse(peer: name, why: why)
                 continue
@@ -184,19 +183,10 @@ package final class USBIPTransport: ReportTransport {
         }
     }
 
-    /// Why the peer of a new connection may not use the key (``PeerAccess``), if it may not. `tables`: the kernel's
-    /// TCP tables, read here the first time a connection needs them (nil inside when they cannot be read).
-    func refusal(_ fd: Int32, tables: inout (tcp: String, tcp6: String)??) -> String? {
-        StreamPeer.judge(fd, access: access, door: .transport) {
-            if tables == nil {
-                if let tcp = procTCP.read(), let tcp6 = procTCP6.read() {
-                    tables = (tcp, tcp6)
-                } else {
-                    tables = .some(nil)
-                }
-            }
-            return tables ?? nil
-        }.refusal
+    /// Why the peer of a new connection may not use the key (``PeerAccess``), if it may not: the kernel is asked
+    /// about this one connection (``KernelSockets``).
+    func refusal(_ fd: Int32) -> String? {
+        StreamPeer.judge(fd, access: access, door: .transport, kernel: kernelSockets).refusal
     }
 
     /// Logs a refusal (at most one line a second).
@@ -206,8 +196,8 @@ package final class USBIPTransport: ReportTransport {
         }
     }
 
-    lazy var procTCP = ProcFile("/proc/net/tcp")
-    lazy var procTCP6 = ProcFile("/proc/net/tcp6")
+    /// The netlink socket the peers are asked about, opened once (a flood of connections may leave no descriptor).
+    lazy var kernelSockets = KernelSockets()
 
     func read(_ fd: Int32) {
         var buffer = [UInt8](repeating: 0, count: 65_536)

@@ -105,17 +105,14 @@ package final class VPCDCard {
     }
 
     /// Why the program listening where vpcd should be may not have the card (``PeerAccess``), if it may not: the
-    /// owner of the socket at the other end of the connection, from the kernel's TCP tables.
+    /// owner of the socket at the other end of the connection, asked of the kernel for this one connection (an
+    /// end the listener has not accepted yet has its listener's owner, and no process holds it yet).
     func listenerRefusal(_ fd: Int32) -> String? {
         guard let peer = IPv4.peerEndpoint(fd), let local = IPv4.localEndpoint(fd) else {
             return "its address cannot be read"
         }
-        guard let tcp = ProcFile("/proc/net/tcp").read(), let tcp6 = ProcFile("/proc/net/tcp6").read() else {
-            return access.refusal(of: .ip(loopback: peer.isLoopback, socketOwners: [], tableRead: false))
-        }
         // The listener's end of this connection has vpcd's address as its own and the card's as its remote one.
-        let owners = SocketTables.streamOwners(of: peer, server: local, tcp: tcp, tcp6: tcp6)
-        return access.refusal(of: .ip(loopback: peer.isLoopback, socketOwners: owners))
+        return access.refusal(of: KernelSockets().streamPeer(peer, server: local, acceptedYet: false))
     }
 
     var refusalNotes = RefusalNotes()

@@ -20,6 +20,12 @@ package struct UDPPeer: Hashable, Sendable, CustomStringConvertible {
 /// CHANNEL_BUSY from here and never reach the key, so no second client can read or disturb the first one's
 /// transaction (on USB the kernel gives each open device its own reports; UDP has no such thing).
 ///
+/// A report on a channel the key never gave by `INIT` (learnt from its answers, ``ChannelRoutes``) gets
+/// ERR_INVALID_CHANNEL from here and never reaches the key, whatever the key's own CTAPHID rules (some keys, Solo 1
+/// among them, serve any channel): a sender who cannot read the answers, and so never learns a channel, must guess
+/// a 32-bit one. Channels once given stay open through power cycles (clients keep them, as over USB they would
+/// INIT again).
+///
 /// Pure: reports, senders and time in; what to do with them out.
 package struct UDPRouter: Sendable {
     struct Claim: Sendable {
@@ -42,6 +48,8 @@ package struct UDPRouter: Sendable {
     }
 
     var claims: [UInt32: Claim] = [:]
+    /// The channels the key gave (its newest ``ChannelRoutes/capacity``), as one host.
+    var given = ChannelRoutes()
     /// A transaction whose channel has been silent this long no longer holds it (the key answers every request,
     /// sends keepalives while it works, and times a half-sent message out within seconds; this only frees a
     /// channel whose request the key had no answer for).
@@ -59,9 +67,20 @@ package struct UDPRouter: Sendable {
         UInt32(report[0]) << 24 | UInt32(report[1]) << 16 | UInt32(report[2]) << 8 | UInt32(report[3])
     }
 
+    /// Whether `report` is on a channel the key gave (not the broadcast channel): its sender knows the channel.
+    package func onGivenChannel(_ report: [UInt8]) -> Bool {
+        guard report.count >= 5 else { return false }
+        return given.channels[0]?.contains(Self.channel(report)) == true
+    }
+
     /// A report from `peer`.
     package mutating func inbound(_ report: [UInt8], from peer: UDPPeer, now: Duration) -> Inbound {
         guard report.count >= 5 else { return .ignore }
+        switch given.inbound(report, from: 0) {
+        case .deliver: break
+        case .refuse(let answer): return .refuse(answer)
+        case .drop: return .ignore
+        }
         let channel = Self.channel(report)
         if let claim = claims[channel], claim.peer != peer, claim.busy, now - claim.lastActivity < silenceLimit {
             return .refuse(Array(report[0..<4]) + [Self.error, 0x00, 0x01, 0x06] + Array(repeating: 0, count: 56))
@@ -83,6 +102,7 @@ package struct UDPRouter: Sendable {
     /// Where a report from the key goes; nil when no one is waiting on its channel.
     package mutating func outbound(_ report: [UInt8], now: Duration) -> UDPPeer? {
         guard report.count >= 5 else { return nil }
+        _ = given.outbound(report, to: 0)
         let channel = Self.channel(report)
         guard var claim = claims[channel] else { return nil }
         if report[4] & 0x80 != 0 {

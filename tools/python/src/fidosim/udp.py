@@ -68,7 +68,7 @@ class UdpReadTimeout(TimeoutError):
 
 
 class UdpCtapHidConnection(CtapHidConnection):
-    """CtapHidConnection over a connected UDP socket."""
+    """CtapHidConnection over a UDP socket bound to the wildcard address, which takes the key's datagrams only."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  timeout: float = 5.0):
@@ -81,32 +81,53 @@ class UdpCtapHidConnection(CtapHidConnection):
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         except OSError:
             pass
-        self._sock.bind((host, 0))
-        # connect() makes the kernel drop datagrams from any other address.
-        self._sock.connect((host, port))
+        # Bound to the wildcard address and not connected (connect() would bind the socket to one address): while
+        # this socket holds its port, no other user's socket can take that port on any local address, so no one
+        # can send to the key from this client's address and port (firmware-spec/security.md). Datagrams from
+        # anywhere but the key are dropped here instead.
+        self._sock.bind(("0.0.0.0", 0))
+        # ICMP port unreachable (no key on the port) reaches an unconnected socket only with IP_RECVERR (11).
+        self._sock.setsockopt(socket.IPPROTO_IP, 11, 1)
+        self._key = (socket.gethostbyname(host), port)
         self._sock.settimeout(timeout)
 
     def write_packet(self, data: bytes) -> None:
         data = bytes(data)
         if len(data) != REPORT_SIZE:
             raise ValueError(f"CTAPHID report must be {REPORT_SIZE} bytes, got {len(data)}")
-        sent = self._sock.send(data)
+        sent = self._sock.sendto(data, self._key)
         if sent != REPORT_SIZE:
             raise OSError(f"short UDP send: {sent} of {REPORT_SIZE} bytes")
 
     def read_packet(self) -> bytes:
-        try:
-            data = self._sock.recv(4096)
-        except socket.timeout as e:
-            raise UdpReadTimeout(
-                f"no CTAPHID report from udp:{self.host}:{self.port} "
-                f"within {self.timeout} s"
-            ) from e
+        deadline = time.monotonic() + self.timeout
+        while True:
+            self._sock.settimeout(max(0.0, deadline - time.monotonic()))
+            try:
+                data, sender = self._sock.recvfrom(4096)
+            except (socket.timeout, BlockingIOError) as e:
+                raise UdpReadTimeout(
+                    f"no CTAPHID report from udp:{self.host}:{self.port} "
+                    f"within {self.timeout} s"
+                ) from e
+            except ConnectionRefusedError:
+                self._drain_errors()
+                raise
+            if sender == self._key:
+                break
         if len(data) != REPORT_SIZE:
             raise OSError(
                 f"expected a {REPORT_SIZE}-byte datagram, got {len(data)} bytes: {data.hex()}"
             )
         return data
+
+    def _drain_errors(self) -> None:
+        """Empties the error queue, which would otherwise keep the socket readable."""
+        while True:
+            try:
+                self._sock.recvmsg(512, 512, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+            except OSError:
+                return
 
     def close(self) -> None:
         self._sock.close()
