@@ -25,7 +25,7 @@ struct RunCommand: ParsableCommand {
             """
     )
 
-    @OptionGroup var serve: Serve
+    @OptionGroup var serve: ServeOptions
 
     @Argument(
         parsing: .postTerminator,
@@ -50,7 +50,7 @@ struct RunCommand: ParsableCommand {
     /// loop until PROGRAM ends. `started` runs on a thread of its own once PROGRAM has started, with what the ready
     /// file says; the ready file is written before PROGRAM starts unless `started` writes it (`readyLater`).
     static func runInTree(
-        serve: Serve,
+        serve: ServeOptions,
         command: [String],
         readyExtra: [String: JSONValue] = [:],
         readyLater: Bool = false,

@@ -32,6 +32,14 @@ struct Serve: ParsableCommand {
             """
     )
 
+    @OptionGroup var options: ServeOptions
+
+    func run() throws { try options.serve() }
+}
+
+/// `serve`'s options, which `run` and `webdriver` share as an option group (a group of arguments, not a command:
+/// their usage is their own, `fidosim run ...`, not `fidosim serve run ...`).
+struct ServeOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "Transport: auto picks uhid when /dev/uhid is writable, else udp; hid serves through a HID bridge board "
@@ -484,7 +492,8 @@ struct Serve: ParsableCommand {
     )
     var envFile: String?
 
-    func run() throws {
+    /// `fidosim serve`: the keys, served until a signal stops them.
+    func serve() throws {
         let privateKey = transport.contains(.privateHID)
         if privateKey { try PrivateKeySetup.runUnderPreload() }
         let session = try start()

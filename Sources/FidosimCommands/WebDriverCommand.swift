@@ -25,7 +25,7 @@ struct WebDriverCommand: ParsableCommand {
             """
     )
 
-    @OptionGroup var serve: Serve
+    @OptionGroup var serve: ServeOptions
 
     @Option(name: .customLong("webdriver-port"), help: "The port the WebDriver endpoint listens on (127.0.0.1).")
     var webdriverPort: UInt16 = 4444

@@ -52,10 +52,15 @@ package enum WebAuthnRoute: Equatable, Sendable {
             return members
         }
         switch (method, rest.count) {
-        case ("POST", 0): return .addAuthenticator(session: session, options: try object())
+        case ("POST", 0):
+            let options = try object()
+            try checkAuthenticatorOptions(options)
+            return .addAuthenticator(session: session, options: options)
         case ("DELETE", 1): return .removeAuthenticator(session: session, id: rest[0])
         case ("POST", 2) where rest[1] == "credential":
-            return .addCredential(session: session, id: rest[0], credential: try object())
+            let credential = try object()
+            try checkCredentialParameters(credential)
+            return .addCredential(session: session, id: rest[0], credential: credential)
         case ("GET", 2) where rest[1] == "credentials": return .getCredentials(session: session, id: rest[0])
         case ("DELETE", 2) where rest[1] == "credentials": return .removeAllCredentials(session: session, id: rest[0])
         case ("DELETE", 3) where rest[1] == "credentials":
@@ -75,6 +80,67 @@ package enum WebAuthnRoute: Equatable, Sendable {
             )
         default:
             throw Refusal(error: "unknown command", message: "\(method) \(path) is no WebAuthn extension command")
+        }
+    }
+
+    /// Add Virtual Authenticator's parameters as the WebAuthn specification's algorithm checks them (§11.3), and
+    /// chromedriver with it: `protocol` and `transport` are required strings, the flags booleans, `extensions` an
+    /// array of strings. A transport a USB key cannot be is refused with that one reason.
+    static func checkAuthenticatorOptions(_ options: [String: JSONValue]) throws(Refusal) {
+        guard let name = options["protocol"]?.stringValue else {
+            throw Refusal(error: "invalid argument", message: "protocol must be a string: ctap1/u2f, ctap2 or ctap2_1")
+        }
+        guard ["ctap1/u2f", "ctap2", "ctap2_1"].contains(name) else {
+            throw Refusal(
+                error: "invalid argument",
+                message: "unsupported protocol \(name): ctap1/u2f, ctap2 or ctap2_1"
+            )
+        }
+        guard let transport = options["transport"]?.stringValue else {
+            throw Refusal(error: "invalid argument", message: "transport must be a string: usb, nfc or internal")
+        }
+        guard ["usb", "nfc", "internal"].contains(transport) else {
+            let reason =
+                ["ble", "hybrid", "smart-card", "cable"].contains(transport)
+                ? "a fidosim key is a USB security key, which cannot be \(transport)"
+                : "unknown transport \(transport)"
+            throw Refusal(error: "invalid argument", message: reason + " (usb; nfc and internal are served as usb)")
+        }
+        for flag in [
+            "hasResidentKey", "hasUserVerification", "isUserConsenting", "isUserVerified", "hasLargeBlob",
+            "hasCredBlob", "hasMinPinLength", "hasPrf", "defaultBackupEligibility", "defaultBackupState",
+        ] {
+            if let value = options[flag], value.boolValue == nil {
+                throw Refusal(error: "invalid argument", message: "\(flag) must be a boolean")
+            }
+        }
+        if let extensions = options["extensions"] {
+            guard case .array(let items) = extensions, items.allSatisfy({ $0.stringValue != nil }) else {
+                throw Refusal(error: "invalid argument", message: "extensions must be an array of strings")
+            }
+        }
+    }
+
+    /// Add Credential's parameters as the specification's algorithm checks them (§11.5): `credentialId`, `rpId` and
+    /// `privateKey` strings, `isResidentCredential` a boolean, `signCount` a number, `userHandle` a string when
+    /// given (and required for a resident credential).
+    static func checkCredentialParameters(_ credential: [String: JSONValue]) throws(Refusal) {
+        for name in ["credentialId", "rpId", "privateKey"] where credential[name]?.stringValue == nil {
+            throw Refusal(error: "invalid argument", message: "\(name) must be a string")
+        }
+        guard let resident = credential["isResidentCredential"]?.boolValue else {
+            throw Refusal(error: "invalid argument", message: "isResidentCredential must be a boolean")
+        }
+        switch credential["signCount"] {
+        case .integer: break
+        case .number(let value) where value == value.rounded() && value >= 0: break
+        default: throw Refusal(error: "invalid argument", message: "signCount must be a number")
+        }
+        if let handle = credential["userHandle"], handle.stringValue == nil, handle != .null {
+            throw Refusal(error: "invalid argument", message: "userHandle must be a string")
+        }
+        if resident && credential["userHandle"]?.stringValue == nil {
+            throw Refusal(error: "invalid argument", message: "a resident credential needs a userHandle")
         }
     }
 

@@ -36,6 +36,8 @@ package final class WebDriverFront: Sendable {
     struct State {
         var sessions: [String: [String]] = [:]
         var controls: [String: String] = [:]
+        /// Each key's protocol, as Add Virtual Authenticator named it.
+        var protocols: [String: String] = [:]
     }
 
     /// Listens on 127.0.0.1:`port` (0: a free one); requests for the driver go to 127.0.0.1:`driverPort`.
@@ -199,6 +201,7 @@ package final class WebDriverFront: Sendable {
                 state.withLock { state in
                     state.sessions[session, default: []].append(id)
                     state.controls[id] = control
+                    state.protocols[id] = options["protocol"]?.stringValue
                 }
                 return .success(.string(id))
             case .removeAuthenticator(let session, let id):
@@ -207,9 +210,20 @@ package final class WebDriverFront: Sendable {
                 state.withLock { state in
                     state.sessions[session]?.removeAll { $0 == id }
                     state.controls[id] = nil
+                    state.protocols[id] = nil
                 }
                 return .success(.null)
             case .addCredential(let session, let id, let credential):
+                if credential["isResidentCredential"] == .boolean(true),
+                    state.withLock({ $0.protocols[id] }) == "ctap1/u2f"
+                {
+                    return .failure(
+                        .init(
+                            error: "invalid argument",
+                            message: "a U2F authenticator cannot hold a resident credential"
+                        )
+                    )
+                }
                 _ = try key(id, of: session, "addCredential", .object(credential))
                 return .success(.null)
             case .getCredentials(let session, let id):
@@ -263,7 +277,10 @@ package final class WebDriverFront: Sendable {
     func endSession(_ session: String) {
         let ids = state.withLock { state in
             let ids = state.sessions.removeValue(forKey: session) ?? []
-            for id in ids { state.controls[id] = nil }
+            for id in ids {
+                state.controls[id] = nil
+                state.protocols[id] = nil
+            }
             return ids
         }
         for id in ids { _ = try? hub("removeVirtualAuthenticator", ["authenticatorId": .string(id)]) }

@@ -96,7 +96,7 @@ import VirtualKey
 /// `serve`'s options reach the key they build: `keyFactory()` copies each one into `KeyFactory`.
 @Suite struct ServeKeyFactoryTests {
     @Test func everyOptionOfTheKeyReachesTheFactory() throws {
-        var serve = try Serve.parse([])
+        var serve = try ServeOptions.parse([])
         serve.presenceDelay = 7
         serve.presenceTimeout = 9
         serve.flashGeometry = .stm32l4

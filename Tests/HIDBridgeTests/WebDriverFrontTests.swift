@@ -72,8 +72,8 @@ import Testing
 
     @Test func theWebAuthnCommandsAreTheFrontsAndTheRestTheDrivers() throws {
         #expect(
-            try route("POST", "/session/s/webauthn/authenticator", #"{"protocol":"ctap2"}"#)
-                == .addAuthenticator(session: "s", options: ["protocol": "ctap2"])
+            try route("POST", "/session/s/webauthn/authenticator", #"{"protocol":"ctap2","transport":"usb"}"#)
+                == .addAuthenticator(session: "s", options: ["protocol": "ctap2", "transport": "usb"])
         )
         #expect(
             try route("DELETE", "/session/s/webauthn/authenticator/a") == .removeAuthenticator(session: "s", id: "a")
@@ -83,9 +83,16 @@ import Testing
             try route(
                 "POST",
                 "/session/s/webauthn/authenticator/a/credential",
-                #"{"authenticatorId":"a","credentialId":"AQ"}"#
+                #"{"authenticatorId":"a","credentialId":"AQ","isResidentCredential":false,"rpId":"r","privateKey":"k","signCount":0}"#
             )
-                == .addCredential(session: "s", id: "a", credential: ["credentialId": "AQ"])
+                == .addCredential(
+                    session: "s",
+                    id: "a",
+                    credential: [
+                        "credentialId": "AQ", "isResidentCredential": false, "rpId": "r", "privateKey": "k",
+                        "signCount": 0,
+                    ]
+                )
         )
         #expect(
             try route("GET", "/session/s/webauthn/authenticator/a/credentials")
@@ -120,6 +127,58 @@ import Testing
         #expect(try route("POST", "/session") == nil)
         #expect(try route("POST", "/session/s/url", #"{"url":"x"}"#) == nil)
         #expect(try route("GET", "/status") == nil)
+    }
+
+    /// Add Virtual Authenticator's and Add Credential's parameters, checked as the specification's algorithms and
+    /// chromedriver check them: each body is invalid argument (400).
+    @Test(arguments: [
+        ("authenticator", #"{}"#),
+        ("authenticator", #"{"transport":"usb"}"#),
+        ("authenticator", #"{"protocol":"ctap2"}"#),
+        ("authenticator", #"{"protocol":null,"transport":"usb"}"#),
+        ("authenticator", #"{"protocol":"ctap2","transport":null}"#),
+        ("authenticator", #"{"protocol":"ctap3","transport":"usb"}"#),
+        ("authenticator", #"{"protocol":"ctap2","transport":"ble"}"#),
+        ("authenticator", #"{"protocol":"ctap2","transport":"hybrid"}"#),
+        ("authenticator", #"{"protocol":"ctap2","transport":"smart-card"}"#),
+        ("authenticator", #"{"protocol":"ctap2","transport":"usb","hasResidentKey":"yes"}"#),
+        ("authenticator", #"{"protocol":"ctap2","transport":"usb","extensions":"prf"}"#),
+        ("authenticator", #"{"protocol":"ctap2","transport":"usb","extensions":[1]}"#),
+        ("authenticator/a/credential", #"{"isResidentCredential":false,"rpId":"r","privateKey":"k","signCount":0}"#),
+        ("authenticator/a/credential", #"{"credentialId":"AQ","rpId":"r","privateKey":"k","signCount":0}"#),
+        (
+            "authenticator/a/credential",
+            #"{"credentialId":"AQ","isResidentCredential":false,"rpId":"r","privateKey":"k"}"#
+        ),
+        (
+            "authenticator/a/credential",
+            #"{"credentialId":"AQ","isResidentCredential":false,"rpId":"r","privateKey":"k","signCount":"1"}"#
+        ),
+        (
+            "authenticator/a/credential",
+            #"{"credentialId":"AQ","isResidentCredential":true,"rpId":"r","privateKey":"k","signCount":0}"#
+        ),
+        ("authenticator/a/credential", #"{"credentialId":"AQ","isResidentCredential":false,"rpId":"r","signCount":0}"#),
+    ])
+    func argumentsAreCheckedAsTheSpecificationDoes(path: String, body: String) {
+        do throws(WebAuthnRoute.Refusal) {
+            _ = try WebAuthnRoute.route(method: "POST", path: "/session/s/webauthn/" + path, body: Array(body.utf8))
+            Issue.record("\(body) was taken")
+        } catch {
+            #expect(error.error == "invalid argument" && WebAuthnRoute.failure(error).status == 400, "\(body)")
+        }
+    }
+
+    @Test func aTransportAUSBKeyCannotBeIsRefusedForThatReason() {
+        #expect(
+            throws: WebAuthnRoute.Refusal(
+                error: "invalid argument",
+                message:
+                    "a fidosim key is a USB security key, which cannot be ble (usb; nfc and internal are served as usb)"
+            )
+        ) {
+            try route("POST", "/session/s/webauthn/authenticator", #"{"protocol":"ctap2","transport":"ble"}"#)
+        }
     }
 
     @Test func badWebAuthnRequestsAreWebDriverErrors() {

@@ -179,3 +179,26 @@ def test_a_webdriver_client_names_no_file(front, tmp_path):
                           {"protocol": "ctap2", "transport": "usb", "profile": "yubikey5", "flash": "memory"})
     assert status == 200, answer
     assert call(front, "DELETE", "/session/s8")[0] == 200
+
+
+def test_arguments_are_checked_as_chromedriver_checks_them(front):
+    """Missing or null protocol or transport, a transport a USB key cannot be, a credential without signCount, and a
+    resident credential on a U2F authenticator: invalid argument (400), as chromedriver answers."""
+    add = "/session/s7/webauthn/authenticator"
+    for body in ({}, {"transport": "usb"}, {"protocol": "ctap2"}, {"protocol": None, "transport": "usb"},
+                 {"protocol": "ctap2", "transport": None}):
+        status, answer = call(front, "POST", add, body)
+        assert status == 400 and answer["value"]["error"] == "invalid argument", (body, answer)
+    status, answer = call(front, "POST", add, {"protocol": "ctap2", "transport": "ble"})
+    assert status == 400 and "USB security key, which cannot be ble" in answer["value"]["message"]
+    status, u2f = call(front, "POST", add, {"protocol": "ctap1/u2f", "transport": "usb"})
+    assert status == 200, u2f
+    credential = {"credentialId": "AQID", "rpId": "example.com", "privateKey": "AAAA", "isResidentCredential": True,
+                  "userHandle": "AQ", "signCount": 0}
+    status, answer = call(front, "POST", f"{add}/{u2f['value']}/credential", credential)
+    assert status == 400 and "U2F authenticator cannot hold a resident credential" in answer["value"]["message"]
+    del credential["signCount"]
+    credential["isResidentCredential"] = False
+    status, answer = call(front, "POST", f"{add}/{u2f['value']}/credential", credential)
+    assert status == 400 and "signCount" in answer["value"]["message"]
+    assert call(front, "DELETE", "/session/s7")[0] == 200
