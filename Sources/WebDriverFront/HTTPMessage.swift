@@ -22,9 +22,12 @@ package struct HTTPMessage: Equatable, Sendable {
         self.body = body
     }
 
-    /// The most a head (start line and headers) may be, and a body.
+    /// The most a head (start line and headers) may be, and a body: a driver's answer (a screenshot, a page's
+    /// source) may be large; a client's request is bounded tighter (``maxRequestBody``).
     package static let maxHead = 64 << 10
     package static let maxBody = 256 << 20
+    /// The most a WebDriver client's request body may be (an uploaded file included).
+    package static let maxRequestBody = 16 << 20
 
     package enum ParseError: Error, Equatable, CustomStringConvertible {
         case malformed(String)
@@ -39,7 +42,7 @@ package struct HTTPMessage: Equatable, Sendable {
     }
 
     /// The message at the start of `bytes` and how many bytes it took; nil when more bytes are needed.
-    package static func parse(_ bytes: [UInt8]) throws(ParseError) -> (HTTPMessage, Int)? {
+    package static func parse(_ bytes: [UInt8], maxBody: Int = maxBody) throws(ParseError) -> (HTTPMessage, Int)? {
         guard let headEnd = find([13, 10, 13, 10], in: bytes) else {
             if bytes.count > maxHead { throw .tooLarge("the request's head is longer than \(maxHead) bytes") }
             return nil

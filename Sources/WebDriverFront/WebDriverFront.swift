@@ -101,12 +101,33 @@ package final class WebDriverFront: Sendable {
         return connectLoopback(fd, port: port)
     }
 
+    /// The most connections served at once; one more is answered 503 and closed (each waits for its request and
+    /// then for the driver: a client that opens many and sends nothing holds at most these).
+    static let maxConnections = 16
+    /// How long a client may take to send its request (a WebDriver client sends it at once).
+    static let requestTimeout = timeval(tv_sec: 30, tv_usec: 0)
+    let connections = Atomic<Int>(0)
+
     func handle(connection fd: Int32) {
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 300, tv_usec: 0)
+        var timeout = Self.requestTimeout
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let (peer, refused) = StreamPeer.judge(fd, access: access, door: .control)
+        guard connections.add(1, ordering: .relaxed).newValue <= Self.maxConnections else {
+            connections.subtract(1, ordering: .relaxed)
+            if refused == nil {
+                let (_, body) = WebAuthnRoute.failure(
+                    WebAuthnRoute.Refusal(
+                        error: "unknown error",
+                        message: "busy: \(Self.maxConnections) connections are being served; try again"
+                    )
+                )
+                write(fd, HTTPMessage.response(status: 503, reason: "Service Unavailable", json: body))
+            }
+            return
+        }
+        defer { connections.subtract(1, ordering: .relaxed) }
         if let refused {
             printError(PeerAccess.note(door: "webdriver", peer: peer, refusal: refused))
             let (_, body) = WebAuthnRoute.failure(
@@ -116,7 +137,7 @@ package final class WebDriverFront: Sendable {
             return
         }
         let request: HTTPMessage
-        switch read(fd) {
+        switch read(fd, maxBody: HTTPMessage.maxRequestBody) {
         case .success(let message): request = message
         case .failure(let error):
             let (_, body) = WebAuthnRoute.failure(
@@ -351,13 +372,13 @@ package final class WebDriverFront: Sendable {
         IPv4.connectTo(fd, IPv4.address("127.0.0.1", port: port))
     }
 
-    /// Reads one whole message from `fd`.
-    func read(_ fd: Int32) -> Result<HTTPMessage, HTTPMessage.ParseError> {
+    /// Reads one whole message from `fd` (a body of at most `maxBody` bytes).
+    func read(_ fd: Int32, maxBody: Int = HTTPMessage.maxBody) -> Result<HTTPMessage, HTTPMessage.ParseError> {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
             do {
-                if let (message, _) = try HTTPMessage.parse(bytes) { return .success(message) }
+                if let (message, _) = try HTTPMessage.parse(bytes, maxBody: maxBody) { return .success(message) }
             } catch {
                 return .failure(error)
             }

@@ -202,3 +202,28 @@ def test_arguments_are_checked_as_chromedriver_checks_them(front):
     status, answer = call(front, "POST", f"{add}/{u2f['value']}/credential", credential)
     assert status == 400 and "signCount" in answer["value"]["message"]
     assert call(front, "DELETE", "/session/s7")[0] == 200
+
+
+def test_idle_connections_hold_at_most_their_places(front):
+    """Connections that send nothing hold at most the front's 16 places (each for at most 30 s): the next client is
+    told 503 at once instead of waiting, and gets in as soon as they close."""
+    idle = [socket.create_connection(("127.0.0.1", front["port"]), timeout=10) for _ in range(16)]
+    try:
+        deadline = time.monotonic() + 10
+        status = 0
+        while status != 503 and time.monotonic() < deadline:
+            status = call_status(front)
+        assert status == 503
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.monotonic() + 20
+    while call_status(front) != 200:
+        assert time.monotonic() < deadline, "the places were not given back"
+        time.sleep(0.05)
+
+
+def call_status(front: dict) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", front["port"], timeout=30)
+    connection.request("GET", front["prefix"] + "/status")
+    return connection.getresponse().status
