@@ -233,3 +233,21 @@ def test_a_key_without_resident_keys_takes_non_resident_credentials_only(server)
     assert [c["isResidentCredential"] for c in key.control.get_credentials()] == [False]
     with pytest.raises(FailedError, match="no discoverable credentials"):
         key.control.add_credential(b"\x02" * 16, "example.com", pkcs8, resident=True, user_handle=b"u")
+
+
+def test_a_removed_private_key_gives_its_descriptors_back():
+    """Keys added and removed on the private transport: what fidosim opened for each (the run loop's wake-up pipe,
+    its own descriptor of the node's terminal) is closed when the key goes; what umockdev keeps for a removed node
+    (the terminal it made, the socket of the node's handler) is counted and printed, at most 2 a key."""
+    with FidosimServer(binary=find_binary(), transport="private", keys=0, hub=True) as private:
+        pid = private.process.pid
+        private.hub.list_virtual_authenticators()
+        before = len(os.listdir(f"/proc/{pid}/fd"))
+        ids = [private.add_key({"serial": f"FD-{n}"}) for n in range(10)]
+        with_keys = len(os.listdir(f"/proc/{pid}/fd"))
+        for key_id in ids:
+            private.remove_key(key_id)
+        after = len(os.listdir(f"/proc/{pid}/fd"))
+        print(f"descriptors: {before} with no key, {with_keys} with 10, {after} after removing them: "
+              f"{(after - before) / 10:.1f} a removed key keeps")
+        assert with_keys > before and after - before <= 2 * 10, (before, with_keys, after)

@@ -48,7 +48,7 @@ package final class SlotIO {
     /// Takes the key out for good (the hub removed it): its device goes, as when a key is pulled out, and its trace
     /// ends; the control socket closes when the slot is let go.
     func retire() {
-        do { try transport.unplug() } catch { logger.error("unplug: \(error)") }
+        do { try transport.retire() } catch { logger.error("unplug: \(error)") }
         card?.remove()
         tracer = nil
     }

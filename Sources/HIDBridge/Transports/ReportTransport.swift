@@ -23,6 +23,9 @@ package protocol ReportTransport: AnyObject {
     func unplug() throws(TransportError)
     /// Plugs an unplugged device back in.
     func plug() throws(TransportError)
+    /// Unplugs the device for good, and gives back what outlives the transport object (a key removed at run time):
+    /// by default ``unplug()``.
+    func retire() throws(TransportError)
 }
 
 extension ReportTransport {
@@ -37,6 +40,8 @@ extension ReportTransport {
     }
 
     package func send(batch reports: [[UInt8]], host: Int) { send(batch: reports) }
+
+    package func retire() throws(TransportError) { try unplug() }
 
     package func unplug() throws(TransportError) {}
     package func plug() throws(TransportError) { try replug() }

@@ -157,6 +157,9 @@ final class UHIDEventQueue: Sendable {
     let events = Mutex<Deque<[UInt8]>>([])
     let wakeRead: FileDescriptor
     let wakeWrite: FileDescriptor
+    /// Closed by ``close()``: events are dropped from then on, and the pipe is gone (its numbers may be reused, so
+    /// nothing writes to it after).
+    let closed = Mutex<Bool>(false)
 
     init() throws(TransportError) {
         do {
@@ -170,9 +173,17 @@ final class UHIDEventQueue: Sendable {
         }
     }
 
-    deinit {
-        try? wakeRead.close()
-        try? wakeWrite.close()
+    deinit { close() }
+
+    /// Gives the pipe back before the queue goes (a key removed while its device lives on, as a private node does in
+    /// umockdev's testbed): later events are dropped.
+    func close() {
+        closed.withLock { closed in
+            guard !closed else { return }
+            closed = true
+            try? wakeRead.close()
+            try? wakeWrite.close()
+        }
     }
 
     /// Reads events from `fd` until it fails (the device is closed); runs on its own thread.
@@ -187,15 +198,21 @@ final class UHIDEventQueue: Sendable {
 
     /// Queues an event and wakes the run loop.
     func push(_ event: [UInt8]) {
-        events.withLock { $0.append(event) }
-        _ = try? wakeWrite.writeAll([UInt8(1)])
+        closed.withLock { closed in
+            guard !closed else { return }
+            events.withLock { $0.append(event) }
+            _ = try? wakeWrite.writeAll([UInt8(1)])
+        }
     }
 
     /// The oldest queued event, after clearing the wake-up pipe.
     func next() -> [UInt8]? {
-        var sink = [UInt8](repeating: 0, count: 256)
-        while let n = try? sink.withUnsafeMutableBytes({ try wakeRead.read(into: $0) }), n > 0 {}
-        return events.withLock { $0.popFirst() }
+        closed.withLock { closed in
+            guard !closed else { return nil }
+            var sink = [UInt8](repeating: 0, count: 256)
+            while let n = try? sink.withUnsafeMutableBytes({ try wakeRead.read(into: $0) }), n > 0 {}
+            return events.withLock { $0.popFirst() }
+        }
     }
 }
 

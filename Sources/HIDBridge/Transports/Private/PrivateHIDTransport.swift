@@ -62,6 +62,19 @@ package final class PrivateHIDTransport: ReportTransport {
 
     package func unplug() throws(TransportError) { node.unplug() }
     package func plug() throws(TransportError) { try node.plug() }
+
+    /// The key is removed: unplugged, and its wake-up pipe and its descriptor of the terminal's client side closed.
+    /// The node object stays (umockdev holds it for its handler's callbacks, which answer a client still holding
+    /// the removed node as a gone device's), and so do the terminal and handler socket umockdev keeps.
+    package func retire() throws(TransportError) {
+        node.unplug()
+        node.incoming.close()
+        let peer = node.state.withLock { state -> Int32 in
+            defer { state.peer = -1 }
+            return state.peer
+        }
+        if peer >= 0 { Glibc.close(peer) }
+    }
 }
 
 /// One private hidraw node: what the run loop and umockdev's threads share.
