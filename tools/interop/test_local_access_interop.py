@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import socket
 import stat
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from fido2.ctap2 import Ctap2
@@ -236,6 +238,25 @@ def test_the_key_process_is_not_dumpable():
             assert any(line.split()[1:2] == ["65534"] for line in f if line.startswith("Uid:"))
     finally:
         key.stop()
+
+
+def test_a_link_the_other_user_plants_in_its_server_directory_is_not_written_through():
+    """FidosimServer(user=...) gives the server's directory to that user before serve starts: a link that user plants
+    there where the copy of the binary went once (the first try overwrote a root file with the binary) is left
+    alone; the copy is made in a directory of root's."""
+    victim = Path(tempfile.mkdtemp(prefix="fidosim-victim-")) / "owned-by-root"
+    victim.write_text("keep\n")
+    server = FidosimServer(presence=None, presence_delay_ms=None, notify=None, control="off", flash="memory",
+                           user=NOBODY, group=NOBODY, args=("--any-local-user",), startup_timeout=15)
+    try:
+        subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "ln", "-s",
+                        str(victim), os.path.join(server.directory, "fidosim")], check=True)
+        server.start()
+        assert victim.read_text() == "keep\n"
+        assert Ctap2(open_udp_device("127.0.0.1", server.key.port)).get_info().versions
+    finally:
+        server.close()
+        shutil.rmtree(victim.parent, ignore_errors=True)
 
 
 def test_ctl_escapes_names_from_relying_parties():

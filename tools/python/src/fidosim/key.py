@@ -406,6 +406,7 @@ class FidosimServer:
         self.cwd = cwd
         self.stdin, self.stdout = stdin, stdout
         self.user, self.group = user, group
+        self._runnable: str | None = None
         self.preexec_fn = preexec_fn
         if user is not None:
             shutil.chown(self.directory, user, group)
@@ -444,11 +445,17 @@ class FidosimServer:
         command = self.command
         if self.user is not None:
             # That user may not enter the directories the binary is in (a checkout in a directory of mode 0700):
-            # serve runs from a copy in the server's directory, which is that user's.
-            runnable = os.path.join(self.directory, "fidosim")
-            shutil.copy(self.binary, runnable)
-            os.chmod(runnable, 0o755)
-            command = [runnable if part == str(self.binary) else part for part in command]
+            # serve runs from a copy in a directory of this process's that the user may enter but not write (the
+            # server's directory is that user's: a link planted there would have this process write through it).
+            if self._runnable is None:
+                directory = tempfile.mkdtemp(prefix="fidosim-bin-")
+                os.chmod(directory, 0o755)
+                self._runnable = os.path.join(directory, "fidosim")
+                fd = os.open(self._runnable, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
+                with open(fd, "wb") as target, open(self.binary, "rb") as source:
+                    shutil.copyfileobj(source, target)
+                os.chmod(self._runnable, 0o755)
+            command = [self._runnable if part == str(self.binary) else part for part in command]
         self.record = {}
         self.process = subprocess.Popen(command, stdin=self.stdin, stdout=self.stdout, stderr=self._stderr,
                                         env=env, cwd=self.cwd, text=True, bufsize=1, preexec_fn=self.preexec_fn,
@@ -565,6 +572,9 @@ class FidosimServer:
                     self.process.kill()
                     self.process.wait()
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self._runnable is not None:
+            shutil.rmtree(os.path.dirname(self._runnable), ignore_errors=True)
+            self._runnable = None
         return code
 
     def __enter__(self) -> "FidosimServer":
