@@ -11,8 +11,18 @@ package enum KeyPaths {
         if let xdg = getenv("XDG_DATA_HOME").map({ String(cString: $0) }), xdg.hasPrefix("/") {
             return xdg + "/fidosim"
         }
-        let home = getenv("HOME").map { String(cString: $0) } ?? "/tmp"
         return home + "/.local/share/fidosim"
+    }
+
+    /// `$HOME`, else the user's home in the password database: never a shared folder such as `/tmp`, where another
+    /// user could have made the folders first.
+    package static var home: String {
+        if let home = getenv("HOME").map({ String(cString: $0) }), home.hasPrefix("/") { return home }
+        if let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir {
+            let home = String(cString: directory)
+            if home.hasPrefix("/") && home != "/" { return home }
+        }
+        return "/nonexistent"
     }
 
     package static func defaultImagePath(name: String) -> String { dataDirectory + "/" + name + ".img" }

@@ -17,23 +17,99 @@ package enum WholeFile {
     /// Writes `bytes` to a new temporary file beside `path` (a random name, created exclusively, never through a
     /// symbolic link, with `mode`), then renames it over `path`: a symbolic link at `path` is replaced, not written
     /// through.
-    package static func write(_ bytes: [UInt8], to path: String, mode: UInt32 = 0o600) throws(WholeFileError) {
-        let temporary = path + ".\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    ///
+    /// The file is written relative to its folder, opened once with every folder of its path checked
+    /// (``openFolder(of:secret:)``): no link in the path, no folder another user may write but a sticky one (and for
+    /// a `secret`, not even that).
+    package static func write(
+        _ bytes: [UInt8],
+        to path: String,
+        mode: UInt32 = 0o600,
+        secret: Bool = false
+    ) throws(WholeFileError) {
+        let (folder, name) = try openFolder(of: path, secret: secret)
+        defer { close(folder) }
+        let temporary = ".\(name).\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp"
+        let fd = openat(folder, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw WholeFileError(description: "\(path): \(String(cString: strerror(errno)))") }
         let descriptor = FileDescriptor(rawValue: fd)
         do {
             if mode != 0o600 { _ = fchmod(fd, mode_t(mode)) }
             try descriptor.closeAfter { _ = try descriptor.writeAll(bytes) }
         } catch {
-            unlink(temporary)
+            unlinkat(folder, temporary, 0)
             throw WholeFileError(description: "\(path): \(error)")
         }
-        guard rename(temporary, path) == 0 else {
+        guard renameat(folder, temporary, folder, name) == 0 else {
             let reason = String(cString: strerror(errno))
-            unlink(temporary)
+            unlinkat(folder, temporary, 0)
             throw WholeFileError(description: "\(path): \(reason)")
         }
+    }
+
+    /// The folder `path` is in, opened from `/` one folder at a time without following a link, and the file's name
+    /// in it. Every folder on the way must be one that no other user can change under us: not writable by others,
+    /// or sticky (`/tmp`) with the next folder ours or root's; the folder itself ours or root's, not writable by
+    /// others, or (unless `secret`) sticky. A link anywhere in the path is refused: a folder another user could write
+    /// is where one would be planted.
+    package static func openFolder(of path: String, secret: Bool) throws(WholeFileError) -> (Int32, String) {
+        // O_PATH (Linux): a descriptor for the folder itself, as a place to open in, whatever its read permission.
+        let oPath: Int32 = 0o10_000_000
+        var absolute = path
+        if !path.hasPrefix("/") {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            guard getcwd(&buffer, buffer.count) != nil else {
+                throw WholeFileError(description: "\(path): the current folder cannot be read")
+            }
+            absolute = String(cString: buffer) + "/" + path
+        }
+        var parts: [String] = []
+        for part in absolute.split(separator: "/") where part != "." {
+            if part == ".." { _ = parts.popLast() } else { parts.append(String(part)) }
+        }
+        guard let name = parts.popLast() else { throw WholeFileError(description: "\(path): not a file's path") }
+        var folder = open("/", oPath | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { throw WholeFileError(description: "\(path): / cannot be opened") }
+        var shown = ""
+        var info = stat()
+        _ = fstat(folder, &info)
+        for part in parts {
+            let sharedParent = info.st_mode & (S_IWGRP | S_IWOTH) != 0
+            let next = openat(folder, part, oPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let reason = errno
+            close(folder)
+            shown += "/" + part
+            guard next >= 0 else {
+                throw WholeFileError(
+                    description: reason == ENOTDIR
+                        ? "\(path): \(shown) is a link or not a folder (fidosim follows no link in the folders it "
+                            + "writes to)"
+                        : "\(path): \(shown): \(String(cString: strerror(reason)))"
+                )
+            }
+            folder = next
+            _ = fstat(folder, &info)
+            if sharedParent && info.st_uid != geteuid() && info.st_uid != 0 {
+                close(folder)
+                throw WholeFileError(
+                    description: "\(path): \(shown) is another user's, in a folder others may write"
+                )
+            }
+            if info.st_mode & (S_IWGRP | S_IWOTH) != 0 && info.st_mode & S_ISVTX == 0 {
+                close(folder)
+                throw WholeFileError(description: "\(path): \(shown) is writable by other users")
+            }
+        }
+        let shared = info.st_mode & (S_IWGRP | S_IWOTH) != 0
+        guard info.st_uid == geteuid() || info.st_uid == 0, !(secret && shared) else {
+            close(folder)
+            throw WholeFileError(
+                description: "\(path): \(shown.isEmpty ? "/" : shown) is "
+                    + (shared ? "a folder other users may write" : "another user's folder")
+                    + "; this file holds a secret: give a folder of yours"
+            )
+        }
+        return (folder, name)
     }
 
     /// The bytes of a small file (a profile, a `--config` file, a credential file): at most 64 MiB.

@@ -672,9 +672,9 @@ struct ServeSession {
         return record
     }
 
-    static func write(_ record: JSONValue, to path: String) throws {
+    static func write(_ record: JSONValue, to path: String, secret: Bool = false) throws {
         do {
-            try ReadyFile.write(record, to: path)
+            try ReadyFile.write(record, to: path, secret: secret)
         } catch {
             printError("fidosim: \(error)")
             throw Exit.failed

@@ -108,7 +108,12 @@ struct WebDriverCommand: ParsableCommand {
             printLine(
                 "fidosim: WebDriver endpoint \(endpoint) (the driver on 127.0.0.1:\(driverPort) under a secret path)"
             )
-            if let readyFile { try? ServeSession.write(record, to: readyFile) }
+            // The record holds the endpoint's secret path: a folder no other user may write, or none.
+            if let readyFile, (try? ServeSession.write(record, to: readyFile, secret: !noSecret)) == nil {
+                // Stopped as by SIGTERM, which goes on to the driver: its end ends the run.
+                kill(getpid(), SIGTERM)
+                return
+            }
             front.serve()
         }
         rmdir(directory)

@@ -354,30 +354,34 @@ def test_another_user_given_the_environment_sees_no_key(nobody_home, tmp_path):
         serve.close()
 
 
-def test_the_ready_and_environment_files_never_write_through_a_planted_link(nobody_dir):
-    """A key's ready file and environment file in a directory another user controls (a rig's): links that user
-    planted, at the files or at the names of their old temporary files, are replaced or ignored, never written
-    through (before: `--ready-file` wrote through `PATH.tmp`)."""
+def test_the_ready_and_environment_files_never_go_into_a_folder_another_user_controls(nobody_dir, tmp_path):
+    """A key's ready file and environment file in a folder another user controls (a rig's), with links that user
+    planted at the files: serve refuses the folder and says so, and nothing is written there or through a link
+    (before: links were replaced, but the env file, once written, could be swapped for one with the other user's
+    LD_PRELOAD). In a folder of its own, through a path with a link in it, it refuses too."""
     victim = Path(tempfile.mkdtemp(prefix="fidosim-victim-")) / "owned-by-root"
     victim.write_text("keep\n")
     ready, environment = nobody_dir / "ready.json", nobody_dir / "key.env"
-    for link in (ready, environment, Path(f"{ready}.tmp"), Path(f"{environment}.tmp")):
+    for link in (ready, environment):
         subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "ln", "-s",
                         str(victim), str(link)], check=True)
-    serve = subprocess.Popen([binary(), "serve", "--transport", "private", "--flash", "memory",
-                              "--control", "off", "--env-file", str(environment), "--ready-file", str(ready)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while ready.is_symlink() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not ready.is_symlink() and not environment.is_symlink()
-        assert json.loads(ready.read_text())["transport"] == "private"
-        assert "UMOCKDEV_DIR=" in environment.read_text()
-        assert victim.read_text() == "keep\n"
+        for files in (["--env-file", str(environment)], ["--env-file", str(tmp_path / "key.env"), "--ready-file",
+                                                          str(ready)]):
+            done = subprocess.run([binary(), "serve", "--transport", "private", "--flash", "memory",
+                                   "--control", "off", *files], capture_output=True, text=True, timeout=30)
+            assert done.returncode != 0, done.stderr
+            assert f"{nobody_dir} is another user's" in done.stderr, done.stderr
+            assert victim.read_text() == "keep\n" and ready.is_symlink() and environment.is_symlink()
+        # A link in the path, in a folder of root's: refused as well.
+        (tmp_path / "real").mkdir()
+        (tmp_path / "linked").symlink_to(tmp_path / "real")
+        done = subprocess.run([binary(), "serve", "--transport", "private", "--flash", "memory", "--control", "off",
+                               "--env-file", str(tmp_path / "linked" / "key.env")], capture_output=True, text=True,
+                              timeout=30)
+        assert done.returncode != 0 and "is a link or not a folder" in done.stderr, done.stderr
+        assert not (tmp_path / "real" / "key.env").exists()
     finally:
-        serve.terminate()
-        serve.communicate(timeout=10)
         shutil.rmtree(victim.parent, ignore_errors=True)
 
 

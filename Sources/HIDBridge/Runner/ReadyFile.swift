@@ -89,9 +89,11 @@ package enum ReadyFile {
 
     /// Writes `record` and a newline to `path` whole (WholeFile: a reader that sees the file sees all of it, and a
     /// symbolic link planted at `path` is replaced, never written through).
-    package static func write(_ record: JSONValue, to path: String) throws(TransportError) {
+    /// `secret`: the record holds one (the WebDriver endpoint's path), so the file goes only into a folder no other
+    /// user may write.
+    package static func write(_ record: JSONValue, to path: String, secret: Bool = false) throws(TransportError) {
         do {
-            try WholeFile.write(Array((record.encoded + "\n").utf8), to: path)
+            try WholeFile.write(Array((record.encoded + "\n").utf8), to: path, secret: secret)
         } catch {
             throw TransportError("--ready-file \(error)")
         }

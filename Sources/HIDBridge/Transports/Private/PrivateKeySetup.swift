@@ -25,7 +25,8 @@ package enum PrivateKeySetup {
             }
         }
         do {
-            try WholeFile.write(Array(environmentText(testbed).utf8), to: path)
+            // A secret in effect: whoever can change it chooses what the owner's shell preloads.
+            try WholeFile.write(Array(environmentText(testbed).utf8), to: path, secret: true)
         } catch {
             throw TransportError("--env-file \(error)")
         }
