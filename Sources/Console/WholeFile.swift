@@ -112,15 +112,26 @@ package enum WholeFile {
         return (folder, name)
     }
 
-    /// The bytes of a small file (a profile, a `--config` file, a credential file): at most 64 MiB.
-    package static func read(_ path: String) throws(WholeFileError) -> [UInt8] {
+    /// The bytes of a small file (a profile, a `--config` file, a credential file): at most 64 MiB. With
+    /// `regularOnly`, only a regular file: it is opened without blocking and checked first, so that a FIFO or a
+    /// device named as a profile never holds the run loop that reads it (a key added through the hub names its
+    /// profile while every key is served).
+    package static func read(_ path: String, regularOnly: Bool = false) throws(WholeFileError) -> [UInt8] {
         let file: FileDescriptor
         do {
-            file = try FileDescriptor.open(path, .readOnly, options: .closeOnExec)
+            file = try FileDescriptor.open(
+                path,
+                .readOnly,
+                options: regularOnly ? [.closeOnExec, .nonBlocking] : .closeOnExec
+            )
         } catch {
             throw WholeFileError(description: "cannot open \(path): \(error)")
         }
         defer { try? file.close() }
+        var info = stat()
+        guard !regularOnly || (fstat(file.rawValue, &info) == 0 && info.st_mode & S_IFMT == S_IFREG) else {
+            throw WholeFileError(description: "\(path) is not a regular file (a FIFO, a device or a folder)")
+        }
         return try readAll(file, name: path)
     }
 

@@ -51,4 +51,12 @@ import Glibc
         close(fd)
         #expect(name == "z.json")
     }
+
+    @Test func onlyARegularFileIsRead() throws {
+        let base = try folder()
+        mkfifo(base + "/fifo", 0o600)
+        #expect(throws: WholeFileError.self) { try WholeFile.read(base + "/fifo", regularOnly: true) }
+        #expect(throws: WholeFileError.self) { try WholeFile.read("/dev/zero", regularOnly: true) }
+        #expect(throws: WholeFileError.self) { try WholeFile.read(base, regularOnly: true) }
+    }
 }

@@ -17,6 +17,7 @@ from fido2.ctap2 import Ctap2
 from fido2.hid import CAPABILITY
 
 from fidosim import (
+    FailedError,
     FidosimServer,
     InvalidParamsError,
     NotFoundError,
@@ -251,3 +252,17 @@ def test_a_removed_private_key_gives_its_descriptors_back():
         print(f"descriptors: {before} with no key, {with_keys} with 10, {after} after removing them: "
               f"{(after - before) / 10:.1f} a removed key keeps")
         assert with_keys > before and after - before <= 2 * 10, (before, with_keys, after)
+
+
+def test_a_profile_that_is_a_fifo_or_a_device_is_refused_at_once(server, tmp_path):
+    """A key added through the hub names its profile while every key is served: a FIFO (which would block the read
+    until someone writes) or a device is refused at once, and the keys already there go on answering."""
+    first = server.hub.add_virtual_authenticator(VirtualAuthenticatorOptions())
+    fifo = tmp_path / "profile.json"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        with pytest.raises(FailedError, match="not a regular file"):
+            server.hub.add_virtual_authenticator({"profile": path})
+    [entry] = server.hub.list_virtual_authenticators()
+    assert entry["authenticatorId"] == first["authenticatorId"]
+    assert probe_init(entry["transport"]["host"], entry["transport"]["port"], timeout=5)

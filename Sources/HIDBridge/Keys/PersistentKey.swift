@@ -55,7 +55,7 @@ package enum KeyFiles {
     /// be set up.
     package static func read(_ path: String) throws(KeySetupError) -> [UInt8] {
         do {
-            return try WholeFile.read(path)
+            return try WholeFile.read(path, regularOnly: true)
         } catch {
             throw KeySetupError(error.description)
         }
