@@ -145,6 +145,21 @@ func verifyAssertion(_ payload: [UInt8], publicKey: P256.Signing.PublicKey) thro
         }
         #expect(h.control(.removeAllCredentials)?["removed"] == 2)
         #expect(h.control(.getCredentials)?["credentials"] == [])
+        // Removed is revoked: the non-discoverable credential's id, which holds its key, no longer signs.
+        let ids = listed.compactMap { $0["credentialId"]?.stringValue.flatMap(Base64URL.decode) }
+        for id in ids { #expect(h.ctap(getAssertionRequest(allow: [id])) == [CTAPStatus.noCredentials.rawValue]) }
+    }
+
+    @Test func removingOneNonDiscoverableCredentialRevokesItAndNoOther() throws {
+        var h = try KeyHarness(presence: .approve(after: .milliseconds(10)))
+        for _ in 0..<2 { #expect(h.ctap(makeCredentialRequest(rk: false))?.first == 0x00) }
+        let listed = try #require(h.control(.getCredentials)?["credentials"]?.arrayValue)
+        let ids = listed.compactMap { $0["credentialId"]?.stringValue.flatMap(Base64URL.decode) }
+        try #require(ids.count == 2)
+        _ = h.control(.removeCredential(id: ids[0]))
+        #expect(h.ctap(getAssertionRequest(allow: [ids[0]])) == [CTAPStatus.noCredentials.rawValue])
+        #expect(h.ctap(getAssertionRequest(allow: [ids[1]]))?.first == 0x00)
+        #expect(h.controlError(.removeCredential(id: ids[0]))?.code == .notFound)
     }
 
     @Test func rejectsAKeyThatIsNotPKCS8() throws {

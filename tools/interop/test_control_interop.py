@@ -7,6 +7,7 @@ registered.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -19,6 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
 from fido2.ctap import CtapError
+from fido2.ctap1 import ApduError, Ctap1
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.pin import ClientPin
 from fido2.webauthn import AuthenticatorData
@@ -127,6 +129,30 @@ def test_remove_credential_and_remove_all(sim):
         assert ctl.remove_all_credentials() == 2
         assert ctl.get_credentials() == []
     expect_ctap_error(CtapError.ERR.NO_CREDENTIALS, ctap2.get_assertion, "example.com", new_cdh())
+
+
+def test_removed_non_discoverable_credentials_are_revoked_u2f_ones_too(sim):
+    """A non-discoverable credential's id holds its key: removing it (or all) through the control plane revokes it,
+    as a WebDriver authenticator forgets what it removed. A U2F registration's key handle is revoked by remove-all
+    (the key knows only its application's hash, so it cannot list it by RP)."""
+    ctap2 = Ctap2(sim.device())
+    made = [ctap2.make_credential(new_cdh(), RP, user(f"n{i}"), ES256).auth_data.credential_data.credential_id
+            for i in range(2)]
+    ctap1 = Ctap1(sim.device())
+    app = hashlib.sha256(b"https://u2f.example").digest()
+    handle = ctap1.register(new_cdh(), app).key_handle
+    ctap1.authenticate(new_cdh(), app, handle)
+    with sim.control() as ctl:
+        ctl.remove_credential(made[0])
+        expect_ctap_error(CtapError.ERR.NO_CREDENTIALS, ctap2.get_assertion, "example.com", new_cdh(),
+                          [descriptor(made[0])])
+        assert ctap2.get_assertion("example.com", new_cdh(), [descriptor(made[1])]).credential["id"] == made[1]
+        assert ctl.remove_all_credentials() == 2  # the other CTAP2 one and the U2F registration
+    expect_ctap_error(CtapError.ERR.NO_CREDENTIALS, ctap2.get_assertion, "example.com", new_cdh(),
+                      [descriptor(made[1])])
+    with pytest.raises(ApduError) as refused:
+        ctap1.authenticate(new_cdh(), app, handle)
+    assert refused.value.code == 0x6A80
 
 
 def test_a_bad_private_key_is_refused_and_nothing_is_stored(sim):

@@ -96,6 +96,8 @@ extension Authenticator {
         for old in replaced where old.id != record.id { try storage.deleteResident(id: old.id) }
         try storage.storeResident(record)
         createdCredentials.removeAll { $0.id == record.id }
+        // Given again by the control plane: a credential removed earlier is the key's once more.
+        revokedCredentials.remove(record.id)
         try storage.raiseSignCounter(to: credential.signCount)
     }
 
@@ -174,20 +176,33 @@ extension Authenticator {
         return true
     }
 
-    /// Deletes a credential by id; returns whether the key had it.
+    /// Deletes a credential by id; returns whether the key had it. A non-discoverable one made since start is
+    /// revoked: its id, which holds its key, is refused from then on.
     package mutating func removeCredential(id: [UInt8]) throws(CTAPError) -> Bool {
-        let remembered = createdCredentials.contains { $0.id == id }
+        let remembered =
+            createdCredentials.contains { $0.id == id } || createdU2F.contains(id)
         createdCredentials.removeAll { $0.id == id }
+        createdU2F.removeAll { $0 == id }
+        if remembered { revoke(id) }
         return try storage.deleteResident(id: id) || remembered
     }
 
-    /// Deletes every stored credential and forgets the non-discoverable ones made since start (their ids still
-    /// work: only a reset makes them useless).
+    /// Deletes every stored credential and revokes the non-discoverable ones made since start (U2F registrations
+    /// included).
     package mutating func removeAllCredentials() throws(CTAPError) -> Int {
         let ids = storage.residentCredentials.map(\.id)
         for id in ids { try storage.deleteResident(id: id) }
-        defer { createdCredentials.removeAll() }
-        return ids.count + createdCredentials.count
+        let made = createdCredentials.map(\.id) + createdU2F
+        for id in made { revoke(id) }
+        createdCredentials.removeAll()
+        createdU2F.removeAll()
+        return ids.count + made.count
+    }
+
+    mutating func revoke(_ id: [UInt8]) {
+        revokedCredentials.insert(id)
+        openedIds.removeAll()
+        signingKeys.removeAll()
     }
 
     /// Changes run options from the control plane.
@@ -209,6 +224,11 @@ extension Authenticator {
     mutating func rememberCreated(id: [UInt8], rpId: String) {
         createdCredentials.append(CreatedCredential(id: id, rpId: rpId))
         if createdCredentials.count > Self.createdCredentialMemory { createdCredentials.removeFirst() }
+    }
+
+    mutating func rememberU2F(keyHandle: [UInt8]) {
+        createdU2F.append(keyHandle)
+        if createdU2F.count > Self.createdCredentialMemory { createdU2F.removeFirst() }
     }
 }
 

@@ -345,6 +345,7 @@ extension Authenticator {
     ///
     /// A discoverable credential's id only counts while the credential is still stored.
     mutating func lookUp(_ id: [UInt8], rpIdHash: [UInt8]) -> AssertionCandidate? {
+        guard revokedCredentials.isEmpty || !revokedCredentials.contains(id) else { return nil }
         guard let contents = openedIds.contents(id: id, rpIdHash: rpIdHash, sealingKey: sealingKey) else {
             // A credential imported through the control plane keeps the id it came with.
             guard let imported = storage.residentCredential(id: id), imported.rpIdHash == rpIdHash else { return nil }

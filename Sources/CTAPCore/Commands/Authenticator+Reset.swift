@@ -35,6 +35,8 @@ extension Authenticator {
         try applyFactoryDefaults()
         forgetVolatileState()
         createdCredentials.removeAll()
+        createdU2F.removeAll()
+        revokedCredentials.removeAll()
         backupStates.removeAll()
         countersRemoved.removeAll()
         return [CTAPStatus.ok.rawValue]

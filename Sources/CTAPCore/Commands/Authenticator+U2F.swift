@@ -154,6 +154,7 @@ extension Authenticator {
         )
         let publicKey = Array(key.publicKey.x963Representation)
         lastActivity = CredentialActivity(rpId: nil, credentialId: keyHandle)
+        rememberU2F(keyHandle: keyHandle)
         let signed = [0x00] + request.application + request.challenge + keyHandle + publicKey
         let signature = try signingKeys.key(
             id: SigningKeyCache.u2fAttestationId,

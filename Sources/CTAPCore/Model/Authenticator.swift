@@ -86,6 +86,13 @@ package struct Authenticator: Sendable {
     var pinUv: PinUvState
     /// Non-discoverable credentials made since start, oldest first (for the control plane).
     var createdCredentials: [CreatedCredential] = []
+    /// Key handles U2F registrations made since start, oldest first (the key knows only their application's hash,
+    /// so the control plane cannot list them; removing all credentials revokes them).
+    var createdU2F: [[UInt8]] = []
+    /// Non-discoverable credentials the control plane removed: their ids hold their keys, so they are refused by id
+    /// (``lookUp(_:rpIdHash:)``) for the key's life, as a WebDriver authenticator forgets a credential it removed; a
+    /// reset, which changes the sealing key, makes this list moot and empties it.
+    var revokedCredentials: Set<[UInt8]> = []
     /// The credential the last request made or used, if any (for the control plane's events).
     package internal(set) var lastActivity: CredentialActivity?
     /// The signing keys of the credentials used last (RAM only).
