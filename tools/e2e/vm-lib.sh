@@ -57,11 +57,14 @@ smoke=${smoke:-0}
 serve_pid=
 serve_gone=()  # the command that tells the running key's device is gone (stop_key waits for it)
 DEV=
-# wait_for SECONDS WHAT COMMAND [ARGS...]: runs the command every 0.1 s until it succeeds; after SECONDS of
-# wall-clock time (not a number of tries: under load one try can take long) it says what it waited for and fails.
-# Commands passed here treat a device node or sysfs entry that vanishes while they read it as "not yet".
+# wait_for SECONDS WHAT COMMAND [ARGS...]: runs the command every 0.1 s until it succeeds; after SECONDS times
+# E2E_WAIT_SCALE (default 3) of wall-clock time (not a number of tries: under load one try can take long) it says
+# what it waited for and fails. A wait ends as soon as its condition holds, so the scale costs a passing run
+# nothing; it is there for a busy host, where the VM's emulated CPUs run slower still (a key's start took over
+# 60 s in a make test beside a Swift build, against 5-6 s alone). Commands passed here treat a device node or sysfs
+# entry that vanishes while they read it as "not yet".
 wait_for() {
-    local seconds=$1 what=$2
+    local seconds=$(($1 * ${E2E_WAIT_SCALE:-3})) what=$2
     shift 2
     local deadline=$(($(date +%s) + seconds))
     while :; do
@@ -91,7 +94,8 @@ launch() {
     local record=$1
     shift
     rm -f "$record"
-    exec "${launcher[@]:-$python}" -m fidosim.launch --binary "$bin" --record "$record" "$@"
+    exec "${launcher[@]:-$python}" -m fidosim.launch --binary "$bin" --record "$record" \
+        --timeout $((60 * ${E2E_WAIT_SCALE:-3})) "$@"
 }
 key_with_serial() { DEV=$(hidraw_with "HID_UNIQ=$1"); } # sets DEV to the hidraw node of the key with serial $1
 # start_key SERIAL [serve options]: a key with that serial number (started through the package's launcher, which

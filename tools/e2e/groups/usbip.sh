@@ -41,13 +41,13 @@ usbip_make_and_assert() { # a discoverable credential made and an assertion veri
     local cdh id
     cdh() { head -c 32 /dev/urandom | base64; }
     printf '%s\n%s\n%s\n%s\n' "$(cdh)" "example.com" "alice" "$(head -c 16 /dev/urandom | base64)" >usbip.in
-    fido2-cred -M -r -i usbip.in -o usbip.cred "$UDEV" es256 &&
+    fido2-cred -M -r -i usbip.in -o usbip.cred "${UDEV:-}" es256 &&
         fido2-cred -V -i usbip.cred -o usbip.pub es256 || return 1
     id=$(sed -n 5p usbip.cred)
     printf '%s\n%s\n%s\n' "$(cdh)" "example.com" "$id" >usbip.ain
     local start
     start=$(date +%s%N)
-    fido2-assert -G -i usbip.ain -o usbip.assert "$UDEV" || return 1
+    fido2-assert -G -i usbip.ain -o usbip.assert "${UDEV:-}" || return 1
     echo "usbip: fido2-assert -G (getAssertion with its INIT and getInfo) in $(ms_since "$start") ms" |
         tee -a "$out/usbip-timing.txt"
     fido2-assert -V -i usbip.assert usbip.pub es256
@@ -55,7 +55,7 @@ usbip_make_and_assert() { # a discoverable credential made and an assertion veri
 
 usbip_discoverable_after_reattach() { # the credential made before the detach signs after the attach
     printf '%s\n%s\n' "$(head -c 32 /dev/urandom | base64)" "example.com" >usbip-rk.ain
-    fido2-assert -G -r -i usbip-rk.ain -o usbip-rk.assert "$UDEV" && fido2-assert -V -i usbip-rk.assert usbip.pub es256
+    fido2-assert -G -r -i usbip-rk.ain -o usbip-rk.assert "${UDEV:-}" && fido2-assert -V -i usbip-rk.assert usbip.pub es256
 }
 
 # One key on uhid and USB/IP at once (serve --transport uhid --transport usbip): two hidraw nodes with one serial,
@@ -143,7 +143,7 @@ usbip_rig_conform() {
     write_rig_scripts
     "$bin" ctl --name usbip presence prompt || return 1
     local rc=0
-    "$bin" conform --device "hid:$UDEV" --allow-destructive --only hid,info,reset,selection,client-pin \
+    "$bin" conform --device "hid:${UDEV:-}" --allow-destructive --only hid,info,reset,selection,client-pin \
         --touch-command ./rig-touch.sh \
         --refuse-command ./rig-refuse.sh --replug-command ./rig-replug.sh --report "$out/conform-usbip-rig" \
         2>"$out/conform-usbip-rig.err" || rc=$?
@@ -162,8 +162,8 @@ if want usbip; then
     step usbip-list bash -c "usbip list -r 127.0.0.1 | tee /dev/stderr | grep -q '1-1: .*(1209:f1d0)'"
     gate usbip-attach attach_usbip
     step usbip-usb-device bash -c "grep -l '$usbip_serial' /sys/bus/usb/devices/*/serial | tee /dev/stderr | grep -q ."
-    step usbip-fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '$UDEV: vendor=0x1209, product=0xf1d0'"
-    step usbip-fido2-token-info bash -c "fido2-token -I $UDEV | tee /dev/stderr | grep -q 'version strings: U2F_V2'"
+    step usbip-fido2-token-list bash -c "fido2-token -L | tee /dev/stderr | grep -q '${UDEV:-}: vendor=0x1209, product=0xf1d0'"
+    step usbip-fido2-token-info bash -c "fido2-token -I ${UDEV:-} | tee /dev/stderr | grep -q 'version strings: U2F_V2'"
     # First: its reset erases what the key holds.
     step usbip-rig-conform usbip_rig_conform
     step usbip-cred-assert usbip_make_and_assert
