@@ -122,8 +122,8 @@ package enum WebAuthnRoute: Equatable, Sendable {
     }
 
     /// Add Credential's parameters as the specification's algorithm checks them (§11.5): `credentialId`, `rpId` and
-    /// `privateKey` strings, `isResidentCredential` a boolean, `signCount` a number, `userHandle` a string when
-    /// given (and required for a resident credential).
+    /// `privateKey` strings, `isResidentCredential` a boolean, `signCount` a number (or null: no counter),
+    /// `userHandle` a string when given (and required for a resident credential).
     static func checkCredentialParameters(_ credential: [String: JSONValue]) throws(Refusal) {
         for name in ["credentialId", "rpId", "privateKey"] where credential[name]?.stringValue == nil {
             throw Refusal(error: "invalid argument", message: "\(name) must be a string")
@@ -132,9 +132,10 @@ package enum WebAuthnRoute: Equatable, Sendable {
             throw Refusal(error: "invalid argument", message: "isResidentCredential must be a boolean")
         }
         switch credential["signCount"] {
-        case .integer: break
+        // null: a credential without a counter (chromedriver takes it; the DevTools domain spells it -1).
+        case .integer, .null: break
         case .number(let value) where value == value.rounded() && value >= 0: break
-        default: throw Refusal(error: "invalid argument", message: "signCount must be a number")
+        default: throw Refusal(error: "invalid argument", message: "signCount must be a number or null")
         }
         if let handle = credential["userHandle"], handle.stringValue == nil, handle != .null {
             throw Refusal(error: "invalid argument", message: "userHandle must be a string")

@@ -245,7 +245,20 @@ package final class WebDriverFront: Sendable {
                         )
                     )
                 }
-                _ = try key(id, of: session, "addCredential", .object(credential))
+                // signCount null: the credential has no counter. The key takes it at 0 and then without one (its
+                // assertions report 0 for ever and leave the key's counter alone).
+                var given = credential
+                let counterless = credential["signCount"] == .null
+                if counterless { given["signCount"] = 0 }
+                _ = try key(id, of: session, "addCredential", .object(given))
+                if counterless, let credentialId = credential["credentialId"] {
+                    _ = try key(
+                        id,
+                        of: session,
+                        "setCredentialProperties",
+                        ["credentialId": credentialId, "signCount": -1]
+                    )
+                }
                 return .success(.null)
             case .getCredentials(let session, let id):
                 let result = try key(id, of: session, "getCredentials", [:])

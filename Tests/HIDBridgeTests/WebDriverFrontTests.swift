@@ -169,6 +169,21 @@ import Testing
         }
     }
 
+    @Test func aCredentialWithoutACounterIsTaken() throws {
+        let body = #"{"credentialId":"AQ","isResidentCredential":false,"rpId":"r","privateKey":"k","signCount":null}"#
+        #expect(
+            try route("POST", "/session/s/webauthn/authenticator/a/credential", body)
+                == .addCredential(
+                    session: "s",
+                    id: "a",
+                    credential: [
+                        "credentialId": "AQ", "isResidentCredential": false, "rpId": "r", "privateKey": "k",
+                        "signCount": .null,
+                    ]
+                )
+        )
+    }
+
     @Test func aTransportAUSBKeyCannotBeIsRefusedForThatReason() {
         #expect(
             throws: WebAuthnRoute.Refusal(

@@ -6,6 +6,7 @@ tools/python/examples/browser/test_selenium_virtual_authenticator.py)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -19,6 +20,8 @@ import time
 import urllib.parse
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from fidosim import FidosimHub, find_binary
 from fidosim.testing import as_nobody
@@ -197,6 +200,19 @@ def test_arguments_are_checked_as_chromedriver_checks_them(front):
                   "userHandle": "AQ", "signCount": 0}
     status, answer = call(front, "POST", f"{add}/{u2f['value']}/credential", credential)
     assert status == 400 and "U2F authenticator cannot hold a resident credential" in answer["value"]["message"]
+    # A credential without a counter (signCount null, as chromedriver takes it) reports 0.
+    status, ctap2 = call(front, "POST", add, {"protocol": "ctap2", "transport": "usb"})
+    assert status == 200, ctap2
+    private = base64.urlsafe_b64encode(
+        ec.generate_private_key(ec.SECP256R1()).private_bytes(serialization.Encoding.DER,
+                                                              serialization.PrivateFormat.PKCS8,
+                                                              serialization.NoEncryption())).rstrip(b"=").decode()
+    counterless = {"credentialId": "AQIDBA", "rpId": "example.com", "privateKey": private,
+                   "isResidentCredential": False, "signCount": None}
+    status, answer = call(front, "POST", f"{add}/{ctap2['value']}/credential", counterless)
+    assert status == 200, answer
+    status, answer = call(front, "GET", f"{add}/{ctap2['value']}/credentials")
+    assert status == 200 and [c["signCount"] for c in answer["value"]] == [0], answer
     del credential["signCount"]
     credential["isResidentCredential"] = False
     status, answer = call(front, "POST", f"{add}/{u2f['value']}/credential", credential)
