@@ -75,7 +75,7 @@ package final class UDPTransport: ReportTransport {
         self.fd = fd
         segments = fidosim_udp_segmentation_supported(fd) != 0
         if policy != nil {
-            // Room for a flood's datagrams between two reads of the socket tables (the kernel counts a small
+            // Room for a flood's datagrams while the loop works on a batch (the kernel counts a small
             // datagram's whole buffer, a few KiB on loopback: the default holds about 60), so that the owner's
             // datagrams are not dropped with it. Capped by net.core.rmem_max.
             var size: Int32 = 4 << 20
