@@ -117,52 +117,41 @@ package final class WebDriverFront: Sendable {
         guard connections.add(1, ordering: .relaxed).newValue <= Self.maxConnections else {
             connections.subtract(1, ordering: .relaxed)
             if refused == nil {
-                let (_, body) = WebAuthnRoute.failure(
-                    WebAuthnRoute.Refusal(
-                        error: "unknown error",
-                        message: "busy: \(Self.maxConnections) connections are being served; try again"
-                    )
+                answer(
+                    fd,
+                    503,
+                    "Service Unavailable",
+                    "unknown error",
+                    "busy: \(Self.maxConnections) connections are being served; try again"
                 )
-                write(fd, HTTPMessage.response(status: 503, reason: "Service Unavailable", json: body))
             }
             return
         }
         defer { connections.subtract(1, ordering: .relaxed) }
         if let refused {
-            printError(PeerAccess.note(door: "webdriver", peer: peer, refusal: refused))
-            let (_, body) = WebAuthnRoute.failure(
-                WebAuthnRoute.Refusal(error: "unknown error", message: "permission denied: \(refused)")
-            )
-            write(fd, HTTPMessage.response(status: 403, reason: "Forbidden", json: body))
+            forbid(fd, peer: peer, refused)
             return
         }
         let request: HTTPMessage
         switch read(fd, maxBody: HTTPMessage.maxRequestBody) {
         case .success(let message): request = message
         case .failure(let error):
-            let (_, body) = WebAuthnRoute.failure(
-                WebAuthnRoute.Refusal(error: "invalid argument", message: "bad request: \(error)")
-            )
-            write(fd, HTTPMessage.response(status: 400, reason: "Bad Request", json: body))
+            answer(fd, 400, "Bad Request", "invalid argument", "bad request: \(error)")
             return
         }
         if let refused = request.browserRefusal(port: port) {
-            printError(PeerAccess.note(door: "webdriver", peer: peer, refusal: refused))
-            let (_, body) = WebAuthnRoute.failure(
-                WebAuthnRoute.Refusal(error: "unknown error", message: "permission denied: \(refused)")
-            )
-            write(fd, HTTPMessage.response(status: 403, reason: "Forbidden", json: body))
+            forbid(fd, peer: peer, refused)
             return
         }
         let method = request.startLine[0]
         guard let path = Self.path(request.startLine[1], under: pathPrefix) else {
-            let (_, body) = WebAuthnRoute.failure(
-                WebAuthnRoute.Refusal(
-                    error: "unknown command",
-                    message: "no such path (the endpoint's URL has a secret path: see the ready file)"
-                )
+            answer(
+                fd,
+                404,
+                "Not Found",
+                "unknown command",
+                "no such path (the endpoint's URL has a secret path: see the ready file)"
             )
-            write(fd, HTTPMessage.response(status: 404, reason: "Not Found", json: body))
             return
         }
         let route: WebAuthnRoute?
@@ -203,6 +192,18 @@ package final class WebDriverFront: Sendable {
         let rest = String(path.dropFirst(prefix.count))
         guard rest.isEmpty || rest.hasPrefix("/") || rest.hasPrefix("?") else { return nil }
         return rest.isEmpty || rest.hasPrefix("?") ? "/" + rest : rest
+    }
+
+    /// Answers `fd` with a WebDriver error (`error`, `message`) and the HTTP status.
+    func answer(_ fd: Int32, _ status: Int, _ reason: String, _ error: String, _ message: String) {
+        let (_, body) = WebAuthnRoute.failure(WebAuthnRoute.Refusal(error: error, message: message))
+        write(fd, HTTPMessage.response(status: status, reason: reason, json: body))
+    }
+
+    /// Logs a refused peer and answers it 403.
+    func forbid(_ fd: Int32, peer: String, _ refused: String) {
+        printError(PeerAccess.note(door: "webdriver", peer: peer, refusal: refused))
+        answer(fd, 403, "Forbidden", "unknown error", "permission denied: \(refused)")
     }
 
     func isDeleteSession(_ route: WebAuthnRoute) -> Bool {

@@ -22,8 +22,8 @@ import floods
 import pytest
 from fido2.ctap2 import Ctap2
 from fido2.hid import CtapHidDevice
+from test_peer_access import key, wait_for
 
-from fidosim import FidosimServer, find_binary
 from fidosim.testing import as_nobody, as_nobody_command
 from fidosim.udp import POWER_CYCLE, UdpCtapHidConnection, descriptor_for, open_udp_device
 
@@ -34,17 +34,6 @@ pytestmark = [
 
 RP = {"id": "example.com", "name": "Example"}
 USER = {"id": b"alice", "name": "alice"}
-
-
-def key(*args: str) -> FidosimServer:
-    return FidosimServer(binary=find_binary(), args=["--log-level", "info", *args]).start()
-
-
-def wait_for(server: FidosimServer, text: str, seconds=10) -> bool:
-    deadline = time.monotonic() + seconds
-    while text not in server.stderr() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return text in server.stderr()
 
 
 SPOOF_THE_OWNER = r"""
